@@ -1,0 +1,4 @@
+//! The runtime: one arena per memory space, buffers, the executable (buffer table plus kernel
+//! launches), the thread pool, and the library that compiled kernels call (math functions,
+//! GEMM and convolution micro-kernels, infeed/outfeed queues, custom-call registry).
+//! Nothing here yet: the end-to-end issue fills it.
