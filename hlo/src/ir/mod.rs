@@ -1,0 +1,38 @@
+//! The HLO IR: a [`Module`] owns [`Computation`]s, a computation owns [`Instruction`]s. Both
+//! are referenced by index ([`CompId`], [`InstId`]), so the IR is plain data: cloneable,
+//! comparable, and free of reference cycles.
+
+mod attr;
+mod computation;
+mod instruction;
+mod module;
+mod opcode;
+
+pub use attr::{
+    AttrList, AttrValue, Attribute, ConvDimensionNumbers, IoAlias, PaddingDim, ProgramShape, SliceRange, Window,
+    WindowDim,
+};
+pub use computation::Computation;
+pub use instruction::{Instruction, Payload};
+pub use module::Module;
+pub use opcode::Opcode;
+
+/// A computation's index in [`Module::computations`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CompId(pub u32);
+
+/// An instruction's index in [`Computation::instructions`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InstId(pub u32);
+
+impl CompId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl InstId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
