@@ -152,16 +152,21 @@ fn join_impl(lhs: &Extents, rhs: &Extents, error: Option<&str>) -> Extents {
 /// `shape.broadcast`: the shape two operands broadcast to.
 ///
 /// Unranked in, unranked out. Otherwise the shorter shape gets 1s prepended, and each output
-/// extent is chosen by the first rule that applies, exactly in the dialect's order:
+/// extent is the first rule that applies:
 ///
-/// 1. `lhs` if `lhs == rhs` or `rhs` is unknown;
-/// 2. `rhs` if `lhs` is unknown;
+/// 1. `lhs` if `lhs == rhs`;
+/// 2. `rhs` if `lhs == 1`;
 /// 3. `lhs` if `rhs == 1`;
-/// 4. `rhs` if `lhs == 1`;
-/// 5. otherwise a contradiction.
+/// 4. `lhs` if `rhs` is unknown;
+/// 5. `rhs` if `lhs` is unknown;
+/// 6. otherwise a contradiction.
 ///
-/// Rule 1 comes first, so `1` broadcast with `?` gives `1`: the dialect trusts the known side
-/// and leaves a run-time mismatch to a later check.
+/// This is the dialect's table with the `1` rules moved ahead of the unknown ones. In the
+/// dialect's order, `1` against `?` gives `1` (and `?` against `1` gives `1`), but the `?`
+/// may be 5 at run time, making the true result 5: a static 1 would be a wrong shape, not a
+/// less specific one. Moving the rules changes only those two cases, to `?`; every other
+/// result, and every contradiction, is the dialect's. Prepended 1s are what make this
+/// matter: `[]` against `[?, 2]` must stay `[?, 2]`.
 pub fn broadcast(lhs: &Extents, rhs: &Extents) -> Extents {
     broadcast_impl(lhs, rhs, None)
 }
@@ -175,11 +180,11 @@ pub fn broadcast_with_error(lhs: &Extents, rhs: &Extents, error: &str) -> Extent
 fn broadcast_dim(lhs: Dim, rhs: Dim) -> Option<Dim> {
     match (lhs, rhs) {
         (l, r) if l == r => Some(l),
+        (Dim::Known(1), r) => Some(r),
+        (l, Dim::Known(1)) => Some(l),
         (l, Dim::Unknown) => Some(l),
         (Dim::Unknown, r) => Some(r),
-        (l, Dim::Known(1)) => Some(l),
-        (Dim::Known(1), r) => Some(r),
-        _ => None,
+        (Dim::Known(_), Dim::Known(_)) => None,
     }
 }
 

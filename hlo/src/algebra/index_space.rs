@@ -146,7 +146,11 @@ impl IndexSpace {
     fn sub_box(&self, begin: &[u64], end: &[u64]) -> Result<Vec<(u64, u64)>, IndexSpaceError> {
         check_rank(self.rank(), begin.len())?;
         check_rank(self.rank(), end.len())?;
-        let modes = self.extents.iter().zip(&self.origin).zip(begin.iter().zip(end));
+        let modes = self
+            .extents
+            .iter()
+            .zip(&self.origin)
+            .zip(begin.iter().zip(end));
         modes
             .enumerate()
             .map(|(mode, ((&extent, &origin), (&b, &e)))| {
@@ -240,7 +244,7 @@ impl IndexSpace {
     }
 }
 
-impl<'a> IntoIterator for &'a IndexSpace {
+impl IntoIterator for &IndexSpace {
     type Item = Vec<u64>;
     type IntoIter = Indices;
 

@@ -146,9 +146,7 @@ impl IndexString {
 
 fn is_identifier(label: &str) -> bool {
     let mut chars = label.chars();
-    chars
-        .next()
-        .is_some_and(|c| c.is_alphabetic() || c == '_')
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 

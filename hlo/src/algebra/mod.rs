@@ -28,8 +28,7 @@ pub use functions::{
 pub use index_space::{IndexSpace, IndexSpaceError, Indices};
 pub use index_string::{
     contraction, elementwise, permutation, permute, plan_einsum, product, BatchLabel,
-    Contraction, ContractingLabel, FreeLabel, IndexString, IndexStringError, IndexedShape,
-    Operand,
+    ContractingLabel, Contraction, FreeLabel, IndexString, IndexStringError, IndexedShape, Operand,
 };
 pub use size::{Dim, Reason, Size};
 
