@@ -16,14 +16,6 @@ fn first_invalid_size(operands: [&Size; 2]) -> Option<Reason> {
     })
 }
 
-/// The first invalid reason among shapes, in operand order.
-fn first_invalid_shape(operands: [&Extents; 2]) -> Option<Reason> {
-    operands.into_iter().find_map(|s| match s {
-        Extents::Invalid(reason) => Some(reason.clone()),
-        Extents::Unranked | Extents::Ranked(_) => None,
-    })
-}
-
 /// A size arithmetic operation: unknown stays unknown, overflow is a contradiction.
 fn arith(lhs: &Size, rhs: &Size, op: &str, apply: fn(u64, u64) -> Option<u64>) -> Size {
     if let Some(reason) = first_invalid_size([lhs, rhs]) {
@@ -115,11 +107,12 @@ pub fn join_with_error(lhs: &Extents, rhs: &Extents, error: &str) -> Extents {
 }
 
 fn join_impl(lhs: &Extents, rhs: &Extents, error: Option<&str>) -> Extents {
-    if let Some(reason) = first_invalid_shape([lhs, rhs]) {
-        return Extents::Invalid(reason);
-    }
     let fail = |default: String| Extents::invalid(error.map_or(default, str::to_owned));
     match (lhs, rhs) {
+        // Tried first so that an invalid operand wins over an unranked one.
+        (Extents::Invalid(reason), _) | (_, Extents::Invalid(reason)) => {
+            Extents::Invalid(reason.clone())
+        }
         (Extents::Unranked, other) | (other, Extents::Unranked) => other.clone(),
         (Extents::Ranked(a), Extents::Ranked(b)) => {
             if a.len() != b.len() {
@@ -141,10 +134,6 @@ fn join_impl(lhs: &Extents, rhs: &Extents, error: Option<&str>) -> Extents {
                 }
             }
             Extents::Ranked(dims)
-        }
-        // Both invalid cases returned above.
-        (Extents::Invalid(reason), _) | (_, Extents::Invalid(reason)) => {
-            Extents::Invalid(reason.clone())
         }
     }
 }
@@ -189,11 +178,13 @@ fn broadcast_dim(lhs: Dim, rhs: Dim) -> Option<Dim> {
 }
 
 fn broadcast_impl(lhs: &Extents, rhs: &Extents, error: Option<&str>) -> Extents {
-    if let Some(reason) = first_invalid_shape([lhs, rhs]) {
-        return Extents::Invalid(reason);
-    }
-    let (Some(a), Some(b)) = (lhs.dims(), rhs.dims()) else {
-        return Extents::Unranked;
+    let (a, b) = match (lhs, rhs) {
+        // Tried first so that an invalid operand wins over an unranked one.
+        (Extents::Invalid(reason), _) | (_, Extents::Invalid(reason)) => {
+            return Extents::Invalid(reason.clone())
+        }
+        (Extents::Unranked, _) | (_, Extents::Unranked) => return Extents::Unranked,
+        (Extents::Ranked(a), Extents::Ranked(b)) => (a, b),
     };
     let rank = a.len().max(b.len());
     let one = Dim::Known(1);

@@ -231,8 +231,14 @@ impl IndexedShape {
 
     /// The extent of the mode a label names, if present.
     pub fn extent_of(&self, label: &str) -> Option<u64> {
-        self.position(label)
-            .and_then(|mode| self.extents.get(mode).copied())
+        self.find(label).map(|(_, extent)| extent)
+    }
+
+    /// The (mode, extent) a label names, if present.
+    fn find(&self, label: &str) -> Option<(usize, u64)> {
+        self.modes()
+            .find(|&(l, _, _)| l == label)
+            .map(|(_, mode, extent)| (mode, extent))
     }
 
     /// The (label, mode, extent) of every mode.
@@ -472,9 +478,8 @@ pub fn contraction(
         output_extents,
     };
     for (label, lhs_mode, extent) in lhs.modes() {
-        match (rhs.position(label), out.position(label)) {
-            (Some(rhs_mode), output_mode) => {
-                let rhs_extent = rhs.extent_of(label).unwrap_or(extent);
+        match (rhs.find(label), out.position(label)) {
+            (Some((rhs_mode, rhs_extent)), output_mode) => {
                 if rhs_extent != extent {
                     return Err(IndexStringError::ExtentMismatch {
                         label: label.to_owned(),
