@@ -4,19 +4,17 @@
 
 use tessera_hlo::algebra::{
     add, broadcast, broadcast_with_error, contraction, create_shape, elementwise, join, join_size,
-    join_size_with_error, join_with_error, mul, num_elements, permutation, permute, plan_einsum,
-    product, reduce, shape_of, Dim, Extents, IndexSpace, IndexSpaceError, IndexString,
-    IndexStringError, IndexedShape, Operand, ParseError, Reduction, Size, ValueShape,
+    join_size_with_error, join_with_error, mul, num_elements, permutation, permute, plan_einsum, product, reduce,
+    shape_of, Dim, Extents, IndexSpace, IndexSpaceError, IndexString, IndexStringError, IndexedShape, Operand,
+    ParseError, Reduction, Size, ValueShape,
 };
 
 fn shape(text: &str) -> Extents {
-    text.parse()
-        .unwrap_or_else(|e| panic!("test shape {text:?}: {e}"))
+    text.parse().unwrap_or_else(|e| panic!("test shape {text:?}: {e}"))
 }
 
 fn size(text: &str) -> Size {
-    text.parse()
-        .unwrap_or_else(|e| panic!("test size {text:?}: {e}"))
+    text.parse().unwrap_or_else(|e| panic!("test size {text:?}: {e}"))
 }
 
 fn indexed(spec: &str, extents: &[u64]) -> IndexedShape {
@@ -38,10 +36,7 @@ fn collect(iter: impl Iterator<Item = Vec<u64>>) -> Vec<Vec<u64>> {
 #[test]
 fn prints_like_the_dialect() {
     assert_eq!(Extents::Unranked.to_string(), "[*]");
-    assert_eq!(
-        Extents::Ranked(vec![Dim::Unknown, Dim::Known(2)]).to_string(),
-        "[?, 2]"
-    );
+    assert_eq!(Extents::Ranked(vec![Dim::Unknown, Dim::Known(2)]).to_string(), "[?, 2]");
     assert_eq!(Extents::known(&[3, 4]).to_string(), "[3, 4]");
     assert_eq!(Extents::scalar().to_string(), "[]");
     assert_eq!(Extents::known(&[1]).to_string(), "[1]");
@@ -56,40 +51,19 @@ fn parses_constants_and_round_trips() {
     for text in ["[*]", "[?, 2]", "[3, 4]", "[]", "[1]", "[0, ?, 7]"] {
         assert_eq!(shape(text).to_string(), text);
     }
-    assert_eq!(
-        shape(" [ 3 ,? ] "),
-        Extents::Ranked(vec![Dim::Known(3), Dim::Unknown])
-    );
+    assert_eq!(shape(" [ 3 ,? ] "), Extents::Ranked(vec![Dim::Known(3), Dim::Unknown]));
     assert_eq!(size("10"), Size::Known(10));
     assert_eq!(size("?"), Size::Unknown);
 }
 
 #[test]
 fn rejects_malformed_constants() {
-    assert_eq!(
-        "3, 4".parse::<Extents>(),
-        Err(ParseError::MissingBrackets("3, 4".into()))
-    );
-    assert_eq!(
-        "[3, -1]".parse::<Extents>(),
-        Err(ParseError::BadExtent("-1".into()))
-    );
-    assert_eq!(
-        "[3,]".parse::<Extents>(),
-        Err(ParseError::BadExtent("".into()))
-    );
-    assert_eq!(
-        "[+3]".parse::<Extents>(),
-        Err(ParseError::BadExtent("+3".into()))
-    );
-    assert_eq!(
-        "[invalid]".parse::<Extents>(),
-        Err(ParseError::BadExtent("invalid".into()))
-    );
-    assert_eq!(
-        "[99999999999999999999]".parse::<Extents>(),
-        Err(ParseError::BadExtent("99999999999999999999".into()))
-    );
+    assert_eq!("3, 4".parse::<Extents>(), Err(ParseError::MissingBrackets("3, 4".into())));
+    assert_eq!("[3, -1]".parse::<Extents>(), Err(ParseError::BadExtent("-1".into())));
+    assert_eq!("[3,]".parse::<Extents>(), Err(ParseError::BadExtent("".into())));
+    assert_eq!("[+3]".parse::<Extents>(), Err(ParseError::BadExtent("+3".into())));
+    assert_eq!("[invalid]".parse::<Extents>(), Err(ParseError::BadExtent("invalid".into())));
+    assert_eq!("[99999999999999999999]".parse::<Extents>(), Err(ParseError::BadExtent("99999999999999999999".into())));
     assert!("[*, 2]".parse::<Extents>().is_err());
     assert!("x".parse::<Size>().is_err());
 }
@@ -104,16 +78,9 @@ fn rank_is_a_size() {
 
 #[test]
 fn from_sizes_turns_an_invalid_extent_into_an_invalid_shape() {
+    assert_eq!(Extents::from_sizes([Size::Known(2), Size::Unknown]), shape("[2, ?]"));
     assert_eq!(
-        Extents::from_sizes([Size::Known(2), Size::Unknown]),
-        shape("[2, ?]")
-    );
-    assert_eq!(
-        Extents::from_sizes([
-            Size::Known(2),
-            Size::invalid("first"),
-            Size::invalid("second")
-        ]),
+        Extents::from_sizes([Size::Known(2), Size::invalid("first"), Size::invalid("second")]),
         Extents::invalid("first")
     );
 }
@@ -154,10 +121,7 @@ fn invalid_sizes_propagate_the_first_reason() {
 #[test]
 fn overflow_is_invalid_not_wrapped() {
     let sum = add(&Size::Known(u64::MAX), &Size::Known(1));
-    assert_eq!(
-        sum.reason(),
-        Some(format!("size overflow: {} + 1", u64::MAX).as_str())
-    );
+    assert_eq!(sum.reason(), Some(format!("size overflow: {} + 1", u64::MAX).as_str()));
     let product = mul(&Size::Known(1 << 32), &Size::Known(1 << 32));
     assert!(product.is_invalid());
 }
@@ -190,10 +154,7 @@ fn join_table_from_the_dialect() {
 #[test]
 fn join_is_symmetric_on_the_table() {
     for (lhs, rhs) in [("[1, ?]", "[*]"), ("[1, ?]", "[1, 2]"), ("[*]", "[]")] {
-        assert_eq!(
-            join(&shape(lhs), &shape(rhs)),
-            join(&shape(rhs), &shape(lhs))
-        );
+        assert_eq!(join(&shape(lhs), &shape(rhs)), join(&shape(rhs), &shape(lhs)));
     }
 }
 
@@ -207,15 +168,9 @@ fn join_reasons() {
         join(&shape("[1, 3]"), &shape("[1, 4]")).reason(),
         Some("join: extents 3 and 4 differ at dimension 1 of [1, 3] and [1, 4]")
     );
-    assert_eq!(
-        join_with_error(&shape("[1, ?]"), &shape("[2, ?, ?]"), "<reason>"),
-        Extents::invalid("<reason>")
-    );
+    assert_eq!(join_with_error(&shape("[1, ?]"), &shape("[2, ?, ?]"), "<reason>"), Extents::invalid("<reason>"));
     // The error attribute only applies to a new contradiction, not to a propagated one.
-    assert_eq!(
-        join_with_error(&Extents::invalid("earlier"), &shape("[1]"), "<reason>"),
-        Extents::invalid("earlier")
-    );
+    assert_eq!(join_with_error(&Extents::invalid("earlier"), &shape("[1]"), "<reason>"), Extents::invalid("earlier"));
 }
 
 #[test]
@@ -233,18 +188,9 @@ fn join_of_sizes() {
     assert_eq!(join_size(&Size::Unknown, &Size::Known(3)), Size::Known(3));
     assert_eq!(join_size(&Size::Unknown, &Size::Unknown), Size::Unknown);
     assert_eq!(join_size(&Size::Known(3), &Size::Known(3)), Size::Known(3));
-    assert_eq!(
-        join_size(&Size::Known(3), &Size::Known(4)),
-        Size::invalid("join: sizes 3 and 4 differ")
-    );
-    assert_eq!(
-        join_size_with_error(&Size::Known(3), &Size::Known(4), "bad"),
-        Size::invalid("bad")
-    );
-    assert_eq!(
-        join_size(&Size::invalid("x"), &Size::Known(4)),
-        Size::invalid("x")
-    );
+    assert_eq!(join_size(&Size::Known(3), &Size::Known(4)), Size::invalid("join: sizes 3 and 4 differ"));
+    assert_eq!(join_size_with_error(&Size::Known(3), &Size::Known(4), "bad"), Size::invalid("bad"));
+    assert_eq!(join_size(&Size::invalid("x"), &Size::Known(4)), Size::invalid("x"));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -277,24 +223,14 @@ fn broadcast_rules_in_order() {
         ("[]", "[]", "[]"),
     ];
     for (lhs, rhs, expected) in cases {
-        assert_eq!(
-            broadcast(&shape(lhs), &shape(rhs)),
-            shape(expected),
-            "broadcast({lhs}, {rhs})"
-        );
+        assert_eq!(broadcast(&shape(lhs), &shape(rhs)), shape(expected), "broadcast({lhs}, {rhs})");
     }
 }
 
 #[test]
 fn broadcast_with_unranked_is_unranked() {
-    assert_eq!(
-        broadcast(&shape("[*]"), &shape("[2, 3]")),
-        Extents::Unranked
-    );
-    assert_eq!(
-        broadcast(&shape("[2, 3]"), &shape("[*]")),
-        Extents::Unranked
-    );
+    assert_eq!(broadcast(&shape("[*]"), &shape("[2, 3]")), Extents::Unranked);
+    assert_eq!(broadcast(&shape("[2, 3]"), &shape("[*]")), Extents::Unranked);
     assert_eq!(broadcast(&shape("[*]"), &shape("[*]")), Extents::Unranked);
 }
 
@@ -312,10 +248,7 @@ fn broadcast_errors() {
         Extents::invalid("operands do not broadcast")
     );
     // Compatible operands ignore the error attribute.
-    assert_eq!(
-        broadcast_with_error(&shape("[2]"), &shape("[1]"), "unused"),
-        shape("[2]")
-    );
+    assert_eq!(broadcast_with_error(&shape("[2]"), &shape("[1]"), "unused"), shape("[2]"));
 }
 
 #[test]
@@ -340,26 +273,10 @@ fn reduce_visits_extents_in_order() {
         acc.push((i, dim));
         acc
     });
-    assert_eq!(
-        visited,
-        Reduction::Value(vec![
-            (0, Dim::Known(2)),
-            (1, Dim::Unknown),
-            (2, Dim::Known(5))
-        ])
-    );
-    assert_eq!(
-        reduce(&shape("[]"), 42, |_, _, acc| acc + 1),
-        Reduction::Value(42)
-    );
-    assert_eq!(
-        reduce(&shape("[*]"), 0, |_, _, acc| acc + 1),
-        Reduction::Unranked
-    );
-    assert_eq!(
-        reduce(&Extents::invalid("r"), 0, |_, _, acc| acc + 1),
-        Reduction::Invalid("r".into())
-    );
+    assert_eq!(visited, Reduction::Value(vec![(0, Dim::Known(2)), (1, Dim::Unknown), (2, Dim::Known(5))]));
+    assert_eq!(reduce(&shape("[]"), 42, |_, _, acc| acc + 1), Reduction::Value(42));
+    assert_eq!(reduce(&shape("[*]"), 0, |_, _, acc| acc + 1), Reduction::Unranked);
+    assert_eq!(reduce(&Extents::invalid("r"), 0, |_, _, acc| acc + 1), Reduction::Invalid("r".into()));
 }
 
 #[test]
@@ -378,23 +295,14 @@ fn num_elements_is_the_dialects_reduce_example() {
 fn create_shape_from_i32_values() {
     assert_eq!(create_shape(&[3, 4]), shape("[3, 4]"));
     assert_eq!(create_shape(&[]), shape("[]"));
-    assert_eq!(
-        create_shape(&[3, -1, -2]),
-        Extents::invalid("create_shape: extent -1 at dimension 1 is negative")
-    );
+    assert_eq!(create_shape(&[3, -1, -2]), Extents::invalid("create_shape: extent -1 at dimension 1 is negative"));
 }
 
 #[test]
 fn shape_of_value_shapes_and_shaped_things() {
-    let known = ValueShape {
-        value: Some(vec![1.0f32, 2.0, 3.0]),
-        shape: shape("[3]"),
-    };
+    let known = ValueShape { value: Some(vec![1.0f32, 2.0, 3.0]), shape: shape("[3]") };
     assert_eq!(shape_of(&known), shape("[3]"));
-    let nothing_known: ValueShape<f32> = ValueShape {
-        value: None,
-        shape: Extents::Unranked,
-    };
+    let nothing_known: ValueShape<f32> = ValueShape { value: None, shape: Extents::Unranked };
     assert_eq!(shape_of(&nothing_known), shape("[*]"));
     assert_eq!(shape_of(&space(&[2, 3])), shape("[2, 3]"));
     assert_eq!(shape_of(&indexed("i,j", &[4, 5])), shape("[4, 5]"));
@@ -424,22 +332,13 @@ fn slices_keep_the_rank() {
 fn chips_drop_the_rank() {
     let s = space(&[10, 20]);
     // Row 2 as a vector.
-    assert_eq!(
-        s.chip_pinned(&[2]).map(|c| c.extents().to_vec()),
-        Ok(vec![20])
-    );
+    assert_eq!(s.chip_pinned(&[2]).map(|c| c.extents().to_vec()), Ok(vec![20]));
     // Column 2 as a vector.
-    assert_eq!(
-        s.chip(&[0, 2], &[10, 3]).map(|c| c.extents().to_vec()),
-        Ok(vec![10])
-    );
+    assert_eq!(s.chip(&[0, 2], &[10, 3]).map(|c| c.extents().to_vec()), Ok(vec![10]));
     // Pinning everything leaves a scalar.
     let scalar = s.chip_pinned(&[1, 2]);
     assert_eq!(scalar.as_ref().map(|c| c.rank()), Ok(0));
-    assert_eq!(
-        scalar.map(|c| collect(c.indices())),
-        Ok(vec![Vec::<u64>::new()])
-    );
+    assert_eq!(scalar.map(|c| collect(c.indices())), Ok(vec![Vec::<u64>::new()]));
 }
 
 #[test]
@@ -461,57 +360,19 @@ fn sub_shapes_have_their_first_element_as_origin() {
 #[test]
 fn chip_pinned_keeps_unpinned_modes_of_extent_one() {
     let s = space(&[4, 1, 3]);
-    assert_eq!(
-        s.chip_pinned(&[2]).map(|c| c.extents().to_vec()),
-        Ok(vec![1, 3])
-    );
+    assert_eq!(s.chip_pinned(&[2]).map(|c| c.extents().to_vec()), Ok(vec![1, 3]));
     // The general form drops every mode that selects one element.
-    assert_eq!(
-        s.chip(&[2, 0, 0], &[3, 1, 3]).map(|c| c.extents().to_vec()),
-        Ok(vec![3])
-    );
+    assert_eq!(s.chip(&[2, 0, 0], &[3, 1, 3]).map(|c| c.extents().to_vec()), Ok(vec![3]));
 }
 
 #[test]
 fn bad_sub_shape_requests_are_errors() {
     let s = space(&[10, 20]);
-    assert_eq!(
-        s.slice(&[0], &[1, 1]),
-        Err(IndexSpaceError::RankMismatch {
-            expected: 2,
-            found: 1
-        })
-    );
-    assert_eq!(
-        s.slice(&[0, 5], &[1, 4]),
-        Err(IndexSpaceError::ReversedRange {
-            mode: 1,
-            begin: 5,
-            end: 4
-        })
-    );
-    assert_eq!(
-        s.chip(&[0, 0], &[11, 1]),
-        Err(IndexSpaceError::OutOfBounds {
-            mode: 0,
-            begin: 0,
-            end: 11,
-            extent: 10
-        })
-    );
-    assert_eq!(
-        s.chip_pinned(&[1, 2, 3]),
-        Err(IndexSpaceError::TooManyPins { pins: 3, rank: 2 })
-    );
-    assert_eq!(
-        s.slice_pinned(&[10]),
-        Err(IndexSpaceError::OutOfBounds {
-            mode: 0,
-            begin: 10,
-            end: 11,
-            extent: 10
-        })
-    );
+    assert_eq!(s.slice(&[0], &[1, 1]), Err(IndexSpaceError::RankMismatch { expected: 2, found: 1 }));
+    assert_eq!(s.slice(&[0, 5], &[1, 4]), Err(IndexSpaceError::ReversedRange { mode: 1, begin: 5, end: 4 }));
+    assert_eq!(s.chip(&[0, 0], &[11, 1]), Err(IndexSpaceError::OutOfBounds { mode: 0, begin: 0, end: 11, extent: 10 }));
+    assert_eq!(s.chip_pinned(&[1, 2, 3]), Err(IndexSpaceError::TooManyPins { pins: 3, rank: 2 }));
+    assert_eq!(s.slice_pinned(&[10]), Err(IndexSpaceError::OutOfBounds { mode: 0, begin: 10, end: 11, extent: 10 }));
     assert!(s.chip_pinned(&[u64::MAX]).is_err());
     // An empty range is a valid, empty slice.
     assert_eq!(s.slice(&[3, 0], &[3, 20]).map(|x| x.size()), Ok(Some(0)));
@@ -524,14 +385,7 @@ fn bad_sub_shape_requests_are_errors() {
 #[test]
 fn iterates_in_lexicographic_order() {
     let s = space(&[2, 3]);
-    let expected: Vec<Vec<u64>> = vec![
-        vec![0, 0],
-        vec![0, 1],
-        vec![0, 2],
-        vec![1, 0],
-        vec![1, 1],
-        vec![1, 2],
-    ];
+    let expected: Vec<Vec<u64>> = vec![vec![0, 0], vec![0, 1], vec![0, 2], vec![1, 0], vec![1, 1], vec![1, 2]];
     assert_eq!(collect(s.indices()), expected);
     assert_eq!(collect((&s).into_iter()), expected);
     assert_eq!(s.size(), Some(6));
@@ -552,14 +406,7 @@ fn a_moved_origin_moves_every_index() {
     assert_eq!(s.set_origin(vec![10, 10]), Ok(()));
     assert_eq!(
         collect(s.indices()),
-        vec![
-            vec![10, 10],
-            vec![10, 11],
-            vec![10, 12],
-            vec![11, 10],
-            vec![11, 11],
-            vec![11, 12],
-        ]
+        vec![vec![10, 10], vec![10, 11], vec![10, 12], vec![11, 10], vec![11, 11], vec![11, 12],]
     );
     assert_eq!(collect(s.offsets())[5], vec![1, 2]);
     let built = IndexSpace::with_origin(vec![2, 3], vec![10, 10]).expect("valid origin");
@@ -570,10 +417,7 @@ fn a_moved_origin_moves_every_index() {
 fn degenerate_iterations() {
     assert_eq!(collect(space(&[]).indices()), vec![Vec::<u64>::new()]);
     assert_eq!(collect(space(&[3, 0, 2]).indices()), Vec::<Vec<u64>>::new());
-    assert_eq!(
-        collect(space(&[3]).indices()),
-        vec![vec![0], vec![1], vec![2]]
-    );
+    assert_eq!(collect(space(&[3]).indices()), vec![vec![0], vec![1], vec![2]]);
     let mut it = space(&[1]).indices();
     assert_eq!(it.next(), Some(vec![0]));
     assert_eq!(it.next(), None);
@@ -585,20 +429,10 @@ fn degenerate_iterations() {
 #[test]
 fn bad_origins_are_rejected_and_leave_the_shape_alone() {
     let mut s = space(&[2, 3]);
-    assert_eq!(
-        s.set_origin(vec![1]),
-        Err(IndexSpaceError::RankMismatch {
-            expected: 2,
-            found: 1
-        })
-    );
+    assert_eq!(s.set_origin(vec![1]), Err(IndexSpaceError::RankMismatch { expected: 2, found: 1 }));
     assert_eq!(
         s.set_origin(vec![0, u64::MAX]),
-        Err(IndexSpaceError::OriginOverflow {
-            mode: 1,
-            origin: u64::MAX,
-            extent: 3
-        })
+        Err(IndexSpaceError::OriginOverflow { mode: 1, origin: u64::MAX, extent: 3 })
     );
     assert_eq!(s.origin(), &[0, 0]);
     assert!(IndexSpace::with_origin(vec![2], vec![u64::MAX - 1]).is_err());
@@ -616,57 +450,30 @@ fn parses_index_strings() {
     assert_eq!(parsed.to_string(), "i,j,k");
     assert_eq!("".parse::<IndexString>().map(|s| s.rank()), Ok(0));
     assert_eq!(
-        "batch_0,x1"
-            .parse::<IndexString>()
-            .map(|s| s.labels().to_vec()),
+        "batch_0,x1".parse::<IndexString>().map(|s| s.labels().to_vec()),
         Ok(vec!["batch_0".to_owned(), "x1".to_owned()])
     );
 }
 
 #[test]
 fn malformed_index_strings_are_errors() {
-    assert_eq!(
-        "i,,k".parse::<IndexString>(),
-        Err(IndexStringError::EmptyLabel {
-            spec: "i,,k".into(),
-            position: 1
-        })
-    );
-    assert_eq!(
-        "i,j,".parse::<IndexString>(),
-        Err(IndexStringError::EmptyLabel {
-            spec: "i,j,".into(),
-            position: 2
-        })
-    );
+    assert_eq!("i,,k".parse::<IndexString>(), Err(IndexStringError::EmptyLabel { spec: "i,,k".into(), position: 1 }));
+    assert_eq!("i,j,".parse::<IndexString>(), Err(IndexStringError::EmptyLabel { spec: "i,j,".into(), position: 2 }));
     assert_eq!(
         "i,1j".parse::<IndexString>(),
-        Err(IndexStringError::MalformedLabel {
-            spec: "i,1j".into(),
-            label: "1j".into()
-        })
+        Err(IndexStringError::MalformedLabel { spec: "i,1j".into(), label: "1j".into() })
     );
     assert_eq!(
         "i j".parse::<IndexString>(),
-        Err(IndexStringError::MalformedLabel {
-            spec: "i j".into(),
-            label: "i j".into()
-        })
+        Err(IndexStringError::MalformedLabel { spec: "i j".into(), label: "i j".into() })
     );
     assert_eq!(
         "i,j,i".parse::<IndexString>(),
-        Err(IndexStringError::RepeatedLabel {
-            spec: "i,j,i".into(),
-            label: "i".into()
-        })
+        Err(IndexStringError::RepeatedLabel { spec: "i,j,i".into(), label: "i".into() })
     );
     assert_eq!(
         IndexedShape::new("i,j", &[10, 20, 30]),
-        Err(IndexStringError::RankMismatch {
-            spec: "i,j".into(),
-            labels: 2,
-            rank: 3
-        })
+        Err(IndexStringError::RankMismatch { spec: "i,j".into(), labels: 2, rank: 3 })
     );
 }
 
@@ -678,12 +485,8 @@ fn index_string_errors_read_well() {
         "index string \"i,1j\": label \"1j\" is malformed (expected letters, digits and '_', \
          not starting with a digit)"
     );
-    let err =
-        product(&indexed("i,j", &[2, 3]), &indexed("j,k", &[4, 5]), "i,k").expect_err("mismatch");
-    assert_eq!(
-        err.to_string(),
-        "label \"j\" has extent 3 in the left operand but 4 in the right"
-    );
+    let err = product(&indexed("i,j", &[2, 3]), &indexed("j,k", &[4, 5]), "i,k").expect_err("mismatch");
+    assert_eq!(err.to_string(), "label \"j\" has extent 3 in the left operand but 4 in the right");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -697,19 +500,13 @@ fn s0(spec: &str) -> IndexedShape {
 #[test]
 fn elementwise_copies_the_shape() {
     // s1("i,j,k") = s0("i,j,k") + s0("i,j,k"); s1 == s0
-    assert_eq!(
-        elementwise(&s0("i,j,k"), &s0("i,j,k"), "i,j,k"),
-        Ok(vec![10, 20, 30])
-    );
+    assert_eq!(elementwise(&s0("i,j,k"), &s0("i,j,k"), "i,j,k"), Ok(vec![10, 20, 30]));
 }
 
 #[test]
 fn elementwise_permutes_modes() {
     // s1("j,i,k") = s0("i,j,k") + s0("i,j,k"); s1 == {20, 10, 30}
-    assert_eq!(
-        elementwise(&s0("i,j,k"), &s0("i,j,k"), "j,i,k"),
-        Ok(vec![20, 10, 30])
-    );
+    assert_eq!(elementwise(&s0("i,j,k"), &s0("i,j,k"), "j,i,k"), Ok(vec![20, 10, 30]));
     // Operands may list their shared labels in different orders.
     let t = indexed("k,i,j", &[30, 10, 20]);
     assert_eq!(elementwise(&s0("i,j,k"), &t, "k,j,i"), Ok(vec![30, 20, 10]));
@@ -719,32 +516,19 @@ fn elementwise_permutes_modes() {
 fn elementwise_errors() {
     assert_eq!(
         elementwise(&s0("i,j,k"), &s0("j,i,k"), "i,j,k"),
-        Err(IndexStringError::ExtentMismatch {
-            label: "i".into(),
-            lhs: 10,
-            rhs: 20
-        })
+        Err(IndexStringError::ExtentMismatch { label: "i".into(), lhs: 10, rhs: 20 })
     );
     assert_eq!(
         elementwise(&s0("i,j,k"), &s0("i,j,l"), "i,j,k"),
-        Err(IndexStringError::LabelSetMismatch {
-            label: "k".into(),
-            present: Operand::Lhs
-        })
+        Err(IndexStringError::LabelSetMismatch { label: "k".into(), present: Operand::Lhs })
     );
     assert_eq!(
         elementwise(&indexed("i", &[3]), &indexed("i,j", &[3, 4]), "i,j"),
-        Err(IndexStringError::LabelSetMismatch {
-            label: "j".into(),
-            present: Operand::Rhs
-        })
+        Err(IndexStringError::LabelSetMismatch { label: "j".into(), present: Operand::Rhs })
     );
     assert_eq!(
         elementwise(&s0("i,j,k"), &s0("i,j,k"), "i,j"),
-        Err(IndexStringError::MissingOutputLabel {
-            label: "k".into(),
-            operand: Operand::Lhs
-        })
+        Err(IndexStringError::MissingOutputLabel { label: "k".into(), operand: Operand::Lhs })
     );
     assert_eq!(
         elementwise(&s0("i,j,k"), &s0("i,j,k"), "i,j,k,l"),
@@ -759,10 +543,7 @@ fn permutation_of_one_operand() {
     assert_eq!(permutation(&s0("i,j,k"), "i,j,k"), Ok(vec![0, 1, 2]));
     assert_eq!(
         permute(&s0("i,j,k"), "k,k,i"),
-        Err(IndexStringError::RepeatedLabel {
-            spec: "k,k,i".into(),
-            label: "k".into()
-        })
+        Err(IndexStringError::RepeatedLabel { spec: "k,k,i".into(), label: "k".into() })
     );
 }
 
@@ -783,37 +564,21 @@ fn contraction_with_mismatched_extents_is_an_error() {
     // s1("i,k") = s0("j,i,k") * s0("i,j,k") throws: j is 10 on the left, 20 on the right.
     assert_eq!(
         product(&s0("j,i,k"), &s0("i,j,k"), "i,k"),
-        Err(IndexStringError::ExtentMismatch {
-            label: "j".into(),
-            lhs: 10,
-            rhs: 20
-        })
+        Err(IndexStringError::ExtentMismatch { label: "j".into(), lhs: 10, rhs: 20 })
     );
 }
 
 #[test]
 fn direct_product() {
     // s1("i,j,k,l") = s0("i,j,k") * s0("i,j,l"); s1 == {10, 20, 30, 30}
-    assert_eq!(
-        product(&s0("i,j,k"), &s0("i,j,l"), "i,j,k,l"),
-        Ok(vec![10, 20, 30, 30])
-    );
+    assert_eq!(product(&s0("i,j,k"), &s0("i,j,l"), "i,j,k,l"), Ok(vec![10, 20, 30, 30]));
     let plan = contraction(&s0("i,j,k"), &s0("i,j,l"), "i,j,k,l").expect("valid");
     assert!(plan.contracting.is_empty());
     assert_eq!(plan.lhs_free.len(), 1);
-    assert_eq!(
-        (plan.lhs_free[0].label.as_str(), plan.lhs_free[0].operand),
-        ("k", 2)
-    );
-    assert_eq!(
-        (plan.rhs_free[0].label.as_str(), plan.rhs_free[0].output),
-        ("l", 3)
-    );
+    assert_eq!((plan.lhs_free[0].label.as_str(), plan.lhs_free[0].operand), ("k", 2));
+    assert_eq!((plan.rhs_free[0].label.as_str(), plan.rhs_free[0].output), ("l", 3));
     // A pure outer product of vectors.
-    assert_eq!(
-        product(&indexed("i", &[3]), &indexed("j", &[4]), "i,j"),
-        Ok(vec![3, 4])
-    );
+    assert_eq!(product(&indexed("i", &[3]), &indexed("j", &[4]), "i,j"), Ok(vec![3, 4]));
 }
 
 // The seed's jagged examples use js0 = {Shape{10}, Shape{20}}, two rows of different lengths.
@@ -828,11 +593,7 @@ fn smooth_analogue_of_jagged_contraction() {
     // js1("i,k") = js0("i,j") * js0("j,k") throws: j is 10 on the left, 2 on the right.
     assert_eq!(
         product(&js0("i,j"), &js0("j,k"), "i,k"),
-        Err(IndexStringError::ExtentMismatch {
-            label: "j".into(),
-            lhs: 10,
-            rhs: 2
-        })
+        Err(IndexStringError::ExtentMismatch { label: "j".into(), lhs: 10, rhs: 2 })
     );
 }
 
@@ -840,15 +601,9 @@ fn smooth_analogue_of_jagged_contraction() {
 fn smooth_analogue_of_jagged_direct_product_and_permutation() {
     let js0 = |spec: &str| indexed(spec, &[2, 10]);
     // js1("i,j,k") = js0("i,j") * js0("i,k")
-    assert_eq!(
-        product(&js0("i,j"), &js0("i,k"), "i,j,k"),
-        Ok(vec![2, 10, 10])
-    );
+    assert_eq!(product(&js0("i,j"), &js0("i,k"), "i,j,k"), Ok(vec![2, 10, 10]));
     // js1("j,i") = js0("i,j") + js0("i,j")
-    assert_eq!(
-        elementwise(&js0("i,j"), &js0("i,j"), "j,i"),
-        Ok(vec![10, 2])
-    );
+    assert_eq!(elementwise(&js0("i,j"), &js0("i,j"), "j,i"), Ok(vec![10, 2]));
 }
 
 #[test]
@@ -859,24 +614,15 @@ fn product_errors() {
     );
     assert_eq!(
         product(&s0("i,j,k"), &s0("i,j,l"), "i,j,l"),
-        Err(IndexStringError::MissingOutputLabel {
-            label: "k".into(),
-            operand: Operand::Lhs
-        })
+        Err(IndexStringError::MissingOutputLabel { label: "k".into(), operand: Operand::Lhs })
     );
     assert_eq!(
         product(&s0("i,j,k"), &s0("i,j,l"), "i,j,k"),
-        Err(IndexStringError::MissingOutputLabel {
-            label: "l".into(),
-            operand: Operand::Rhs
-        })
+        Err(IndexStringError::MissingOutputLabel { label: "l".into(), operand: Operand::Rhs })
     );
     assert_eq!(
         product(&s0("i,j,k"), &s0("i,j,k"), "i,k,i"),
-        Err(IndexStringError::RepeatedLabel {
-            spec: "i,k,i".into(),
-            label: "i".into()
-        })
+        Err(IndexStringError::RepeatedLabel { spec: "i,k,i".into(), label: "i".into() })
     );
 }
 
@@ -923,11 +669,7 @@ fn einsum_batched_with_permuted_operands() {
     assert_eq!(plan.dot_to_output_permutation(), [2, 0, 1]);
     // The permutation applied to the dot extents gives the output extents.
     let dot = plan.dot_extents();
-    let permuted: Vec<u64> = plan
-        .dot_to_output_permutation()
-        .iter()
-        .map(|&d| dot[d])
-        .collect();
+    let permuted: Vec<u64> = plan.dot_to_output_permutation().iter().map(|&d| dot[d]).collect();
     assert_eq!(permuted, plan.output_extents);
 }
 
@@ -947,10 +689,7 @@ fn einsum_scalar_output_and_scalar_operand() {
 fn einsum_errors() {
     assert_eq!(
         plan_einsum("i,i", &[3, 3], "i", &[3], "i"),
-        Err(IndexStringError::RepeatedLabel {
-            spec: "i,i".into(),
-            label: "i".into()
-        })
+        Err(IndexStringError::RepeatedLabel { spec: "i,i".into(), label: "i".into() })
     );
     assert_eq!(
         plan_einsum("i,j", &[2, 3], "j,k", &[3, 4], "i,z"),
@@ -958,32 +697,18 @@ fn einsum_errors() {
     );
     assert_eq!(
         plan_einsum("i,j", &[2, 3], "j,k", &[5, 4], "i,k"),
-        Err(IndexStringError::ExtentMismatch {
-            label: "j".into(),
-            lhs: 3,
-            rhs: 5
-        })
+        Err(IndexStringError::ExtentMismatch { label: "j".into(), lhs: 3, rhs: 5 })
     );
     assert_eq!(
         plan_einsum("i,j", &[2, 3], "j,k", &[3], "i,k"),
-        Err(IndexStringError::RankMismatch {
-            spec: "j,k".into(),
-            labels: 2,
-            rank: 1
-        })
+        Err(IndexStringError::RankMismatch { spec: "j,k".into(), labels: 2, rank: 1 })
     );
     assert_eq!(
         plan_einsum("i,j", &[2, 3], "j,k", &[3, 4], "i"),
-        Err(IndexStringError::MissingOutputLabel {
-            label: "k".into(),
-            operand: Operand::Rhs
-        })
+        Err(IndexStringError::MissingOutputLabel { label: "k".into(), operand: Operand::Rhs })
     );
     assert_eq!(
         plan_einsum("i,j-", &[2, 3], "j,k", &[3, 4], "i,k"),
-        Err(IndexStringError::MalformedLabel {
-            spec: "i,j-".into(),
-            label: "j-".into()
-        })
+        Err(IndexStringError::MalformedLabel { spec: "i,j-".into(), label: "j-".into() })
     );
 }

@@ -123,10 +123,6 @@ impl FromStr for Extents {
         if inner.is_empty() {
             return Ok(Extents::scalar());
         }
-        inner
-            .split(',')
-            .map(str::parse::<Dim>)
-            .collect::<Result<Vec<_>, _>>()
-            .map(Extents::Ranked)
+        inner.split(',').map(str::parse::<Dim>).collect::<Result<Vec<_>, _>>().map(Extents::Ranked)
     }
 }

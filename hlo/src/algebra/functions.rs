@@ -73,10 +73,7 @@ fn join_size_impl(lhs: &Size, rhs: &Size, error: Option<&str>) -> Size {
         (Err(reason), _) | (_, Err(reason)) => Size::Invalid(reason),
         (Ok(a), Ok(b)) => match join_dim(a, b) {
             Some(dim) => dim.into(),
-            None => Size::invalid(error.map_or_else(
-                || format!("join: sizes {lhs} and {rhs} differ"),
-                str::to_owned,
-            )),
+            None => Size::invalid(error.map_or_else(|| format!("join: sizes {lhs} and {rhs} differ"), str::to_owned)),
         },
     }
 }
@@ -110,26 +107,18 @@ fn join_impl(lhs: &Extents, rhs: &Extents, error: Option<&str>) -> Extents {
     let fail = |default: String| Extents::invalid(error.map_or(default, str::to_owned));
     match (lhs, rhs) {
         // Tried first so that an invalid operand wins over an unranked one.
-        (Extents::Invalid(reason), _) | (_, Extents::Invalid(reason)) => {
-            Extents::Invalid(reason.clone())
-        }
+        (Extents::Invalid(reason), _) | (_, Extents::Invalid(reason)) => Extents::Invalid(reason.clone()),
         (Extents::Unranked, other) | (other, Extents::Unranked) => other.clone(),
         (Extents::Ranked(a), Extents::Ranked(b)) => {
             if a.len() != b.len() {
-                return fail(format!(
-                    "join: ranks differ: {lhs} has rank {}, {rhs} has rank {}",
-                    a.len(),
-                    b.len()
-                ));
+                return fail(format!("join: ranks differ: {lhs} has rank {}, {rhs} has rank {}", a.len(), b.len()));
             }
             let mut dims = Vec::with_capacity(a.len());
             for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
                 match join_dim(x, y) {
                     Some(dim) => dims.push(dim),
                     None => {
-                        return fail(format!(
-                            "join: extents {x} and {y} differ at dimension {i} of {lhs} and {rhs}"
-                        ))
+                        return fail(format!("join: extents {x} and {y} differ at dimension {i} of {lhs} and {rhs}"))
                     }
                 }
             }
@@ -180,20 +169,14 @@ fn broadcast_dim(lhs: Dim, rhs: Dim) -> Option<Dim> {
 fn broadcast_impl(lhs: &Extents, rhs: &Extents, error: Option<&str>) -> Extents {
     let (a, b) = match (lhs, rhs) {
         // Tried first so that an invalid operand wins over an unranked one.
-        (Extents::Invalid(reason), _) | (_, Extents::Invalid(reason)) => {
-            return Extents::Invalid(reason.clone())
-        }
+        (Extents::Invalid(reason), _) | (_, Extents::Invalid(reason)) => return Extents::Invalid(reason.clone()),
         (Extents::Unranked, _) | (_, Extents::Unranked) => return Extents::Unranked,
         (Extents::Ranked(a), Extents::Ranked(b)) => (a, b),
     };
     let rank = a.len().max(b.len());
     let one = Dim::Known(1);
-    let padded = |dims: &[Dim], i: usize| {
-        (i + dims.len())
-            .checked_sub(rank)
-            .and_then(|j| dims.get(j).copied())
-            .unwrap_or(one)
-    };
+    let padded =
+        |dims: &[Dim], i: usize| (i + dims.len()).checked_sub(rank).and_then(|j| dims.get(j).copied()).unwrap_or(one);
     let mut dims = Vec::with_capacity(rank);
     for i in 0..rank {
         let (x, y) = (padded(a, i), padded(b, i));
@@ -236,11 +219,9 @@ where
     F: FnMut(usize, Dim, T) -> T,
 {
     match shape {
-        Extents::Ranked(dims) => Reduction::Value(
-            dims.iter()
-                .enumerate()
-                .fold(init, |acc, (i, &dim)| step(i, dim, acc)),
-        ),
+        Extents::Ranked(dims) => {
+            Reduction::Value(dims.iter().enumerate().fold(init, |acc, (i, &dim)| step(i, dim, acc)))
+        }
         Extents::Unranked => Reduction::Unranked,
         Extents::Invalid(reason) => Reduction::Invalid(reason.clone()),
     }
@@ -268,11 +249,7 @@ pub fn create_shape(values: &[i32]) -> Extents {
     for (i, &v) in values.iter().enumerate() {
         match u64::try_from(v) {
             Ok(n) => dims.push(Dim::Known(n)),
-            Err(_) => {
-                return Extents::invalid(format!(
-                    "create_shape: extent {v} at dimension {i} is negative"
-                ))
-            }
+            Err(_) => return Extents::invalid(format!("create_shape: extent {v} at dimension {i} is negative")),
         }
     }
     Extents::Ranked(dims)

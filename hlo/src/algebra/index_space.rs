@@ -77,10 +77,7 @@ fn check_rank(rank: usize, found: usize) -> Result<(), IndexSpaceError> {
     if rank == found {
         Ok(())
     } else {
-        Err(IndexSpaceError::RankMismatch {
-            expected: rank,
-            found,
-        })
+        Err(IndexSpaceError::RankMismatch { expected: rank, found })
     }
 }
 
@@ -89,11 +86,7 @@ fn check_origin(extents: &[u64], origin: &[u64]) -> Result<(), IndexSpaceError> 
     check_rank(extents.len(), origin.len())?;
     for (mode, (&extent, &start)) in extents.iter().zip(origin).enumerate() {
         if start.checked_add(extent).is_none() {
-            return Err(IndexSpaceError::OriginOverflow {
-                mode,
-                origin: start,
-                extent,
-            });
+            return Err(IndexSpaceError::OriginOverflow { mode, origin: start, extent });
         }
     }
     Ok(())
@@ -129,9 +122,7 @@ impl IndexSpace {
 
     /// The number of elements (1 for rank 0), or `None` if it does not fit in `u64`.
     pub fn size(&self) -> Option<u64> {
-        self.extents
-            .iter()
-            .try_fold(1u64, |acc, &e| acc.checked_mul(e))
+        self.extents.iter().try_fold(1u64, |acc, &e| acc.checked_mul(e))
     }
 
     /// Moves the origin, keeping the extents; the shape is unchanged on error.
@@ -146,28 +137,15 @@ impl IndexSpace {
     fn sub_box(&self, begin: &[u64], end: &[u64]) -> Result<Vec<(u64, u64)>, IndexSpaceError> {
         check_rank(self.rank(), begin.len())?;
         check_rank(self.rank(), end.len())?;
-        let modes = self
-            .extents
-            .iter()
-            .zip(&self.origin)
-            .zip(begin.iter().zip(end));
+        let modes = self.extents.iter().zip(&self.origin).zip(begin.iter().zip(end));
         modes
             .enumerate()
             .map(|(mode, ((&extent, &origin), (&b, &e)))| {
                 if b > e {
-                    return Err(IndexSpaceError::ReversedRange {
-                        mode,
-                        begin: b,
-                        end: e,
-                    });
+                    return Err(IndexSpaceError::ReversedRange { mode, begin: b, end: e });
                 }
                 if e > extent {
-                    return Err(IndexSpaceError::OutOfBounds {
-                        mode,
-                        begin: b,
-                        end: e,
-                        extent,
-                    });
+                    return Err(IndexSpaceError::OutOfBounds { mode, begin: b, end: e, extent });
                 }
                 // Cannot overflow: b <= extent and origin + extent fits (the invariant).
                 Ok((e - b, origin + b))
@@ -179,10 +157,7 @@ impl IndexSpace {
     /// one-element range, the rest their full span.
     fn pinned_box(&self, pins: &[u64]) -> Result<(Vec<u64>, Vec<u64>), IndexSpaceError> {
         if pins.len() > self.rank() {
-            return Err(IndexSpaceError::TooManyPins {
-                pins: pins.len(),
-                rank: self.rank(),
-            });
+            return Err(IndexSpaceError::TooManyPins { pins: pins.len(), rank: self.rank() });
         }
         let mut begin = vec![0; self.rank()];
         let mut end = self.extents.clone();
@@ -212,11 +187,7 @@ impl IndexSpace {
     /// The sub-shape of elements `begin..end` per mode with every mode that selects exactly
     /// one element removed: a chip selects a single element along the modes it drops.
     pub fn chip(&self, begin: &[u64], end: &[u64]) -> Result<IndexSpace, IndexSpaceError> {
-        let (extents, origin) = self
-            .sub_box(begin, end)?
-            .into_iter()
-            .filter(|&(extent, _)| extent != 1)
-            .unzip();
+        let (extents, origin) = self.sub_box(begin, end)?.into_iter().filter(|&(extent, _)| extent != 1).unzip();
         Ok(IndexSpace { extents, origin })
     }
 
@@ -271,11 +242,7 @@ pub struct Indices {
 impl Indices {
     fn new(extents: Vec<u64>, base: Vec<u64>) -> Self {
         let next = (!extents.contains(&0)).then(|| vec![0; extents.len()]);
-        Indices {
-            extents,
-            base,
-            next,
-        }
+        Indices { extents, base, next }
     }
 
     /// Advances `offset` to its lexicographic successor; `false` past the last one.

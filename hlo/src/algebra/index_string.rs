@@ -110,7 +110,9 @@ pub enum IndexStringError {
         operand: Operand,
     },
     /// An element-wise composition whose operands do not carry the same labels.
-    #[error("label {label:?} is in the {present} operand but not the other; element-wise operands need the same labels")]
+    #[error(
+        "label {label:?} is in the {present} operand but not the other; element-wise operands need the same labels"
+    )]
     LabelSetMismatch {
         /// The label.
         label: String,
@@ -146,8 +148,7 @@ impl IndexString {
 
 fn is_identifier(label: &str) -> bool {
     let mut chars = label.chars();
-    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
-        && chars.all(|c| c.is_alphanumeric() || c == '_')
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 
 impl FromStr for IndexString {
@@ -161,22 +162,13 @@ impl FromStr for IndexString {
         for (position, raw) in spec.split(',').enumerate() {
             let label = raw.trim();
             if label.is_empty() {
-                return Err(IndexStringError::EmptyLabel {
-                    spec: spec.to_owned(),
-                    position,
-                });
+                return Err(IndexStringError::EmptyLabel { spec: spec.to_owned(), position });
             }
             if !is_identifier(label) {
-                return Err(IndexStringError::MalformedLabel {
-                    spec: spec.to_owned(),
-                    label: label.to_owned(),
-                });
+                return Err(IndexStringError::MalformedLabel { spec: spec.to_owned(), label: label.to_owned() });
             }
             if labels.iter().any(|l| l == label) {
-                return Err(IndexStringError::RepeatedLabel {
-                    spec: spec.to_owned(),
-                    label: label.to_owned(),
-                });
+                return Err(IndexStringError::RepeatedLabel { spec: spec.to_owned(), label: label.to_owned() });
             }
             labels.push(label.to_owned());
         }
@@ -208,10 +200,7 @@ impl IndexedShape {
                 rank: extents.len(),
             });
         }
-        Ok(IndexedShape {
-            index,
-            extents: extents.to_vec(),
-        })
+        Ok(IndexedShape { index, extents: extents.to_vec() })
     }
 
     /// The labels, in mode order.
@@ -236,9 +225,7 @@ impl IndexedShape {
 
     /// The (mode, extent) a label names, if present.
     fn find(&self, label: &str) -> Option<(usize, u64)> {
-        self.modes()
-            .find(|&(l, _, _)| l == label)
-            .map(|(_, mode, extent)| (mode, extent))
+        self.modes().find(|&(l, _, _)| l == label).map(|(_, mode, extent)| (mode, extent))
     }
 
     /// The (label, mode, extent) of every mode.
@@ -267,25 +254,12 @@ pub fn permutation(input: &IndexedShape, output: &str) -> Result<Vec<usize>, Ind
     let dims = out
         .labels()
         .iter()
-        .map(|label| {
-            input
-                .position(label)
-                .ok_or_else(|| IndexStringError::UnknownOutputLabel {
-                    label: label.clone(),
-                })
-        })
+        .map(|label| input.position(label).ok_or_else(|| IndexStringError::UnknownOutputLabel { label: label.clone() }))
         .collect::<Result<Vec<_>, _>>()?;
     // Every output label is a distinct input label, so equal counts mean no input label is
     // dropped; otherwise name the first dropped one.
-    if let Some(label) = input
-        .labels()
-        .iter()
-        .find(|label| out.position(label).is_none())
-    {
-        return Err(IndexStringError::MissingOutputLabel {
-            label: label.clone(),
-            operand: Operand::Lhs,
-        });
+    if let Some(label) = input.labels().iter().find(|label| out.position(label).is_none()) {
+        return Err(IndexStringError::MissingOutputLabel { label: label.clone(), operand: Operand::Lhs });
     }
     Ok(dims)
 }
@@ -293,40 +267,23 @@ pub fn permutation(input: &IndexedShape, output: &str) -> Result<Vec<usize>, Ind
 /// The extents of `out(output) = input`, a permutation of the input's modes.
 pub fn permute(input: &IndexedShape, output: &str) -> Result<Vec<u64>, IndexStringError> {
     let dims = permutation(input, output)?;
-    Ok(dims
-        .into_iter()
-        .filter_map(|mode| input.extents().get(mode).copied())
-        .collect())
+    Ok(dims.into_iter().filter_map(|mode| input.extents().get(mode).copied()).collect())
 }
 
 /// The extents of `out(output) = lhs op rhs` for an element-wise `op` (`+`, `-`, Hadamard
 /// `*` when all labels are kept): both operands carry the same labels, possibly in different
 /// orders, with the same extents; the output orders them as it likes.
-pub fn elementwise(
-    lhs: &IndexedShape,
-    rhs: &IndexedShape,
-    output: &str,
-) -> Result<Vec<u64>, IndexStringError> {
+pub fn elementwise(lhs: &IndexedShape, rhs: &IndexedShape, output: &str) -> Result<Vec<u64>, IndexStringError> {
     for (label, _, lhs_extent) in lhs.modes() {
         let Some(rhs_extent) = rhs.extent_of(label) else {
-            return Err(IndexStringError::LabelSetMismatch {
-                label: label.to_owned(),
-                present: Operand::Lhs,
-            });
+            return Err(IndexStringError::LabelSetMismatch { label: label.to_owned(), present: Operand::Lhs });
         };
         if lhs_extent != rhs_extent {
-            return Err(IndexStringError::ExtentMismatch {
-                label: label.to_owned(),
-                lhs: lhs_extent,
-                rhs: rhs_extent,
-            });
+            return Err(IndexStringError::ExtentMismatch { label: label.to_owned(), lhs: lhs_extent, rhs: rhs_extent });
         }
     }
     if let Some(label) = rhs.labels().iter().find(|l| lhs.position(l).is_none()) {
-        return Err(IndexStringError::LabelSetMismatch {
-            label: label.clone(),
-            present: Operand::Rhs,
-        });
+        return Err(IndexStringError::LabelSetMismatch { label: label.clone(), present: Operand::Rhs });
     }
     permute(lhs, output)
 }
@@ -452,20 +409,14 @@ impl Contraction {
 /// label only one operand has that the output drops
 /// ([`IndexStringError::MissingOutputLabel`]), since summing over a single operand's mode is
 /// a reduction, not part of a product.
-pub fn contraction(
-    lhs: &IndexedShape,
-    rhs: &IndexedShape,
-    output: &str,
-) -> Result<Contraction, IndexStringError> {
+pub fn contraction(lhs: &IndexedShape, rhs: &IndexedShape, output: &str) -> Result<Contraction, IndexStringError> {
     let out: IndexString = output.parse()?;
     let mut output_extents = Vec::with_capacity(out.rank());
     for label in out.labels() {
         let extent = lhs
             .extent_of(label)
             .or_else(|| rhs.extent_of(label))
-            .ok_or_else(|| IndexStringError::UnknownOutputLabel {
-                label: label.clone(),
-            })?;
+            .ok_or_else(|| IndexStringError::UnknownOutputLabel { label: label.clone() })?;
         output_extents.push(extent);
     }
 
@@ -503,17 +454,11 @@ pub fn contraction(
                     }),
                 }
             }
-            (None, Some(output)) => plan.lhs_free.push(FreeLabel {
-                label: label.to_owned(),
-                extent,
-                operand: lhs_mode,
-                output,
-            }),
+            (None, Some(output)) => {
+                plan.lhs_free.push(FreeLabel { label: label.to_owned(), extent, operand: lhs_mode, output })
+            }
             (None, None) => {
-                return Err(IndexStringError::MissingOutputLabel {
-                    label: label.to_owned(),
-                    operand: Operand::Lhs,
-                })
+                return Err(IndexStringError::MissingOutputLabel { label: label.to_owned(), operand: Operand::Lhs })
             }
         }
     }
@@ -522,17 +467,11 @@ pub fn contraction(
             continue;
         }
         match out.position(label) {
-            Some(output) => plan.rhs_free.push(FreeLabel {
-                label: label.to_owned(),
-                extent,
-                operand: rhs_mode,
-                output,
-            }),
+            Some(output) => {
+                plan.rhs_free.push(FreeLabel { label: label.to_owned(), extent, operand: rhs_mode, output })
+            }
             None => {
-                return Err(IndexStringError::MissingOutputLabel {
-                    label: label.to_owned(),
-                    operand: Operand::Rhs,
-                })
+                return Err(IndexStringError::MissingOutputLabel { label: label.to_owned(), operand: Operand::Rhs })
             }
         }
     }
@@ -541,11 +480,7 @@ pub fn contraction(
 
 /// The extents of `out(output) = lhs * rhs`: contraction, direct product or a mix; see
 /// [`contraction`] for the rules and errors.
-pub fn product(
-    lhs: &IndexedShape,
-    rhs: &IndexedShape,
-    output: &str,
-) -> Result<Vec<u64>, IndexStringError> {
+pub fn product(lhs: &IndexedShape, rhs: &IndexedShape, output: &str) -> Result<Vec<u64>, IndexStringError> {
     contraction(lhs, rhs, output).map(|plan| plan.output_extents)
 }
 

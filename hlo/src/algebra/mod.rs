@@ -22,13 +22,13 @@ pub mod size;
 
 pub use extents::Extents;
 pub use functions::{
-    add, broadcast, broadcast_with_error, create_shape, join, join_size, join_size_with_error,
-    join_with_error, mul, num_elements, reduce, shape_of, Reduction, Shaped, ValueShape,
+    add, broadcast, broadcast_with_error, create_shape, join, join_size, join_size_with_error, join_with_error, mul,
+    num_elements, reduce, shape_of, Reduction, Shaped, ValueShape,
 };
 pub use index_space::{IndexSpace, IndexSpaceError, Indices};
 pub use index_string::{
-    contraction, elementwise, permutation, permute, plan_einsum, product, BatchLabel,
-    ContractingLabel, Contraction, FreeLabel, IndexString, IndexStringError, IndexedShape, Operand,
+    contraction, elementwise, permutation, permute, plan_einsum, product, BatchLabel, ContractingLabel, Contraction,
+    FreeLabel, IndexString, IndexStringError, IndexedShape, Operand,
 };
 pub use size::{Dim, Reason, Size};
 

@@ -137,10 +137,7 @@ impl FromStr for Dim {
         if token.is_empty() || !token.bytes().all(|b| b.is_ascii_digit()) {
             return Err(ParseError::BadExtent(token.to_owned()));
         }
-        token
-            .parse::<u64>()
-            .map(Dim::Known)
-            .map_err(|_| ParseError::BadExtent(token.to_owned()))
+        token.parse::<u64>().map(Dim::Known).map_err(|_| ParseError::BadExtent(token.to_owned()))
     }
 }
 
