@@ -8,6 +8,8 @@ use tessera_hlo::algebra::{
     shape_of, Dim, Extents, IndexSpace, IndexSpaceError, IndexString, IndexStringError, IndexedShape, Operand,
     ParseError, Reduction, Size, ValueShape,
 };
+use tessera_hlo::shape::UNBOUNDED;
+use tessera_hlo::{ArrayShape, ElementType, Shape};
 
 fn shape(text: &str) -> Extents {
     text.parse().unwrap_or_else(|e| panic!("test shape {text:?}: {e}"))
@@ -307,6 +309,28 @@ fn shape_of_value_shapes_and_shaped_things() {
     assert_eq!(shape_of(&space(&[2, 3])), shape("[2, 3]"));
     assert_eq!(shape_of(&indexed("i,j", &[4, 5])), shape("[4, 5]"));
     assert_eq!(shape_of(&Extents::invalid("r")), Extents::invalid("r"));
+}
+
+#[test]
+fn shape_of_hlo_shapes() {
+    assert_eq!(shape_of(&Shape::array(ElementType::F32, &[3, 4])), shape("[3, 4]"));
+    assert_eq!(shape_of(&Shape::scalar(ElementType::S32)), shape("[]"));
+    // f32[<=8, 5] and f32[?, 5]: both dynamic dimensions are unknown.
+    let mut bounded = ArrayShape::new(ElementType::F32, &[8, 5]);
+    bounded.dynamic[0] = true;
+    assert_eq!(shape_of(&bounded), shape("[?, 5]"));
+    let mut unbounded = ArrayShape::new(ElementType::F32, &[UNBOUNDED, 5]);
+    unbounded.dynamic[0] = true;
+    assert_eq!(shape_of(&Shape::Array(unbounded)), shape("[?, 5]"));
+    assert_eq!(shape_of(&Shape::Tuple(vec![])), Extents::invalid("shape_of: a tuple has no array shape"));
+    assert!(shape_of(&Shape::Token).is_invalid());
+    let mut malformed = ArrayShape::new(ElementType::F32, &[2]);
+    malformed.dynamic.clear();
+    assert!(shape_of(&malformed).is_invalid());
+    assert_eq!(
+        shape_of(&ArrayShape::new(ElementType::F32, &[2, -3])),
+        Extents::invalid("shape_of: static dimension 1 has negative extent -3")
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

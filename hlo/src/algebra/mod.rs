@@ -13,9 +13,13 @@
 //!   [`IndexedShape`] labels modes with an index string like `"i,j,k"` so permutations,
 //!   element-wise compositions, contractions and direct products can work out their result
 //!   shapes. [`plan_einsum`] turns that into `dot_general` dimension numbers.
+//!
+//! HLO [`Shape`](crate::Shape)s and [`ArrayShape`](crate::ArrayShape)s implement [`Shaped`],
+//! so [`shape_of`] gives their abstract shape (dynamic dimensions, bounded or not, unknown).
 
 pub mod extents;
 pub mod functions;
+mod hlo_shape;
 pub mod index_space;
 pub mod index_string;
 pub mod size;
