@@ -3,6 +3,7 @@
 //! builder, and shape algebra.
 
 pub mod algebra;
+pub mod builder;
 pub mod element_type;
 pub mod ir;
 pub mod layout;
