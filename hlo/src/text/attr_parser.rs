@@ -58,6 +58,7 @@ pub fn raw_value_end(c: &mut Cursor<'_>) -> usize {
     c.skip_trivia();
     let src = c.src().as_bytes();
     let mut i = c.pos();
+    let braced = src.get(i) == Some(&b'{');
     let mut depth = 0i64;
     while i < src.len() {
         match src[i] {
@@ -76,12 +77,9 @@ pub fn raw_value_end(c: &mut Cursor<'_>) -> usize {
                     return i;
                 }
                 depth -= 1;
-                if depth == 0 && src[i] == b'}' {
+                if depth == 0 && braced && src[i] == b'}' {
                     // A braced value ends at its closing brace.
-                    let next = i + 1;
-                    if !matches!(src.get(next), Some(b'[' | b'<')) {
-                        return next;
-                    }
+                    return i + 1;
                 }
             }
             b',' | b'\n' if depth == 0 => return i,
@@ -543,8 +541,9 @@ fn parse_program_shape(c: &mut Cursor<'_>) -> ParseResult<ProgramShape> {
 }
 
 pub fn program_shape_to_string(p: &ProgramShape) -> String {
-    let params: Vec<String> = p.parameters.iter().map(Shape::to_string).collect();
-    format!("{{({})->{}}}", params.join(", "), p.result)
+    // The parameter list reads like a tuple, `/*index=N*/` marks included.
+    let params = Shape::Tuple(p.parameters.clone()).to_string();
+    format!("{{{params}->{}}}", p.result)
 }
 
 fn shape_index(c: &mut Cursor<'_>) -> ParseResult<Vec<i64>> {

@@ -357,56 +357,27 @@ pub fn decode_float(ty: ElementType, bits: u128) -> f64 {
 /// Encodes a finite or infinite f64 into the type, rounding to nearest even. `None` when the
 /// value lies beyond the type's largest finite value (XLA rejects such constants).
 pub fn encode_float(ty: ElementType, v: f64) -> Option<u128> {
+    // Like XLA: a finite value is out of range when converting it gives an infinity (or, for
+    // types without infinities, when it lies past the rounding boundary above the maximum).
+    let overflow = |converted_inf: bool| v.is_finite() && converted_inf;
     match ty {
         ElementType::F64 => return Some(v.to_bits() as u128),
         ElementType::F32 => {
-            if v.is_finite() && v.abs() > f32::MAX as f64 {
-                return None;
-            }
-            return Some((v as f32).to_bits() as u128);
+            let x = v as f32;
+            return (!overflow(x.is_infinite())).then_some(x.to_bits() as u128);
         }
         ElementType::F16 => {
-            if v.is_finite() && v.abs() > half::f16::MAX.to_f64() {
-                return None;
-            }
-            return Some(half::f16::from_f64(v).to_bits() as u128);
+            let x = half::f16::from_f64(v);
+            return (!overflow(x.is_infinite())).then_some(x.to_bits() as u128);
         }
         ElementType::BF16 => {
-            if v.is_finite() && v.abs() > half::bf16::MAX.to_f64() {
-                return None;
-            }
-            return Some(half::bf16::from_f64(v).to_bits() as u128);
+            let x = half::bf16::from_f64(v);
+            return (!overflow(x.is_infinite())).then_some(x.to_bits() as u128);
         }
         _ => {}
     }
     let f = format_of(ty)?;
     let width = ty.bit_width();
-    // Small types: pick the nearest finite encoding by exhaustive search (at most 256).
-    let mut best: Option<(u128, f64)> = None;
-    let mut max_finite = 0f64;
-    for bits in 0..(1u128 << width) {
-        let d = decode_float(ty, bits);
-        if !d.is_finite() {
-            continue;
-        }
-        max_finite = max_finite.max(d);
-        if v.is_infinite() {
-            continue;
-        }
-        let err = (d - v).abs();
-        let better = match best {
-            None => true,
-            Some((b, e)) => {
-                err < e
-                    || (err == e
-                        && ((bits & 1 == 0 && b & 1 == 1)
-                            || (d == 0.0 && v.is_sign_negative() && d.is_sign_negative())))
-            }
-        };
-        if better {
-            best = Some((bits, err));
-        }
-    }
     if v.is_infinite() {
         if f.special == Special::Ieee {
             let inf = mask(f.exp_bits) << f.man_bits;
@@ -415,7 +386,35 @@ pub fn encode_float(ty: ElementType, v: f64) -> Option<u128> {
         }
         return None;
     }
-    if v.abs() > max_finite {
+    // Small types: pick the nearest finite encoding by exhaustive search (at most 256),
+    // ties to the even encoding.
+    let mut best: Option<(u128, f64)> = None;
+    let (mut max, mut below_max) = (0f64, 0f64);
+    for bits in 0..(1u128 << width) {
+        let d = decode_float(ty, bits);
+        if !d.is_finite() {
+            continue;
+        }
+        if d > max {
+            below_max = max;
+            max = d;
+        } else if d > below_max && d < max {
+            below_max = d;
+        }
+        let err = (d - v).abs();
+        let better = match best {
+            None => true,
+            Some((b, e)) => {
+                err < e
+                    || (err == e && bits & 1 == 0 && b & 1 == 1)
+                    || (err == e && d == 0.0 && v.is_sign_negative() == d.is_sign_negative())
+            }
+        };
+        if better {
+            best = Some((bits, err));
+        }
+    }
+    if v.abs() >= max + (max - below_max) / 2.0 && v.abs() > max {
         return None;
     }
     best.map(|(b, _)| b)

@@ -779,9 +779,10 @@ impl<'a> Parser<'a> {
                     );
                 }
             }
-            let thread = |i: &Instruction| i.attr_word("async_execution_thread").unwrap_or("main").to_string();
-            let (expected, got) = (thread(start_inst), thread(inst));
-            if expected != got {
+            let thread = |i: &Instruction| i.attr_word("async_execution_thread").map(str::to_string);
+            let expected = thread(start_inst).unwrap_or_else(|| "main".to_string());
+            // Updates and dones inherit the start's thread; one they state must agree.
+            if let Some(got) = thread(inst).filter(|got| *got != expected) {
                 return Err(
                     self.err(check.pos, format!("Expect async_execution_thread to be {expected}, but got {got}"))
                 );

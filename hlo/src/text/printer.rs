@@ -178,7 +178,7 @@ pub fn computation_post_order(module: &Module) -> Vec<CompId> {
         }
         let comp = module.comp(c);
         for id in instruction_post_order(comp) {
-            for callee in comp.inst(id).called_computations() {
+            for callee in callees_in_xla_order(comp.inst(id)) {
                 visit(module, callee, added, order, depth + 1);
             }
         }
@@ -195,6 +195,17 @@ pub fn computation_post_order(module: &Module) -> Vec<CompId> {
         }
     }
     order
+}
+
+/// Called computations in the order XLA keeps them: a while loop stores its body before
+/// its condition, whatever order the text names them in.
+fn callees_in_xla_order(inst: &Instruction) -> Vec<CompId> {
+    if inst.opcode == Opcode::While {
+        if let (Some(body), Some(cond)) = (inst.called("body"), inst.called("condition")) {
+            return vec![body, cond];
+        }
+    }
+    inst.called_computations()
 }
 
 /// A shape with or without layouts (signatures print none).
