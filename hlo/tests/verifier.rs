@@ -68,7 +68,13 @@ fn invalid_modules_are_rejected() {
         // Collecting every finding must agree with the first one and must not panic.
         assert!(!verify_all(&module).is_empty(), "{name}: verify_all found nothing");
     }
-    assert!(failures.is_empty(), "{} of {} invalid modules misbehaved:\n{}", failures.len(), files.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} invalid modules misbehaved:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
     println!("{} invalid modules rejected as expected", files.len());
 }
 
@@ -119,7 +125,10 @@ fn corpus_modules_verify() {
             }
         }
     }
-    println!("corpus: {verified} modules verified, {} rejected, {parse_failures} unparsed", failures.len() - parse_failures);
+    println!(
+        "corpus: {verified} modules verified, {} rejected, {parse_failures} unparsed",
+        failures.len() - parse_failures
+    );
     assert!(verified > 0, "no corpus module found under {}", corpus.display());
     assert!(failures.is_empty(), "{} corpus modules failed:\n{}", failures.len(), failures.join("\n"));
 }

@@ -37,7 +37,7 @@ macro_rules! word_enum {
 }
 
 word_enum! {
-    /// `comparison_direction=` of `compare`.
+    /// `direction=` of `compare`.
     ComparisonDirection {
         Eq => "EQ",
         Ne => "NE",

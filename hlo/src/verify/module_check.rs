@@ -6,7 +6,7 @@
 //! an instruction whose operands do not exist is not shape-checked (there is nothing to
 //! infer from), but everything else still is.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use super::{infer_shape, ShapeError, VerifyError};
 use crate::ir::{CompId, Computation, InstId, Module, Opcode, ProgramShape};
@@ -64,20 +64,21 @@ impl<'m> Verifier<'m> {
         self.check_entry_layout();
     }
 
-    /// Computation names are unique, and instruction names are unique across the module (as
-    /// XLA requires, so that a name identifies one instruction in messages and dumps).
+    /// Computation names are unique, and instruction names are unique within their
+    /// computation. (XLA's parser scopes names per computation and uniquifies them module-wide
+    /// afterwards, so hand-written modules may reuse a name in another computation.)
     fn check_names(&mut self) {
         let m = self.module;
         let mut comps = HashSet::new();
-        let mut insts: HashMap<&str, &str> = HashMap::new();
         for comp in &m.computations {
             if !comps.insert(comp.name.as_str()) {
                 let msg = format!("computation name {} is used more than once", comp.name);
                 self.report(Some(comp), None, "module.duplicate_computation_name", msg);
             }
+            let mut insts = HashSet::new();
             for inst in &comp.instructions {
-                if let Some(first) = insts.insert(inst.name.as_str(), comp.name.as_str()) {
-                    let msg = format!("instruction name %{} is already used in computation {first}", inst.name);
+                if !insts.insert(inst.name.as_str()) {
+                    let msg = format!("instruction name %{} is used more than once", inst.name);
                     self.report(Some(comp), Some(&inst.name), "instruction.duplicate_name", msg);
                 }
             }

@@ -188,3 +188,81 @@ pub fn custom_call(cx: &Ctx) -> Res<Shape> {
     }
     Ok(cx.declared())
 }
+
+/// `scan(inputs.., inits..), dimensions={d}, num_carries=c, to_apply=f`: f maps one slice of
+/// every input (dimension d removed) and the carries to `(outputs.., new carries..)`; the
+/// result stacks each output along d and ends with the final carries. The parameter order
+/// of f (slices first or carries first) is accepted either way.
+pub fn scan(cx: &Ctx) -> Res<Shape> {
+    use super::{array, dim_index, list};
+    let carries = cx.int_or("num_carries", 0)?;
+    let carries = match usize::try_from(carries) {
+        Ok(c) if c <= cx.ops.len() => c,
+        _ => bail!("scan.num_carries", "num_carries={carries} does not fit {} operands", cx.ops.len()),
+    };
+    let inputs = cx.ops.len() - carries;
+    let dims = cx.ints("dimensions")?;
+    let [d] = dims else {
+        bail!("scan.dimension", "scan needs exactly one dimension but has {}", list(dims));
+    };
+    let mut length: Option<i64> = None;
+    let mut slices = Vec::with_capacity(inputs);
+    for i in 0..inputs {
+        let a = cx.arr(i)?;
+        let di = dim_index(*d, a.rank(), "scan.dimension", "scan")?;
+        if length.is_some_and(|l| !super::size_eq(l, a.dims[di])) {
+            bail!("scan.inputs_mismatch", "scan inputs differ in the length of dimension {di}");
+        }
+        length = Some(a.dims[di]);
+        let mut dims = a.dims.clone();
+        dims.remove(di);
+        slices.push(array(a.element_type, dims, vec![false; a.rank() - 1]));
+    }
+    let Some(length) = length else {
+        bail!("operands.count", "scan needs at least one input besides its {carries} carries");
+    };
+    let inits: Vec<Shape> = cx.ops[inputs..].iter().map(|s| s.without_layout()).collect();
+    let f = cx.comp("to_apply")?;
+    let fits = |order: Vec<&Shape>| {
+        order.len() == f.parameters.len() && order.iter().zip(&f.parameters).all(|(a, b)| a.compatible(b))
+    };
+    if !fits(slices.iter().chain(&inits).collect()) && !fits(inits.iter().chain(&slices).collect()) {
+        bail!(
+            "scan.computation_signature",
+            "scan computation {} does not take the input slices and carries",
+            signature(&f)
+        );
+    }
+    let results: Vec<&Shape> = match &f.result {
+        Shape::Tuple(e) if e.len() >= carries => e.iter().collect(),
+        r if carries == 0 => vec![r],
+        r => bail!(
+            "scan.computation_signature",
+            "scan computation returns {} but must return outputs and {carries} carries",
+            sh(r)
+        ),
+    };
+    let outputs = results.len() - carries;
+    for (i, (r, init)) in results[outputs..].iter().zip(&inits).enumerate() {
+        if !r.compatible(init) {
+            bail!(
+                "scan.computation_signature",
+                "scan computation returns carry {i} as {} but its init is {}",
+                sh(r),
+                sh(init)
+            );
+        }
+    }
+    let mut out = Vec::with_capacity(results.len());
+    for r in &results[..outputs] {
+        let Shape::Array(a) = r else {
+            bail!("scan.computation_signature", "scan outputs must be arrays but one is {}", sh(r));
+        };
+        let at = usize::try_from(*d).unwrap_or(0).min(a.rank());
+        let mut dims = a.dims.clone();
+        dims.insert(at, length);
+        out.push(array(a.element_type, dims, vec![false; a.rank() + 1]));
+    }
+    out.extend(inits);
+    Ok(Shape::Tuple(out))
+}

@@ -208,7 +208,7 @@ pub fn compare(cx: &Ctx) -> Res<Shape> {
     cx.expect_count(2)?;
     let a = cx.arr(0)?;
     let b = cx.arr(1)?;
-    cx.word("comparison_direction", ComparisonDirection::parse)?;
+    cx.word("direction", ComparisonDirection::parse)?;
     if cx.attr("type").is_some() {
         let ty = cx.word("type", ComparisonType::parse)?;
         let fits = match ty {

@@ -92,6 +92,7 @@ pub fn infer_shape(
 
         While => control_flow::while_loop(&cx),
         Conditional => control_flow::conditional(&cx),
+        Scan => control_flow::scan(&cx),
         Call => control_flow::call(&cx, "to_apply"),
         Fusion => control_flow::call(&cx, "calls"),
         AsyncStart => control_flow::async_start(&cx),
