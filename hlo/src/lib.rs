@@ -10,6 +10,7 @@ pub mod layout;
 pub mod literal;
 pub mod shape;
 pub mod text;
+pub mod verify;
 
 pub use element_type::{ElementType, TypeClass};
 pub use ir::{CompId, Computation, InstId, Instruction, Module, Opcode};

@@ -4,6 +4,7 @@
 
 mod attr;
 mod computation;
+mod enums;
 mod instruction;
 mod module;
 mod opcode;
@@ -13,6 +14,9 @@ pub use attr::{
     WindowDim,
 };
 pub use computation::Computation;
+pub use enums::{
+    ComparisonDirection, ComparisonType, FftType, FusionKind, RandomAlgorithm, RandomDistribution, TriangularTranspose,
+};
 pub use instruction::{Instruction, Payload};
 pub use module::Module;
 pub use opcode::Opcode;

@@ -1,0 +1,134 @@
+//! Verifier conformance: every module under `tests/verifier/invalid/` is rejected for the
+//! stated reason at the stated instruction, and every corpus module verifies.
+//!
+//! Each invalid module starts with two comment lines:
+//!
+//! ```text
+//! // expect: <substring of the error's Display>
+//! // instruction: <name of the instruction the error names, or - for none>
+//! ```
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use tessera_hlo::text::parse_module;
+use tessera_hlo::verify::{verify, verify_all};
+
+/// The value of a `// key: value` header line.
+fn header<'a>(text: &'a str, key: &str) -> Option<&'a str> {
+    text.lines().map_while(|l| l.strip_prefix("//")).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        (k.trim() == key).then(|| v.trim())
+    })
+}
+
+fn hlo_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "hlo"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn invalid_modules_are_rejected() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/verifier/invalid");
+    let files = hlo_files(&dir);
+    assert!(files.len() >= 60, "expected at least 60 invalid modules, found {}", files.len());
+    let mut failures = Vec::new();
+    for path in &files {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {name}: {e}"));
+        let Some(expect) = header(&text, "expect") else {
+            failures.push(format!("{name}: no `// expect:` header"));
+            continue;
+        };
+        let instruction = header(&text, "instruction").unwrap_or("-");
+        let module = match parse_module(&text) {
+            Ok(m) => m,
+            Err(e) => {
+                failures.push(format!("{name}: does not parse: {e}"));
+                continue;
+            }
+        };
+        match verify(&module) {
+            Ok(()) => failures.push(format!("{name}: accepted, expected `{expect}`")),
+            Err(e) => {
+                let shown = e.to_string();
+                if !shown.contains(expect) {
+                    failures.push(format!("{name}: error `{shown}` does not contain `{expect}`"));
+                }
+                if instruction != "-" && e.instruction.as_deref() != Some(instruction) {
+                    failures.push(format!("{name}: error `{shown}` does not name instruction %{instruction}"));
+                }
+            }
+        }
+        // Collecting every finding must agree with the first one and must not panic.
+        assert!(!verify_all(&module).is_empty(), "{name}: verify_all found nothing");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} invalid modules misbehaved:\n{}",
+        failures.len(),
+        files.len(),
+        failures.join("\n")
+    );
+    println!("{} invalid modules rejected as expected", files.len());
+}
+
+/// `shared/` beside the main checkout (`CARGO_MANIFEST_DIR/../../shared`), or one level
+/// further up for a worktree under `wt/`; `TESSERA_SHARED` overrides both.
+fn shared_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("TESSERA_SHARED") {
+        return Some(PathBuf::from(dir));
+    }
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    [manifest.join("../../shared"), manifest.join("../../../shared")].into_iter().find(|p| p.is_dir())
+}
+
+#[test]
+fn corpus_modules_verify() {
+    let Some(shared) = shared_dir() else {
+        eprintln!("SKIPPED corpus_modules_verify: no shared/ directory beside the checkout (set TESSERA_SHARED)");
+        return;
+    };
+    let corpus = shared.join("corpus");
+    let Ok(entries) = fs::read_dir(&corpus) else {
+        eprintln!("SKIPPED corpus_modules_verify: {} is not readable", corpus.display());
+        return;
+    };
+    let mut cases: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
+    cases.sort();
+    let mut failures = Vec::new();
+    let mut verified = 0;
+    let mut parse_failures = 0;
+    for case in &cases {
+        for file in ["module.hlo", "xla_optimized.hlo"] {
+            let path = case.join(file);
+            let Ok(text) = fs::read_to_string(&path) else { continue };
+            let module = match parse_module(&text) {
+                Ok(m) => m,
+                Err(e) => {
+                    parse_failures += 1;
+                    failures.push(format!("{}: does not parse: {e}", path.display()));
+                    continue;
+                }
+            };
+            let errors = verify_all(&module);
+            if errors.is_empty() {
+                verified += 1;
+            } else {
+                let shown: Vec<String> = errors.iter().take(3).map(ToString::to_string).collect();
+                failures.push(format!("{}: {}", path.display(), shown.join("; ")));
+            }
+        }
+    }
+    println!(
+        "corpus: {verified} modules verified, {} rejected, {parse_failures} unparsed",
+        failures.len() - parse_failures
+    );
+    assert!(verified > 0, "no corpus module found under {}", corpus.display());
+    assert!(failures.is_empty(), "{} corpus modules failed:\n{}", failures.len(), failures.join("\n"));
+}
