@@ -3,10 +3,11 @@
 
 use tessera_hlo::builder::{
     Builder, ComparisonDirection, ConvOptions, DotDimensionNumbers, FftType, GatherDimensionNumbers, Padding,
-    Precision, ScatterDimensionNumbers, Transpose,
+    Precision, ScatterDimensionNumbers, TriangularTranspose,
 };
 use tessera_hlo::ir::{AttrList, AttrValue, PaddingDim};
-use tessera_hlo::{ElementType, Module, Opcode, Shape};
+use tessera_hlo::text::{parse_module, print_module, PrintOptions};
+use tessera_hlo::{verify, ElementType, Module, Opcode, Shape};
 
 use ElementType::{Pred, C64, F32, S32, U32, U8};
 
@@ -35,6 +36,178 @@ fn sum_computation(b: &Builder, ty: ElementType) -> Module {
     sub.build(sum).expect("add computation")
 }
 
+/// Builds and checks the module with the verifier.
+fn built(b: &Builder, root: tessera_hlo::builder::XlaOp<'_>) -> Module {
+    let m = b.build(root).unwrap_or_else(|e| panic!("build failed: {e}"));
+    verify::verify(&m).unwrap_or_else(|e| panic!("built module does not verify: {e}"));
+    m
+}
+
+/// The short printed form, after checking that the module verifies and survives a round trip
+/// through the text format.
+fn short_text(m: &Module) -> String {
+    verify::verify(m).unwrap_or_else(|e| panic!("built module does not verify: {e}"));
+    let text = print_module(m, &PrintOptions::short());
+    let parsed = parse_module(&text).unwrap_or_else(|e| panic!("printed module does not parse: {e}\n{text}"));
+    verify::verify(&parsed).unwrap_or_else(|e| panic!("reparsed module does not verify: {e}"));
+    assert_eq!(print_module(&parsed, &PrintOptions::short()), text);
+    text
+}
+
+// ---- Printed text --------------------------------------------------------------------------
+
+#[test]
+fn axpy_with_parameters_prints_like_xla() {
+    let b = Builder::new("axpy");
+    let alpha = b.parameter(0, &Shape::scalar(F32), "alpha");
+    let x = b.parameter(1, &f32s(&[10]), "x");
+    let y = b.parameter(2, &f32s(&[10]), "y");
+    let m = built(&b, b.add(b.mul(alpha, x), y));
+    let expected = "\
+HloModule axpy.7, entry_computation_layout={(f32[], f32[10]{0}, f32[10]{0})->f32[10]{0}}
+
+ENTRY axpy.7 {
+  alpha.1 = f32[] parameter(0)
+  broadcast.4 = f32[10]{0} broadcast(alpha.1), dimensions={}
+  x.2 = f32[10]{0} parameter(1)
+  multiply.5 = f32[10]{0} multiply(broadcast.4, x.2)
+  y.3 = f32[10]{0} parameter(2)
+  ROOT add.6 = f32[10]{0} add(multiply.5, y.3)
+}
+";
+    assert_eq!(short_text(&m).trim_end(), expected.trim_end());
+}
+
+#[test]
+fn axpy_with_constants_prints_like_xla() {
+    let b = Builder::new("axpy");
+    let axpy = b.constant_r0(3.5f32) * b.constant_r1(&[1f32, 2., 3.]) + b.constant_r1(&[4f32, 5., 6.]);
+    let m = built(&b, axpy);
+    let expected = "\
+HloModule axpy.7, entry_computation_layout={()->f32[3]{0}}
+
+ENTRY axpy.7 {
+  constant.1 = f32[] constant(3.5)
+  broadcast.3 = f32[3]{0} broadcast(constant.1), dimensions={}
+  constant.2 = f32[3]{0} constant({1, 2, 3})
+  multiply.4 = f32[3]{0} multiply(broadcast.3, constant.2)
+  constant.5 = f32[3]{0} constant({4, 5, 6})
+  ROOT add.6 = f32[3]{0} add(multiply.4, constant.5)
+}
+";
+    assert_eq!(short_text(&m).trim_end(), expected.trim_end());
+}
+
+#[test]
+fn reduce_prints_with_its_computation() {
+    let b = Builder::new("reduce");
+    let add = b.scalar_computation("add", F32, |s, x, y| s.add(x, y));
+    let x = b.parameter(0, &f32s(&[4, 2, 3]), "x");
+    let m = built(&b, b.reduce(x, b.zero(F32), &add, &[0, 1]));
+    let expected = "\
+HloModule reduce.8, entry_computation_layout={(f32[4,2,3]{2,1,0})->f32[3]{0}}
+
+add.4 {
+  x.1 = f32[] parameter(0)
+  y.2 = f32[] parameter(1)
+  ROOT add.3 = f32[] add(x.1, y.2)
+}
+
+ENTRY reduce.8 {
+  x.5 = f32[4,2,3]{2,1,0} parameter(0)
+  constant.6 = f32[] constant(0)
+  ROOT reduce.7 = f32[3]{0} reduce(x.5, constant.6), dimensions={0,1}, to_apply=add.4
+}
+";
+    assert_eq!(short_text(&m).trim_end(), expected.trim_end());
+}
+
+#[test]
+fn degenerate_broadcast_prints_reshape_and_broadcast() {
+    let b = Builder::new("outer");
+    let s = b.add(b.parameter(0, &f32s(&[2, 1]), "x"), b.parameter(1, &f32s(&[1, 3]), "y"));
+    let m = built(&b, s);
+    let expected = "\
+HloModule outer.8, entry_computation_layout={(f32[2,1]{1,0}, f32[1,3]{1,0})->f32[2,3]{1,0}}
+
+ENTRY outer.8 {
+  x.1 = f32[2,1]{1,0} parameter(0)
+  reshape.3 = f32[2]{0} reshape(x.1)
+  broadcast.4 = f32[2,3]{1,0} broadcast(reshape.3), dimensions={0}
+  y.2 = f32[1,3]{1,0} parameter(1)
+  reshape.5 = f32[3]{0} reshape(y.2)
+  broadcast.6 = f32[2,3]{1,0} broadcast(reshape.5), dimensions={1}
+  ROOT add.7 = f32[2,3]{1,0} add(broadcast.4, broadcast.6)
+}
+";
+    assert_eq!(short_text(&m).trim_end(), expected.trim_end());
+}
+
+#[test]
+fn einsum_and_conv_print_xla_attributes() {
+    let b = Builder::new("attrs");
+    let x = b.parameter(0, &f32s(&[1, 3, 8, 8]), "x");
+    let k = b.parameter(1, &f32s(&[4, 3, 3, 3]), "k");
+    let c = b.conv(x, k, &[2, 2], Padding::Same);
+    let e = b.einsum("bij,bjk->bki", &[b.parameter(2, &f32s(&[5, 2, 3]), "p"), b.parameter(3, &f32s(&[5, 3, 4]), "q")]);
+    let m = built(&b, b.tuple(&[c, e]));
+    let text = short_text(&m);
+    assert!(
+        text.contains(
+            "convolution.3 = f32[1,4,4,4]{3,2,1,0} convolution(x.1, k.2), window={size=3x3 stride=2x2 pad=0_1x0_1}, \
+             dim_labels=bf01_oi01->bf01"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "dot.6 = f32[5,2,4]{2,1,0} dot(p.4, q.5), lhs_batch_dims={0}, lhs_contracting_dims={2}, \
+             rhs_batch_dims={0}, rhs_contracting_dims={1}"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("transpose.7 = f32[5,4,2]{2,1,0} transpose(dot.6), dimensions={0,2,1}"), "{text}");
+}
+
+#[test]
+fn every_example_module_verifies_and_round_trips() {
+    let b = Builder::new("everything");
+    let state = Shape::Tuple(vec![Shape::scalar(S32), f32s(&[10])]);
+    let cond = b.create_sub_builder("condition");
+    let p = cond.parameter(0, &state, "p");
+    let cond = built(&cond, cond.lt(cond.get_tuple_element(p, 0), cond.constant_r0(1000i32)));
+    let body = b.create_sub_builder("body");
+    let p = body.parameter(0, &state, "p");
+    let next = body.tuple(&[
+        body.add(body.get_tuple_element(p, 0), body.constant_r0(1i32)),
+        body.add(body.get_tuple_element(p, 1), body.constant_r1_splat(10, 0.125f32)),
+    ]);
+    let body = built(&body, next);
+    let looped = b.while_loop(&cond, &body, b.tuple(&[b.constant_r0(0i32), b.constant_r1_splat(10, 0f32)]));
+
+    let max = b.scalar_computation("max", F32, |s, x, y| s.max(x, y));
+    let ge = b.scalar_computation("ge", F32, |s, x, y| s.ge(x, y));
+    let add = b.scalar_computation("add", F32, |s, x, y| s.add(x, y));
+    let x = b.parameter(0, &f32s(&[4, 6]), "x");
+    let pooled = b.reduce_window(x, b.constant_r0(f32::MIN), &max, &[2, 3], &[2, 3], Padding::Valid);
+    let src = b.parameter(1, &f32s(&[2, 2]), "src");
+    let sas = b.select_and_scatter(x, &ge, &[2, 3], &[2, 3], Padding::Valid, src, b.zero(F32), &add);
+    let sorted = b.sort_ascending(x, 1);
+    let mapped = b.map(&[x, x], &add);
+    let v = b.parameter(2, &f32s(&[6]), "v");
+    let bcast = b.add_broadcast(x, v, &[1]);
+    let sliced = b.slice(x, &[1, 0], &[3, 6], &[1, 2]);
+    let padded = b.pad(x, b.zero(F32), &[PaddingDim { low: 1, high: -1, interior: 1 }, PaddingDim::default()]);
+    let clamped = b.clamp(b.zero(F32), x, b.one(F32));
+    let summed = b.einsum("ij->j", &[x]);
+    let root = b.tuple(&[looped, pooled, sas, sorted, mapped, bcast, sliced, padded, clamped, summed]);
+    let m = built(&b, root);
+    let text = short_text(&m);
+    assert!(text.contains("slice={[1:3:1], [0:6:2]}"), "{text}");
+    assert!(text.contains("padding=1_-1_1x0_0_0"), "{text}");
+    assert!(text.contains("condition=condition."), "{text}");
+}
+
 // ---- Seed 003: axpy ----------------------------------------------------------------------
 
 #[test]
@@ -44,7 +217,7 @@ fn axpy_with_parameters() {
     let x = b.parameter(1, &f32s(&[10]), "x");
     let y = b.parameter(2, &f32s(&[10]), "y");
     let axpy = b.add(b.mul(alpha, x), y);
-    let m = b.build(axpy).unwrap();
+    let m = built(&b, axpy);
 
     assert_eq!(m.name, "axpy.7");
     assert_eq!(m.entry_comp().name, "axpy.7");
@@ -77,7 +250,7 @@ fn axpy_with_constants() {
     let x = b.constant_r1(&[1.0f32, 2.0, 3.0, 4.0]);
     let y = b.constant_r1(&[5.0f32, 6.0, 7.0, 8.0]);
     let axpy = alpha * x + y; // operators go through the op's builder
-    let m = b.build(axpy).unwrap();
+    let m = built(&b, axpy);
     assert_eq!(
         opcodes(&m),
         vec![Opcode::Constant, Opcode::Constant, Opcode::Constant, Opcode::Broadcast, Opcode::Multiply, Opcode::Add]
@@ -98,7 +271,7 @@ fn reduce_2d_over_each_dimension() {
         let x = b.parameter(0, &f32s(&[2, 3]), "x");
         let zero = b.constant_r0(0f32);
         let r = b.reduce(x, zero, &add, &dims);
-        let m = b.build(r).unwrap();
+        let m = built(&b, r);
         assert_eq!(root_dims(&m), expect, "dims {dims:?}");
         assert_eq!(m.computations.len(), 2);
         let root = m.entry_comp().root_inst();
@@ -135,7 +308,7 @@ fn reduce_reuses_an_imported_computation() {
     let zero = b.constant_r0(0f32);
     let r0 = b.reduce(x, zero, &add, &[0]);
     let r1 = b.reduce(x, zero, &add, &[1]);
-    let m = b.build(b.tuple(&[r0, r1])).unwrap();
+    let m = built(&b, b.tuple(&[r0, r1]));
     assert_eq!(m.computations.len(), 2);
 }
 
@@ -147,7 +320,7 @@ fn multi_operand_reduce() {
     let (v1, i1) = (sub.parameter(2, &Shape::scalar(F32), "v1"), sub.parameter(3, &Shape::scalar(S32), "i1"));
     let take_first = sub.ge(v0, v1);
     let step = sub.tuple(&[sub.select(take_first, v0, v1), sub.select(take_first, i0, i1)]);
-    let step = sub.build(step).unwrap();
+    let step = built(&sub, step);
 
     let x = b.parameter(0, &f32s(&[5, 7]), "x");
     let idx = b.iota(&Shape::array(S32, &[5, 7]), 1);
@@ -165,18 +338,18 @@ fn while_loop_example() {
     let cond = b.create_sub_builder("condition");
     let p = cond.parameter(0, &state, "p");
     let lt = cond.lt(cond.get_tuple_element(p, 0), cond.constant_r0(1000i32));
-    let cond = cond.build(lt).unwrap();
+    let cond = built(&cond, lt);
 
     let body = b.create_sub_builder("body");
     let p = body.parameter(0, &state, "p");
     let iteration = body.add(body.get_tuple_element(p, 0), body.constant_r0(1i32));
     let vector = body.add(body.get_tuple_element(p, 1), body.constant_r1_splat(10, 0.125f32));
     let next = body.tuple(&[iteration, vector]);
-    let body = body.build(next).unwrap();
+    let body = built(&body, next);
 
     let init = b.tuple(&[b.constant_r0(0i32), b.constant_r1_splat(10, 0f32)]);
     let result = b.while_loop(&cond, &body, init);
-    let m = b.build(result).unwrap();
+    let m = built(&b, result);
 
     assert_eq!(m.computations.len(), 3);
     let root = m.entry_comp().root_inst();
@@ -202,7 +375,7 @@ fn scalar_plus_array() {
     let b = Builder::new("s");
     let m = b.parameter(0, &f32s(&[2, 3]), "m");
     let s = b.add(m, b.constant_r0(7f32));
-    let module = b.build(s).unwrap();
+    let module = built(&b, s);
     assert_eq!(root_dims(&module), vec![2, 3]);
     assert_eq!(opcodes(&module), vec![Opcode::Parameter, Opcode::Constant, Opcode::Broadcast, Opcode::Add]);
 }
@@ -213,7 +386,7 @@ fn vector_onto_matrix_with_broadcast_dimensions() {
     let m = b.parameter(0, &f32s(&[2, 3]), "m");
     let v = b.parameter(1, &f32s(&[3]), "v");
     let s = b.add_broadcast(m, v, &[1]);
-    let module = b.build(s).unwrap();
+    let module = built(&b, s);
     let insts = &module.entry_comp().instructions;
     assert_eq!(insts[2].opcode, Opcode::Broadcast);
     assert_eq!(insts[2].shape.dims(), &[2, 3]);
@@ -270,7 +443,7 @@ fn degenerate_dimensions() {
     let x = b.parameter(0, &f32s(&[2, 1]), "x");
     let y = b.parameter(1, &f32s(&[1, 3]), "y");
     let s = b.add(x, y);
-    let m = b.build(s).unwrap();
+    let m = built(&b, s);
     assert_eq!(root_dims(&m), vec![2, 3]);
     let summary = entry_summary(&m);
     let ops: Vec<(Opcode, Vec<i64>)> = summary.into_iter().map(|(_, o, d)| (o, d)).collect();
@@ -323,7 +496,7 @@ fn compare_and_select_broadcast() {
     let x = b.parameter(0, &f32s(&[4]), "x");
     let pos = b.gt(x, b.zero(F32));
     let relu = b.select(pos, x, b.zero(F32));
-    let m = b.build(relu).unwrap();
+    let m = built(&b, relu);
     assert_eq!(root_dims(&m), vec![4]);
     let cmp = m.entry_comp().instructions.iter().find(|i| i.opcode == Opcode::Compare).unwrap();
     assert_eq!(cmp.attr("direction"), Some(&AttrValue::Enum("GT".into())));
@@ -340,7 +513,7 @@ fn compare_and_select_broadcast() {
     let x = b.parameter(0, &f32s(&[2]), "x");
     let c = b.compare_full(x, x, &[], ComparisonDirection::Lt, Some(tessera_hlo::builder::ComparisonType::TotalOrder));
     let c2 = b.compare_full(x, x, &[], ComparisonDirection::Lt, Some(tessera_hlo::builder::ComparisonType::Float));
-    let m = b.build(b.tuple(&[c, c2])).unwrap();
+    let m = built(&b, b.tuple(&[c, c2]));
     let insts = &m.entry_comp().instructions;
     assert_eq!(insts[1].attr_word("type"), Some("TOTALORDER"));
     assert_eq!(insts[2].attr("type"), None);
@@ -370,7 +543,7 @@ fn broadcast_reshape_collapse_transpose() {
     let one = b.parameter(2, &f32s(&[1, 5]), "one");
     let expanded = b.broadcast_in_dim(one, &[3, 5], &[0, 1]);
     assert_eq!(expanded.shape().unwrap().dims(), &[3, 5]);
-    let mdl = b.build(expanded).unwrap();
+    let mdl = built(&b, expanded);
     let insts = &mdl.entry_comp().instructions;
     let n = insts.len();
     assert_eq!(insts[n - 2].opcode, Opcode::Reshape);
@@ -419,7 +592,7 @@ fn slicing_and_data_movement() {
     assert_eq!(b.iota_1d(S32, 6).shape().unwrap().to_string(), "s32[6]{0}");
     let t = b.tuple(&[m, i]);
     assert!(b.get_tuple_element(t, 1).shape().unwrap().compatible(&Shape::scalar(S32)));
-    let mdl = b.build(t).unwrap();
+    let mdl = built(&b, t);
     let slice = &mdl.entry_comp().instructions[1];
     assert_eq!(slice.opcode, Opcode::Slice);
     assert!(matches!(slice.attr("slice"), Some(AttrValue::Slice(r)) if r[0].start == 2 && r[0].limit == 4));
@@ -464,7 +637,7 @@ fn dot_follows_the_seed_table() {
     }
     let b = Builder::new("dot_attrs");
     let d = b.dot(b.parameter(0, &f32s(&[2, 5]), "l"), b.parameter(1, &f32s(&[5, 3]), "r"));
-    let m = b.build(d).unwrap();
+    let m = built(&b, d);
     let attrs: Vec<&str> = m.entry_comp().root_inst().attrs.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(attrs, ["lhs_contracting_dims", "rhs_contracting_dims"]);
 }
@@ -481,7 +654,7 @@ fn dot_general_with_batch_precision_and_type() {
         rhs_contracting_dims: vec![1],
     };
     let d = b.dot_general_with(l, r, &dnums, Some([Precision::Highest, Precision::Highest]), Some(F32));
-    let m = b.build(d).unwrap();
+    let m = built(&b, d);
     let root = m.entry_comp().root_inst();
     assert_eq!(root.shape.to_string(), "f32[8,2,3]{2,1,0}");
     let attrs: Vec<&str> = root.attrs.iter().map(|a| a.name.as_str()).collect();
@@ -504,7 +677,7 @@ fn convolution() {
     assert_eq!(general.shape().unwrap().dims(), &[1, 4, 8, 6]);
     let dilated = b.conv_general_dilated(x, k, &ConvOptions { rhs_dilation: vec![2, 2], ..ConvOptions::default() });
     assert_eq!(dilated.shape().unwrap().dims(), &[1, 4, 4, 4]);
-    let m = b.build(same).unwrap();
+    let m = built(&b, same);
     let root = m.entry_comp().root_inst();
     let attrs: Vec<&str> = root.attrs.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(attrs, ["window", "dim_labels"]);
@@ -520,7 +693,7 @@ fn linalg_and_misc_ops() {
     let a = b.parameter(0, &f32s(&[4, 4]), "a");
     let rhs = b.parameter(1, &f32s(&[4, 2]), "rhs");
     assert_eq!(b.cholesky(a, true).shape().unwrap().dims(), &[4, 4]);
-    let x = b.triangular_solve(a, rhs, true, true, false, Transpose::NoTranspose);
+    let x = b.triangular_solve(a, rhs, true, true, false, TriangularTranspose::NoTranspose);
     assert_eq!(x.shape().unwrap().dims(), &[4, 2]);
     let c = b.parameter(2, &Shape::array(C64, &[16]), "c");
     assert_eq!(b.fft(c, FftType::Fft, &[16]).shape().unwrap().to_string(), "c64[16]{0}");
@@ -566,12 +739,12 @@ fn windows_sort_map_call_conditional() {
     let neg = {
         let s = b.create_sub_builder("negate_branch");
         let p = s.parameter(0, &f32s(&[4, 6]), "p");
-        s.build(s.neg(p)).unwrap()
+        built(&s, s.neg(p))
     };
     let ident = {
         let s = b.create_sub_builder("identity_branch");
         let p = s.parameter(0, &f32s(&[4, 6]), "p");
-        s.build(p).unwrap()
+        built(&s, p)
     };
     let pred = b.parameter(2, &Shape::scalar(Pred), "pred");
     let cond = b.conditional(pred, x, &neg, x, &ident);
@@ -579,7 +752,7 @@ fn windows_sort_map_call_conditional() {
     let idx = b.parameter(3, &Shape::scalar(S32), "idx");
     let switch = b.conditional_indexed(idx, &[&neg, &ident, &neg], &[x, x, x]);
     assert_eq!(switch.shape().unwrap().dims(), &[4, 6]);
-    let m = b.build(b.tuple(&[pooled, same, sas, sorted, mapped, called, cond, switch])).unwrap();
+    let m = built(&b, b.tuple(&[pooled, same, sas, sorted, mapped, called, cond, switch]));
     let switch_inst = m.entry_comp().instructions.iter().rev().nth(1).unwrap();
     assert!(matches!(switch_inst.attr("branch_computations"), Some(AttrValue::Computations(c)) if c.len() == 3));
     assert!(b.first_error().is_none());
@@ -611,7 +784,7 @@ fn gather_and_scatter() {
     };
     let s = b.scatter(&[operand], indices, &[updates], &add, &sd, false, true);
     assert_eq!(s.shape().unwrap().dims(), &[5, 3]);
-    let m = b.build(s).unwrap();
+    let m = built(&b, s);
     let attrs: Vec<&str> = m.entry_comp().root_inst().attrs.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(
         attrs,
@@ -641,7 +814,7 @@ fn rng_feeds_and_custom_calls() {
     assert_eq!(tok.shape().unwrap(), Shape::Token);
     let cc = b.custom_call("my_target", &[fed], &f32s(&[2]));
     assert_eq!(cc.shape().unwrap().dims(), &[2]);
-    let m = b.build(b.tuple(&[u, n, bern, cc])).unwrap();
+    let m = built(&b, b.tuple(&[u, n, bern, cc]));
     let custom = m.entry_comp().instructions.iter().find(|i| i.opcode == Opcode::CustomCall).unwrap();
     assert_eq!(custom.attr_word("custom_call_target"), Some("my_target"));
     assert!(b.first_error().is_none());
@@ -718,12 +891,12 @@ fn separately_built_computations_get_unique_names() {
         let s = Builder::new("add");
         let x = s.parameter(0, &Shape::scalar(F32), "x");
         let y = s.parameter(1, &Shape::scalar(F32), "y");
-        s.build(s.add(x, y)).unwrap()
+        built(&s, s.add(x, y))
     };
     let b = Builder::new("main");
     let x = b.parameter(0, &f32s(&[3]), "x");
     let r = b.reduce(x, b.zero(F32), &add, &[0]);
-    let m = b.build(r).unwrap();
+    let m = built(&b, r);
     let mut names: Vec<&str> =
         m.computations.iter().flat_map(|c| c.instructions.iter().map(|i| i.name.as_str())).collect();
     let n = names.len();
@@ -771,7 +944,7 @@ fn einsum_matmul() {
     let x = b.parameter(0, &f32s(&[2, 3]), "x");
     let y = b.parameter(1, &f32s(&[3, 4]), "y");
     let z = b.einsum("ij,jk->ik", &[x, y]);
-    let m = b.build(z).unwrap();
+    let m = built(&b, z);
     assert_eq!(opcodes(&m), vec![Opcode::Parameter, Opcode::Parameter, Opcode::Dot]);
     let root = m.entry_comp().root_inst();
     assert_eq!(root.shape.dims(), &[2, 4]);
@@ -791,7 +964,7 @@ fn einsum_batch_matmul() {
     let x = b.parameter(0, &f32s(&[8, 2, 3]), "x");
     let y = b.parameter(1, &f32s(&[8, 3, 4]), "y");
     let z = b.einsum("bij,bjk->bik", &[x, y]);
-    let m = b.build(z).unwrap();
+    let m = built(&b, z);
     let root = m.entry_comp().root_inst();
     assert_eq!(root.opcode, Opcode::Dot);
     assert_eq!(root.shape.dims(), &[8, 2, 4]);
@@ -814,7 +987,7 @@ fn einsum_single_operand() {
     assert_eq!(total.shape().unwrap().dims(), &[] as &[i64]);
     let same = b.einsum("ij->ij", &[x]);
     assert_eq!(same, x);
-    let m = b.build(t).unwrap();
+    let m = built(&b, t);
     assert_eq!(m.entry_comp().root_inst().opcode, Opcode::Transpose);
     assert_eq!(m.entry_comp().root_inst().attr_ints("dimensions"), Some(&[1, 0][..]));
 }
@@ -826,7 +999,7 @@ fn einsum_outer_product_and_summed_labels() {
     let y = b.parameter(1, &f32s(&[3]), "y");
     let o = b.einsum("i,j->ij", &[x, y]);
     assert_eq!(o.shape().unwrap().dims(), &[2, 3]);
-    let m = b.build(o).unwrap();
+    let m = built(&b, o);
     assert_eq!(m.entry_comp().root_inst().attr_ints("lhs_contracting_dims"), Some(&[][..]));
     // A label only one operand has and the output drops is summed first.
     let b = Builder::new("summed");
@@ -834,7 +1007,7 @@ fn einsum_outer_product_and_summed_labels() {
     let y = b.parameter(1, &f32s(&[3]), "y");
     let o = b.einsum("ik,j->ij", &[x, y]);
     assert_eq!(o.shape().unwrap().dims(), &[2, 3]);
-    let m = b.build(o).unwrap();
+    let m = built(&b, o);
     assert!(opcodes(&m).contains(&Opcode::Reduce));
 }
 

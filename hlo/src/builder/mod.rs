@@ -48,7 +48,8 @@ use crate::shape::{ArrayShape, Shape};
 
 pub use ops::{
     default_conv_dimension_numbers, ComparisonDirection, ComparisonType, ConvDimensionNumbers, ConvOptions,
-    DotDimensionNumbers, FftType, GatherDimensionNumbers, Padding, Precision, ScatterDimensionNumbers, Transpose,
+    DotDimensionNumbers, FftType, GatherDimensionNumbers, Padding, Precision, RandomDistribution,
+    ScatterDimensionNumbers, TriangularTranspose,
 };
 
 /// XLA's name for a builder; the same type.

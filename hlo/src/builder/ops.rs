@@ -11,61 +11,19 @@ use crate::element_type::ElementType;
 use crate::ir::{AttrValue, CompId, Module, Opcode, PaddingDim, SliceRange, Window, WindowDim};
 use crate::shape::{ArrayShape, Shape};
 
-pub use crate::ir::ConvDimensionNumbers;
+pub use crate::ir::{
+    ComparisonDirection, ComparisonType, ConvDimensionNumbers, FftType, RandomDistribution, TriangularTranspose,
+};
 
-/// `direction=` of a `compare`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ComparisonDirection {
-    Eq,
-    Ne,
-    Ge,
-    Gt,
-    Le,
-    Lt,
-}
-
-impl ComparisonDirection {
-    pub fn name(self) -> &'static str {
-        match self {
-            ComparisonDirection::Eq => "EQ",
-            ComparisonDirection::Ne => "NE",
-            ComparisonDirection::Ge => "GE",
-            ComparisonDirection::Gt => "GT",
-            ComparisonDirection::Le => "LE",
-            ComparisonDirection::Lt => "LT",
-        }
-    }
-}
-
-/// `type=` of a `compare`, when not the element type's default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ComparisonType {
-    Float,
-    TotalOrder,
-    Signed,
-    Unsigned,
-}
-
-impl ComparisonType {
-    pub fn name(self) -> &'static str {
-        match self {
-            ComparisonType::Float => "FLOAT",
-            ComparisonType::TotalOrder => "TOTALORDER",
-            ComparisonType::Signed => "SIGNED",
-            ComparisonType::Unsigned => "UNSIGNED",
-        }
-    }
-
-    /// The type a comparison of `ty` gets when none is given; XLA prints `type=` only for
-    /// others.
-    fn default_for(ty: ElementType) -> ComparisonType {
-        if ty.is_floating_or_complex() {
-            ComparisonType::Float
-        } else if ty.is_signed_integral() {
-            ComparisonType::Signed
-        } else {
-            ComparisonType::Unsigned
-        }
+/// The comparison type a comparison of `ty` gets when none is given; XLA prints `type=` only
+/// for others.
+fn default_comparison_type(ty: ElementType) -> ComparisonType {
+    if ty.is_floating_or_complex() {
+        ComparisonType::Float
+    } else if ty.is_signed_integral() {
+        ComparisonType::Signed
+    } else {
+        ComparisonType::Unsigned
     }
 }
 
@@ -126,51 +84,6 @@ impl Padding {
                 .collect(),
         }
     }
-}
-
-/// `fft_type=` of an `fft`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FftType {
-    Fft,
-    Ifft,
-    Rfft,
-    Irfft,
-}
-
-impl FftType {
-    fn name(self) -> &'static str {
-        match self {
-            FftType::Fft => "FFT",
-            FftType::Ifft => "IFFT",
-            FftType::Rfft => "RFFT",
-            FftType::Irfft => "IRFFT",
-        }
-    }
-}
-
-/// `transpose_a=` of a `triangular-solve`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Transpose {
-    NoTranspose,
-    Transpose,
-    Adjoint,
-}
-
-impl Transpose {
-    fn name(self) -> &'static str {
-        match self {
-            Transpose::NoTranspose => "NO_TRANSPOSE",
-            Transpose::Transpose => "TRANSPOSE",
-            Transpose::Adjoint => "ADJOINT",
-        }
-    }
-}
-
-/// The distribution of an `rng`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum RandomDistribution {
-    Uniform,
-    Normal,
 }
 
 /// The dimension numbers of `gather`.
@@ -585,7 +498,7 @@ impl Builder {
             let mut spec = Spec::new(Opcode::Compare).attr("direction", enum_attr(direction.name()));
             if let Some(t) = comparison_type {
                 let ty = self.shape(lhs)?.element_type();
-                if t != ComparisonType::default_for(ty) {
+                if t != default_comparison_type(ty) {
                     spec = spec.attr("type", enum_attr(t.name()));
                 }
             }
@@ -1140,7 +1053,7 @@ impl Builder {
         left_side: bool,
         lower: bool,
         unit_diagonal: bool,
-        transpose_a: Transpose,
+        transpose_a: TriangularTranspose,
     ) -> XlaOp<'b> {
         self.op("triangular-solve", || {
             let spec = Spec::new(Opcode::TriangularSolve)
@@ -1591,11 +1504,8 @@ impl Builder {
     // ---- Random numbers ---------------------------------------------------------------------
 
     fn rng<'b>(&'b self, dist: RandomDistribution, a: XlaOp<'b>, b: XlaOp<'b>, shape: &Shape) -> OpResult<XlaOp<'b>> {
-        let name = match dist {
-            RandomDistribution::Uniform => "rng_uniform",
-            RandomDistribution::Normal => "rng_normal",
-        };
-        self.emit(Spec::new(Opcode::Rng).declared(shape.clone()).attr("distribution", enum_attr(name)), &[a, b])
+        let spec = Spec::new(Opcode::Rng).declared(shape.clone()).attr("distribution", enum_attr(dist.name()));
+        self.emit(spec, &[a, b])
     }
 
     /// Numbers drawn uniformly from `[a, b)`, of `shape`.
@@ -1622,7 +1532,7 @@ impl Builder {
             let uniform =
                 self.rng(RandomDistribution::Uniform, zero, one, &Shape::array(ElementType::F32, &target.dims))?;
             let (u, m) = self.broadcast_operands(uniform, mean, &[])?;
-            let spec = Spec::new(Opcode::Compare).attr("direction", enum_attr("LT"));
+            let spec = Spec::new(Opcode::Compare).attr("direction", enum_attr(ComparisonDirection::Lt.name()));
             let hit = self.emit(spec, &[u, m])?;
             self.emit(Spec::new(Opcode::Convert).declared(shape.clone()), &[hit])
         })
