@@ -3,7 +3,7 @@
 
 use tessera_hlo::builder::{
     Builder, ComparisonDirection, ConvOptions, DotDimensionNumbers, FftType, GatherDimensionNumbers, Padding,
-    Precision, ScatterDimensionNumbers, TriangularTranspose,
+    Precision, ScatterDimensionNumbers, TriangularTranspose, XlaOp,
 };
 use tessera_hlo::ir::{AttrList, AttrValue, PaddingDim};
 use tessera_hlo::text::{parse_module, print_module, PrintOptions};
@@ -911,29 +911,64 @@ fn separately_built_computations_get_unique_names() {
 }
 
 #[test]
+fn parameter_layouts_are_kept() {
+    let b = Builder::new("layouts");
+    let shape = Shape::array_with_layout(F32, &[2, 3], tessera_hlo::Layout::new(&[0, 1]));
+    let x = b.parameter(0, &shape, "x");
+    let y = b.neg(x);
+    let m = built(&b, y);
+    let layout = m.entry_computation_layout().unwrap();
+    assert_eq!(layout.parameters[0].to_string(), "f32[2,3]{0,1}");
+    assert_eq!(layout.result.to_string(), "f32[2,3]{1,0}");
+}
+
+#[test]
 fn empty_or_odd_inputs_do_not_panic() {
-    let b = Builder::new("odd name with spaces");
-    let x = b.parameter(0, &f32s(&[2, 3]), "x y");
-    assert_eq!(x.name().unwrap(), "x_y.1");
-    for op in [
-        b.slice(x, &[0], &[1, 2], &[]),
-        b.transpose(x, &[0, 0]),
-        b.concat_in_dim(&[], 0),
-        b.broadcast_in_dim(x, &[2], &[0, 9]),
-        b.dynamic_slice(x, &[], &[1, 1]),
-        b.reshape(x, &[-1, -6]),
-        b.collapse(x, &[5]),
-        b.map(&[], &Module::new("empty")),
-        b.einsum("", &[]),
-        b.constant_r2::<f32, &[f32]>(&[&[1.0], &[1.0, 2.0]]),
-        b.constant_array(&[2, 2], &[1i32]),
-        b.get_tuple_element(x, 3),
-        b.rev(x, &[-1]),
-    ] {
-        assert!(!op.is_valid() || op.shape().is_some());
+    type Case = fn(&Builder, XlaOp<'_>) -> bool;
+    // Each case runs on a fresh builder (after an error every op is a no-op) and must fail.
+    let cases: &[(&str, Case)] = &[
+        ("slice ranks", |b, x| b.slice(x, &[0], &[1, 2], &[]).is_valid()),
+        ("transpose repeat", |b, x| b.transpose(x, &[0, 0]).is_valid()),
+        ("empty concat", |b, _| b.concat_in_dim(&[], 0).is_valid()),
+        ("bid range", |b, x| b.broadcast_in_dim(x, &[2], &[0, 9]).is_valid()),
+        ("no indices", |b, x| b.dynamic_slice(x, &[], &[1, 1]).is_valid()),
+        ("negative reshape", |b, x| b.reshape(x, &[-1, -6]).is_valid()),
+        ("collapse range", |b, x| b.collapse(x, &[5]).is_valid()),
+        ("empty map", |b, _| b.map(&[], &Module::new("empty")).is_valid()),
+        ("empty callee", |b, x| b.call(&Module::new("empty"), &[x]).is_valid()),
+        ("empty einsum", |b, _| b.einsum("", &[]).is_valid()),
+        ("ragged r2", |b, _| b.constant_r2::<f32, &[f32]>(&[&[1.0], &[1.0, 2.0]]).is_valid()),
+        ("short array", |b, _| b.constant_array(&[2, 2], &[1i32]).is_valid()),
+        ("negative constant", |b, _| b.constant_array::<i32>(&[-2], &[]).is_valid()),
+        ("gte of array", |b, x| b.get_tuple_element(x, 3).is_valid()),
+        ("rev negative", |b, x| b.rev(x, &[-1]).is_valid()),
+        ("conv strides", |b, x| b.conv(x, x, &[i64::MAX, 0], Padding::Same).is_valid()),
+        ("reduce-window sizes", |b, x| {
+            let add = b.scalar_computation("add", F32, |s, x, y| s.add(x, y));
+            b.reduce_window(x, b.zero(F32), &add, &[i64::MIN, 3], &[0, -1], Padding::Same).is_valid()
+        }),
+        ("iota token", |b, _| b.iota(&Shape::Token, 0).is_valid()),
+        ("pad dim", |b, x| b.pad_in_dim(x, b.zero(F32), 7, 0, 0).is_valid()),
+        ("slice dim", |b, x| b.slice_in_dim(x, 0, 1, 1, -3).is_valid()),
+        ("bitcast token", |b, x| b.bitcast_convert_type(x, ElementType::Token).is_valid()),
+        ("dot dims", |b, x| {
+            let dnums = DotDimensionNumbers { lhs_contracting_dims: vec![9], ..DotDimensionNumbers::default() };
+            b.dot_general(x, x, &dnums).is_valid()
+        }),
+        ("bernoulli mean", |b, x| b.rng_bernoulli(x, &Shape::array(U32, &[2])).is_valid()),
+        ("sort dim", |b, x| b.sort_ascending(x, 4).is_valid()),
+        ("select shapes", |b, x| b.select(b.constant_r0(true), x, b.zero(S32)).is_valid()),
+        ("tuple broadcast", |b, x| b.add_broadcast(b.tuple(&[x]), x, &[0]).is_valid()),
+        ("gather dims", |b, x| b.gather(x, x, &GatherDimensionNumbers::default(), &[], false).is_valid()),
+    ];
+    for (what, case) in cases {
+        let b = Builder::new("odd name with spaces");
+        let x = b.parameter(0, &f32s(&[2, 3]), "x y");
+        assert_eq!(x.name().unwrap(), "x_y.1");
+        assert!(!case(&b, x), "{what} should fail");
+        let e = b.build(x).unwrap_err();
+        assert_eq!(e.computation, "odd_name_with_spaces", "{what}");
     }
-    assert!(b.build(x).is_err());
-    assert_eq!(b.name(), "odd_name_with_spaces");
 }
 
 // ---- einsum ------------------------------------------------------------------------------

@@ -377,7 +377,14 @@ impl Builder {
         let mut inst = Instruction::new(String::new(), spec.opcode, spec.declared, ids);
         inst.attrs = spec.attrs;
         inst.payload = spec.payload;
-        inst.shape = self.infer_inst(&inst)?;
+        let inferred = self.infer_inst(&inst)?;
+        check_static_sizes(&inferred)?;
+        // The inference works up to layouts; a layout the caller gave (a parameter's, an
+        // infeed's, a custom call's) is kept.
+        if !inferred.compatible(&inst.shape) {
+            inst.shape = inferred;
+        }
+        inst.shape = with_default_layouts(std::mem::replace(&mut inst.shape, Shape::Token));
         let base = if spec.base_name.is_empty() { spec.opcode.name().to_string() } else { sanitize(&spec.base_name) };
         inst.name = format!("{base}.{}", self.shared.next_id());
         let mut state = self.state.borrow_mut();
@@ -574,6 +581,19 @@ fn with_default_layouts(shape: Shape) -> Shape {
         Shape::Tuple(elems) => Shape::Tuple(elems.into_iter().map(with_default_layouts).collect()),
         other => other,
     }
+}
+
+/// Rejects negative sizes in static dimensions, which a declared shape (reshape sizes,
+/// broadcast sizes, a parameter's shape) could otherwise smuggle in.
+fn check_static_sizes(shape: &Shape) -> OpResult<()> {
+    for (_, leaf) in shape.leaves() {
+        if let Shape::Array(a) = leaf {
+            if a.dims.iter().zip(&a.dynamic).any(|(&d, &dynamic)| d < 0 && !dynamic) {
+                return Err(format!("shape {leaf} has a negative dimension size"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Parameter instructions in parameter-number order; the numbers must be `0..n`.

@@ -76,9 +76,10 @@ impl Padding {
                 .zip(window)
                 .zip(strides)
                 .map(|((&n, &w), &s)| {
+                    // Saturating: a dynamic (negative) size must not overflow.
                     let s = s.max(1);
                     let out = n.saturating_add(s - 1) / s;
-                    let total = ((out - 1).saturating_mul(s).saturating_add(w) - n).max(0);
+                    let total = out.saturating_sub(1).saturating_mul(s).saturating_add(w).saturating_sub(n).max(0);
                     (total / 2, total - total / 2)
                 })
                 .collect(),
