@@ -132,3 +132,37 @@ fn corpus_modules_verify() {
     assert!(verified > 0, "no corpus module found under {}", corpus.display());
     assert!(failures.is_empty(), "{} corpus modules failed:\n{}", failures.len(), failures.join("\n"));
 }
+
+/// The parser suite's round-trip modules come from XLA's own parser tests. All are valid HLO
+/// except these, which XLA's verifier rejects too (after-all takes only tokens).
+const PARSER_SUITE_INVALID: &[&str] = &["171_AfterAllWithMultipleOperands.hlo", "172_AddDependency.hlo"];
+
+#[test]
+fn parser_suite_modules_verify() {
+    let Some(shared) = shared_dir() else {
+        eprintln!("SKIPPED parser_suite_modules_verify: no shared/ directory beside the checkout (set TESSERA_SHARED)");
+        return;
+    };
+    let dir = shared.join("parser-suite/roundtrip");
+    if !dir.is_dir() {
+        eprintln!("SKIPPED parser_suite_modules_verify: {} is missing", dir.display());
+        return;
+    }
+    let mut verified = 0;
+    let mut failures = Vec::new();
+    let mut rejected = Vec::new();
+    for path in hlo_files(&dir) {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let Ok(text) = fs::read_to_string(&path) else { continue };
+        let Ok(module) = parse_module(&text) else { continue };
+        let known_invalid = PARSER_SUITE_INVALID.contains(&name.as_str());
+        match verify(&module) {
+            Ok(()) if known_invalid => failures.push(format!("{name}: accepted, but after-all of a non-token is invalid")),
+            Ok(()) => verified += 1,
+            Err(e) if known_invalid && e.rule == "token.operand" => rejected.push(name),
+            Err(e) => failures.push(format!("{name}: {e}")),
+        }
+    }
+    println!("parser suite: {verified} modules verified, {} rejected as expected", rejected.len());
+    assert!(failures.is_empty(), "{} parser-suite modules misbehaved:\n{}", failures.len(), failures.join("\n"));
+}

@@ -375,43 +375,56 @@ pub fn ragged_all_to_all(cx: &Ctx) -> Res<Shape> {
     Ok(cx.op(1)?.without_layout())
 }
 
-/// collective-permute sends its operand (the 4-operand in-place form also names the output
-/// buffer and offsets) and returns a value of the operand's shape.
-pub fn collective_permute(cx: &Ctx) -> Res<Shape> {
-    match cx.ops.len() {
-        1 => Ok(cx.op(0)?.without_layout()),
-        4 => {
-            if !cx.op(1)?.compatible(cx.op(0)?) {
-                bail!(
-                    "collective.shape",
-                    "collective-permute output buffer {} differs from the input {}",
-                    sh(cx.op(1)?),
-                    sh(cx.op(0)?)
-                );
-            }
-            Ok(cx.op(1)?.without_layout())
-        }
-        n => bail!("operands.count", "collective-permute takes 1 or 4 operands but has {n}"),
-    }
+/// Whether a collective-permute is the in-place form `(input, output, input_offsets,
+/// output_offsets)`, which XLA marks with `slice_sizes`.
+fn in_place_permute(cx: &Ctx) -> bool {
+    cx.ops.len() == 4 && cx.attr("slice_sizes").is_some()
 }
 
-/// collective-permute-start produces `(operand, result, contexts..)`.
+/// collective-permute sends each operand and returns values of the operands' shapes (a
+/// tuple when several are combined); the in-place form returns the output buffer.
+pub fn collective_permute(cx: &Ctx) -> Res<Shape> {
+    cx.expect_at_least(1)?;
+    if in_place_permute(cx) {
+        let (input, output) = (cx.op(0)?, cx.op(1)?);
+        if input.element_type() != output.element_type() || input.is_tuple() != output.is_tuple() {
+            bail!("collective.shape", "collective-permute output buffer {} does not fit the input {}", sh(output), sh(input));
+        }
+        return Ok(output.without_layout());
+    }
+    Ok(one_or_tuple(cx))
+}
+
+/// collective-permute-start produces `(inputs, results, contexts..)`.
 pub fn collective_permute_start(cx: &Ctx) -> Res<Shape> {
     cx.expect_at_least(1)?;
     let declared = cx.declared();
-    let input = cx.op(0)?.without_layout();
+    let (input, result) = if in_place_permute(cx) {
+        (cx.op(0)?.without_layout(), cx.op(1)?.without_layout())
+    } else {
+        (one_or_tuple(cx), one_or_tuple(cx))
+    };
     match &declared {
-        Shape::Tuple(e) if e.len() >= 2 && e[0].compatible(&input) && e[1].compatible(&input) => Ok(declared),
+        Shape::Tuple(e) if e.len() >= 2 && e[0].compatible(&input) && e[1].compatible(&result) => Ok(declared),
         _ => bail!(
             "collective.shape",
-            "collective-permute-start of {} must produce (operand, result, ..) but is declared {}",
+            "collective-permute-start of {} must produce ({}, {}, ..) but is declared {}",
             sh(&input),
+            sh(&input),
+            sh(&result),
             sh(&declared)
         ),
     }
 }
 
+/// collective-broadcast returns its operands; with `has_dynamic_root` the last operand
+/// names the root and is not part of the result.
 pub fn collective_broadcast(cx: &Ctx) -> Res<Shape> {
     check_arrays(cx)?;
-    Ok(one_or_tuple(cx))
+    let data = if cx.bool_or("has_dynamic_root", false)? { cx.ops.len() - 1 } else { cx.ops.len() };
+    match &cx.ops[..data] {
+        [] => bail!("operands.count", "collective-broadcast with a dynamic root needs data operands"),
+        [one] => Ok(one.without_layout()),
+        many => Ok(Shape::Tuple(many.iter().map(|s| s.without_layout()).collect())),
+    }
 }
