@@ -5,12 +5,16 @@
 pub mod element_type;
 pub mod ir;
 pub mod layout;
+pub mod layout_index;
 pub mod literal;
+// npy pending
 pub mod shape;
 pub mod text;
 
 pub use element_type::{ElementType, TypeClass};
 pub use ir::{CompId, Computation, InstId, Instruction, Module, Opcode};
 pub use layout::{Layout, Tile};
-pub use literal::Literal;
+pub use layout_index::{DimOrigin, IndexExpr, LayoutError, LayoutMap, PhysicalDim};
+pub use literal::{Literal, LiteralError};
+
 pub use shape::{ArrayShape, Shape};
