@@ -438,6 +438,28 @@ impl LayoutMap {
         })
     }
 
+    /// The map of a scalar of an array type in its natural size: one slot at offset 0.
+    pub(crate) fn scalar(element_type: ElementType) -> LayoutMap {
+        let element_bits = u32::try_from(element_type.byte_size() * 8).unwrap_or(0);
+        LayoutMap {
+            element_type,
+            dims: Vec::new(),
+            layout: Layout::default(),
+            physical: Vec::new(),
+            stages: Vec::new(),
+            base_extents: Vec::new(),
+            major_to_minor: Vec::new(),
+            element_count: 1,
+            tiled_count: 1,
+            physical_count: 1,
+            element_bits,
+            byte_size: i64::from(element_bits / 8),
+            identity: true,
+            row_major_strides: Vec::new(),
+            tables: OnceLock::new(),
+        }
+    }
+
     fn tables(&self) -> Option<&Tables> {
         self.tables.get_or_init(|| self.build_tables()).as_ref()
     }
