@@ -7,7 +7,7 @@ pub mod ir;
 pub mod layout;
 pub mod layout_index;
 pub mod literal;
-// npy pending
+pub mod npy;
 pub mod shape;
 pub mod text;
 
@@ -16,5 +16,6 @@ pub use ir::{CompId, Computation, InstId, Instruction, Module, Opcode};
 pub use layout::{Layout, Tile};
 pub use layout_index::{DimOrigin, IndexExpr, LayoutError, LayoutMap, PhysicalDim};
 pub use literal::{Literal, LiteralError, NativeType};
+pub use npy::NpyError;
 
 pub use shape::{ArrayShape, Shape};

@@ -13,13 +13,15 @@ use crate::shape::{ArrayShape, Shape};
 
 #[derive(Clone, Debug)]
 pub struct Literal {
-    shape: Shape,
+    /// Boxed to keep literals small where the IR embeds them.
+    shape: Box<Shape>,
     data: Data,
 }
 
 #[derive(Clone, Debug)]
 enum Data {
-    Array(ArrayData),
+    /// Boxed: the layout map is large and tuples hold many literals.
+    Array(Box<ArrayData>),
     Tuple(Vec<Literal>),
     Token,
 }
@@ -171,7 +173,7 @@ fn mask(bits: u32) -> u128 {
 /// The stored bits of physical slot `slot` in a buffer of `w`-bit slots.
 fn read_slot(bytes: &[u8], w: u32, slot: i64) -> Option<u128> {
     let slot = usize::try_from(slot).ok()?;
-    if w % 8 == 0 {
+    if w.is_multiple_of(8) {
         let n = (w / 8) as usize;
         let start = slot.checked_mul(n)?;
         let chunk = bytes.get(start..start.checked_add(n)?)?;
@@ -188,7 +190,7 @@ fn read_slot(bytes: &[u8], w: u32, slot: i64) -> Option<u128> {
 /// Stores the low `w` bits of `value` in slot `slot`; sub-byte slots pack low bits first.
 fn write_slot(bytes: &mut [u8], w: u32, slot: i64, value: u128) -> bool {
     let Ok(slot) = usize::try_from(slot) else { return false };
-    if w % 8 == 0 {
+    if w.is_multiple_of(8) {
         let n = (w / 8) as usize;
         let Some(chunk) =
             slot.checked_mul(n).and_then(|start| Some(start..start.checked_add(n)?)).and_then(|r| bytes.get_mut(r))
@@ -257,7 +259,7 @@ impl ArrayData {
     /// Copies every element of `src` (same dims and type) into this buffer's layout.
     fn copy_from(&mut self, src: &ArrayData) {
         let (ws, wd) = (src.slot_bits(), self.slot_bits());
-        if ws == wd && ws % 8 == 0 {
+        if ws == wd && ws.is_multiple_of(8) {
             let n = (ws / 8) as usize;
             if src.map.layout() == self.map.layout() || (src.is_dense_row_major() && self.is_dense_row_major()) {
                 let len = self.bytes.len().min(src.bytes.len());
@@ -311,19 +313,19 @@ impl Literal {
                     LayoutError::Overflow(_) => LiteralError::TooLarge(shape.to_string()),
                     e => LiteralError::Layout(e),
                 })?;
-                Data::Array(ArrayData::new(map, &shape)?)
+                Data::Array(Box::new(ArrayData::new(map, &shape)?))
             }
             Shape::Tuple(elems) => Data::Tuple(elems.iter().cloned().map(Literal::zeros).collect::<Result<_, _>>()?),
             Shape::Token => Data::Token,
             Shape::Opaque => return Err(LiteralError::Opaque),
         };
-        Ok(Literal { shape, data })
+        Ok(Literal { shape: Box::new(shape), data })
     }
 
     /// A tuple of literals.
     pub fn tuple(elements: Vec<Literal>) -> Literal {
-        let shape = Shape::Tuple(elements.iter().map(|e| e.shape.clone()).collect());
-        Literal { shape, data: Data::Tuple(elements) }
+        let shape = Shape::Tuple(elements.iter().map(|e| (*e.shape).clone()).collect());
+        Literal { shape: Box::new(shape), data: Data::Tuple(elements) }
     }
 
     /// A scalar.
@@ -333,7 +335,7 @@ impl Literal {
         let w = map.element_size_bits();
         let mut bytes = vec![0u8; et.byte_size()];
         write_slot(&mut bytes, w, 0, encode(et, w, value.to_bits()));
-        Literal { shape: Shape::scalar(et), data: Data::Array(ArrayData { map, bytes }) }
+        Literal { shape: Box::new(Shape::scalar(et)), data: Data::Array(Box::new(ArrayData { map, bytes })) }
     }
 
     /// A row-major array of `dims` holding `values` in row-major order.
@@ -369,7 +371,7 @@ impl Literal {
             return Err(LiteralError::CountMismatch { shape: lit.shape.to_string(), expected, found: count });
         }
         let w = data.slot_bits();
-        let ArrayData { map, bytes } = data;
+        let ArrayData { map, bytes } = &mut **data;
         for (slot, b) in map.offsets().zip(bits) {
             write_slot(bytes, w, slot, encode(element_type, w, b));
         }
@@ -389,7 +391,7 @@ impl Literal {
         if bytes.len() != expected {
             return Err(LiteralError::ByteCountMismatch { shape: shape.to_string(), expected, found: bytes.len() });
         }
-        Ok(Literal { shape, data: Data::Array(ArrayData { map, bytes }) })
+        Ok(Literal { shape: Box::new(shape), data: Data::Array(Box::new(ArrayData { map, bytes })) })
     }
 
     pub fn shape(&self) -> &Shape {
@@ -500,7 +502,7 @@ impl Literal {
     /// The same values under another layout of the same array shape (padding zeroed).
     pub fn relayout(&self, layout: &Layout) -> Result<Literal, LiteralError> {
         let a = self.array()?;
-        let mut shape = self.shape.clone();
+        let mut shape = (*self.shape).clone();
         if let Some(s) = shape.as_array_mut() {
             s.layout = Some(layout.clone());
         }
@@ -522,7 +524,7 @@ impl Literal {
             (Data::Array(_), Shape::Array(target)) => {
                 let mut out = self.relayout(&target.layout_or_default())?;
                 // A shape without a layout means row-major; keep it spelled the caller's way.
-                out.shape = shape.clone();
+                out.shape = Box::new(shape.clone());
                 Ok(out)
             }
             (Data::Tuple(elems), Shape::Tuple(targets)) => Ok(Literal::tuple(
@@ -530,6 +532,18 @@ impl Literal {
             )),
             _ => Ok(self.clone()),
         }
+    }
+
+    /// This literal moved into the layouts `shape` gives it, as [`Literal::relayout_like`], but
+    /// without copying when the layouts already agree.
+    pub fn into_layout_of(mut self, shape: &Shape) -> Result<Literal, LiteralError> {
+        if let (Data::Array(a), Shape::Array(target)) = (&self.data, shape) {
+            if self.shape.compatible(shape) && *a.map.layout() == target.layout_or_default() {
+                self.shape = Box::new(shape.clone());
+                return Ok(self);
+            }
+        }
+        self.relayout_like(shape)
     }
 
     /// True when the bytes are the natural-width elements in row-major order with no
