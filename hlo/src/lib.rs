@@ -18,5 +18,4 @@ pub use layout::{Layout, Tile};
 pub use layout_index::{DimOrigin, IndexExpr, LayoutError, LayoutMap, PhysicalDim};
 pub use literal::{Literal, LiteralError, NativeType};
 pub use npy::NpyError;
-
 pub use shape::{ArrayShape, Shape};
