@@ -2,6 +2,7 @@
 //! index math), literals, the HLO IR, its text format, the verifier with shape inference, the
 //! builder, and shape algebra.
 
+pub mod algebra;
 pub mod element_type;
 pub mod ir;
 pub mod layout;
