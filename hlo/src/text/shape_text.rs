@@ -195,7 +195,7 @@ fn parse_dim_level(c: &mut Cursor<'_>) -> ParseResult<DimLevel> {
         DimLevelKind::LooseCompressed
     } else {
         let found = c.describe_next();
-        return Err(c.error(format!("expected a dimension level type (D, C, S or H), found {found}")));
+        return Err(c.error(format!("expected a DimLevelType abbreviation (D, C, S or H), found {found}")));
     };
     let mut level = DimLevel { kind, unique: true, ordered: true };
     loop {
