@@ -124,6 +124,7 @@ opcodes! {
     RoundNearestEven => "round-nearest-even",
     Rsqrt => "rsqrt",
     ScaledDot => "scaled-dot",
+    Scan => "scan",
     Scatter => "scatter",
     Select => "select",
     SelectAndScatter => "select-and-scatter",

@@ -10,12 +10,28 @@ use crate::element_type::ElementType;
 use crate::layout::{DimLevel, DimLevelKind, Layout, SplitConfig, Tile, COMBINE_DIM};
 use crate::shape::{ArrayShape, Shape, UNBOUNDED};
 
+/// Tuples nested deeper than this are rejected instead of exhausting the stack.
+const MAX_TUPLE_DEPTH: usize = 64;
+
 /// Parses a shape at the cursor. Array layouts are validated against the rank.
 pub fn parse_shape(c: &mut Cursor<'_>) -> ParseResult<Shape> {
+    parse_shape_at_depth(c, 0)
+}
+
+fn parse_shape_at_depth(c: &mut Cursor<'_>, depth: usize) -> ParseResult<Shape> {
     if c.looking_at("(") {
-        let elems = c.list("(", ")", parse_shape)?;
+        if depth >= MAX_TUPLE_DEPTH {
+            return Err(c.error(format!("tuple shapes nest deeper than {MAX_TUPLE_DEPTH} levels")));
+        }
+        let elems = c.list("(", ")", |c| parse_shape_at_depth(c, depth + 1))?;
         return Ok(Shape::Tuple(elems));
     }
+    parse_array_shape(c)
+}
+
+/// A non-tuple shape; kept out of the tuple recursion so its frames stay small.
+#[inline(never)]
+fn parse_array_shape(c: &mut Cursor<'_>) -> ParseResult<Shape> {
     let start = {
         c.skip_trivia();
         c.pos()
@@ -142,7 +158,7 @@ fn parse_layout_suffix(c: &mut Cursor<'_>, layout: &mut Layout) -> ParseResult<(
         layout.memory_space = paren_int(c)?;
     } else if c.eat("P") {
         c.expect("(")?;
-        layout.physical_shape = Some(Box::new(parse_shape(c)?));
+        layout.physical_shape = Some(Box::new(parse_shape_at_depth(c, MAX_TUPLE_DEPTH - 1)?));
         c.expect(")")?;
     } else if c.eat("M") {
         layout.dynamic_metadata_prefix_bytes = paren_int(c)?;
@@ -179,7 +195,7 @@ fn parse_dim_level(c: &mut Cursor<'_>) -> ParseResult<DimLevel> {
         DimLevelKind::LooseCompressed
     } else {
         let found = c.describe_next();
-        return Err(c.error(format!("expected a dimension level type (D, C, S or H), found {found}")));
+        return Err(c.error(format!("expected a DimLevelType abbreviation (D, C, S or H), found {found}")));
     };
     let mut level = DimLevel { kind, unique: true, ordered: true };
     loop {
@@ -331,8 +347,18 @@ impl Shape {
         match self {
             Shape::Array(a) => a.dims_text(),
             Shape::Tuple(elems) => {
-                let parts: Vec<String> = elems.iter().map(Shape::to_string_without_layout).collect();
-                format!("({})", parts.join(", "))
+                let mut out = String::from("(");
+                for (i, e) in elems.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(", ");
+                        if i % 5 == 0 {
+                            out.push_str(&format!("/*index={i}*/"));
+                        }
+                    }
+                    out.push_str(&e.to_string_without_layout());
+                }
+                out.push(')');
+                out
             }
             Shape::Token => "token[]".to_string(),
             Shape::Opaque => "opaque[]".to_string(),
@@ -360,6 +386,10 @@ impl fmt::Display for Shape {
                 for (i, e) in elems.iter().enumerate() {
                     if i > 0 {
                         f.write_str(", ")?;
+                        // XLA marks every fifth element of a long tuple.
+                        if i % 5 == 0 {
+                            write!(f, "/*index={i}*/")?;
+                        }
                     }
                     write!(f, "{e}")?;
                 }
