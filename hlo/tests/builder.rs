@@ -610,6 +610,7 @@ fn conversions_and_unary_ops() {
         assert_eq!(op.shape().unwrap().dims(), &[3]);
     }
     assert_eq!(b.is_finite(f).shape().unwrap().element_type(), Pred);
+    assert_eq!(b.constant_r0((1f32, 2f32)).shape().unwrap().to_string(), "c64[]");
     assert_eq!(b.reciprocal(f).shape().unwrap().dims(), &[3]);
     assert_eq!(b.square(f).shape().unwrap().dims(), &[3]);
     assert_eq!(b.reduce_precision(f, 5, 10).shape().unwrap().dims(), &[3]);
@@ -1074,4 +1075,80 @@ fn einsum_errors() {
     let x = b.parameter(0, &f32s(&[2]), "x");
     assert!(!b.einsum("i,i,i->i", &[x, x, x]).is_valid());
     assert!(!Builder::new("n").einsum("i->i", &[x]).is_valid());
+}
+
+// ---- Random programs -----------------------------------------------------------------------
+
+/// A small deterministic generator (64-bit LCG), so failures reproduce.
+struct Lcg(u64);
+
+impl Lcg {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 >> 33
+    }
+
+    /// A number in `lo..=hi`.
+    fn int(&mut self, lo: i64, hi: i64) -> i64 {
+        lo + (self.next() % (hi - lo + 1) as u64) as i64
+    }
+
+    fn ints(&mut self, len: i64, lo: i64, hi: i64) -> Vec<i64> {
+        let n = self.int(0, len);
+        (0..n).map(|_| self.int(lo, hi)).collect()
+    }
+}
+
+/// Random op sequences with random (often invalid) arguments: the builder never panics, and
+/// whatever it builds without error passes the verifier.
+#[test]
+fn random_programs_never_panic_and_always_verify() {
+    let mut rng = Lcg(0x5eed);
+    let mut built_ok = 0;
+    for round in 0..1000 {
+        let b = Builder::new("random");
+        let add = b.scalar_computation("add", F32, |s, x, y| s.add(x, y));
+        let mut ops: Vec<XlaOp<'_>> = Vec::new();
+        for p in 0..rng.int(1, 3) {
+            let dims = rng.ints(3, 1, 4);
+            ops.push(b.parameter(p, &f32s(&dims), "p"));
+        }
+        for _ in 0..rng.int(1, 8) {
+            let x = ops[rng.int(0, ops.len() as i64 - 1) as usize];
+            let y = ops[rng.int(0, ops.len() as i64 - 1) as usize];
+            let rank = x.shape().map_or(0, |s| s.rank() as i64);
+            let op = match rng.int(0, 17) {
+                0 => b.add(x, y),
+                1 => b.mul_broadcast(x, y, &rng.ints(3, -1, 3)),
+                2 => b.broadcast(x, &rng.ints(2, 0, 3)),
+                3 => b.broadcast_in_dim(x, &rng.ints(4, 1, 4), &rng.ints(3, -1, 3)),
+                4 => b.reshape(x, &rng.ints(3, -1, 6)),
+                5 => b.transpose(x, &rng.ints(3, -1, 3)),
+                6 => b.reduce(x, b.zero(F32), &add, &rng.ints(rank, -1, 3)),
+                7 => b.slice(x, &rng.ints(3, -1, 2), &rng.ints(3, 0, 4), &rng.ints(3, -1, 2)),
+                8 => b.concat_in_dim(&[x, y], rng.int(-1, 3)),
+                9 => b.collapse(x, &rng.ints(3, -1, 3)),
+                10 => b.einsum(
+                    ["ij,jk->ik", "i->", "ij->ji", "ijk,k->ij", "i,j->ij", "ab,ab->a"][rng.int(0, 5) as usize],
+                    &[x, y][..rng.int(1, 2) as usize],
+                ),
+                11 => b.dot(x, y),
+                12 => b.select(b.gt(x, y), x, y),
+                13 => b.rev(x, &rng.ints(3, -1, 3)),
+                14 => b.pad_in_dim(x, b.zero(F32), rng.int(-1, 3), rng.int(-2, 2), rng.int(-2, 2)),
+                15 => b.reduce_window(x, b.zero(F32), &add, &rng.ints(3, 0, 3), &rng.ints(3, 0, 2), Padding::Same),
+                16 => b.conv(x, y, &rng.ints(2, 0, 2), Padding::Valid),
+                _ => b.tuple(&[x, y]),
+            };
+            if op.is_valid() {
+                ops.push(op);
+            }
+        }
+        let root = *ops.last().unwrap();
+        if let Ok(m) = b.build(root) {
+            built_ok += 1;
+            verify::verify(&m).unwrap_or_else(|e| panic!("round {round}: built module does not verify: {e}"));
+        }
+    }
+    assert!(built_ok > 80, "only {built_ok} programs built");
 }

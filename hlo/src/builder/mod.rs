@@ -43,7 +43,7 @@ use crate::ir::{
     AttrValue, Attribute, CompId, Computation, InstId, Instruction, Module, Opcode, Payload, ProgramShape,
 };
 use crate::layout::Layout;
-use crate::literal::Literal;
+use crate::literal::{Literal, NativeType};
 use crate::shape::{ArrayShape, Shape};
 
 pub use ops::{
@@ -497,60 +497,18 @@ impl Builder {
 
     /// The scalar one of an element type (`true` for pred).
     pub fn one(&self, ty: ElementType) -> XlaOp<'_> {
-        self.op("constant", || {
-            let bits = one_bits(ty).ok_or_else(|| format!("element type {ty} has no one"))?;
-            let mut lit = Literal::zeros(Shape::scalar(ty)).map_err(|e| e.to_string())?;
-            lit.set_bits(0, bits);
-            self.constant_inner(lit)
-        })
+        self.op("constant", || self.constant_inner(one_literal(ty)?))
     }
-}
-
-/// Host types that map to an XLA element type, for typed constants.
-pub trait NativeType: Copy {
-    const TYPE: ElementType;
-    /// The element's bits, as a literal stores them (little-endian, zero-extended).
-    fn to_bits(self) -> u128;
-}
-
-macro_rules! native_types {
-    ($($t:ty => $et:ident, |$v:ident| $bits:expr;)*) => {
-        $(impl NativeType for $t {
-            const TYPE: ElementType = ElementType::$et;
-            fn to_bits(self) -> u128 {
-                let $v = self;
-                $bits
-            }
-        })*
-    };
-}
-
-native_types! {
-    bool => Pred, |v| v as u128;
-    i8 => S8, |v| v as u8 as u128;
-    i16 => S16, |v| v as u16 as u128;
-    i32 => S32, |v| v as u32 as u128;
-    i64 => S64, |v| v as u64 as u128;
-    u8 => U8, |v| v as u128;
-    u16 => U16, |v| v as u128;
-    u32 => U32, |v| v as u128;
-    u64 => U64, |v| v as u128;
-    half::f16 => F16, |v| v.to_bits() as u128;
-    half::bf16 => BF16, |v| v.to_bits() as u128;
-    f32 => F32, |v| v.to_bits() as u128;
-    f64 => F64, |v| v.to_bits() as u128;
 }
 
 fn array_literal<T: NativeType>(dims: &[i64], values: &[T]) -> OpResult<Literal> {
-    let shape = Shape::array(T::TYPE, dims);
-    let mut lit = Literal::zeros(shape.clone()).map_err(|e| e.to_string())?;
-    if lit.element_count() != values.len() {
-        return Err(format!("{} values given for a constant of shape {shape}", values.len()));
-    }
-    for (i, v) in values.iter().enumerate() {
-        lit.set_bits(i, v.to_bits());
-    }
-    Ok(lit)
+    Literal::from_vec(dims, values.to_vec()).map_err(|e| e.to_string())
+}
+
+/// The scalar 1 of an element type.
+fn one_literal(ty: ElementType) -> OpResult<Literal> {
+    let bits = one_bits(ty).ok_or_else(|| format!("element type {ty} has no one"))?;
+    Literal::from_bits_vec(Shape::scalar(ty), vec![bits]).map_err(|e| e.to_string())
 }
 
 /// The bits of 1 in an element type.

@@ -536,10 +536,7 @@ impl Builder {
     pub fn reciprocal<'b>(&'b self, operand: XlaOp<'b>) -> XlaOp<'b> {
         self.op("reciprocal", || {
             let ty = self.shape(operand)?.element_type();
-            let bits = super::one_bits(ty).ok_or_else(|| format!("element type {ty} has no one"))?;
-            let mut lit = crate::literal::Literal::zeros(Shape::scalar(ty)).map_err(|e| e.to_string())?;
-            lit.set_bits(0, bits);
-            let one = self.constant_inner(lit)?;
+            let one = self.constant_inner(super::one_literal(ty)?)?;
             let (one, operand) = self.broadcast_operands(one, operand, &[])?;
             self.emit(Spec::new(Opcode::Divide), &[one, operand])
         })
