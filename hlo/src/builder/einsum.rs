@@ -44,7 +44,8 @@ impl Builder {
     /// Evaluates an einsum equation over one or two operands: `"ij,jk->ik"` (matmul),
     /// `"bij,bjk->bik"` (batch matmul), `"ij->ji"` (transpose), `"i,j->ij"` (outer product),
     /// `"ij->i"` (row sums). Labels are single letters; a label repeated within one operand
-    /// (a diagonal or trace, `"ii->"`) and ellipses are errors.
+    /// (a diagonal or trace, `"ii->"`), ellipses, and output labels no operand has (their
+    /// extent would be unknown) are errors.
     pub fn einsum<'b>(&'b self, equation: &str, operands: &[XlaOp<'b>]) -> XlaOp<'b> {
         self.op("einsum", || {
             let (terms, output) = parse_equation(equation)?;

@@ -30,8 +30,13 @@
 //! shared; the calling builder imports them, with their own callees, into the module it
 //! builds.
 
+mod computations;
+mod effects;
 mod einsum;
-mod ops;
+mod elementwise;
+mod linalg;
+mod shape_ops;
+mod types;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -46,7 +51,7 @@ use crate::layout::Layout;
 use crate::literal::{Literal, NativeType};
 use crate::shape::{ArrayShape, Shape};
 
-pub use ops::{
+pub use types::{
     default_conv_dimension_numbers, ComparisonDirection, ComparisonType, ConvDimensionNumbers, ConvOptions,
     DotDimensionNumbers, FftType, GatherDimensionNumbers, Padding, Precision, RandomDistribution,
     ScatterDimensionNumbers, TriangularTranspose,
