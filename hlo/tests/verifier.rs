@@ -157,7 +157,9 @@ fn parser_suite_modules_verify() {
         let Ok(module) = parse_module(&text) else { continue };
         let known_invalid = PARSER_SUITE_INVALID.contains(&name.as_str());
         match verify(&module) {
-            Ok(()) if known_invalid => failures.push(format!("{name}: accepted, but after-all of a non-token is invalid")),
+            Ok(()) if known_invalid => {
+                failures.push(format!("{name}: accepted, but after-all of a non-token is invalid"))
+            }
             Ok(()) => verified += 1,
             Err(e) if known_invalid && e.rule == "token.operand" => rejected.push(name),
             Err(e) => failures.push(format!("{name}: {e}")),
