@@ -62,6 +62,9 @@ pub struct Layout {
     pub physical_shape: Option<Box<Shape>>,
     /// `M(n)`: bytes of dynamic-shape metadata before the data.
     pub dynamic_metadata_prefix_bytes: i64,
+    /// XLA's `padded_dimensions`: the width each dimension (in dimension-number order) is
+    /// padded to before tiling, empty for none. It has no text syntax; only code sets it.
+    pub padded_dimensions: Vec<i64>,
 }
 
 impl Default for Layout {
@@ -78,6 +81,7 @@ impl Default for Layout {
             split_configs: Vec::new(),
             physical_shape: None,
             dynamic_metadata_prefix_bytes: 0,
+            padded_dimensions: Vec::new(),
         }
     }
 }
@@ -110,6 +114,11 @@ impl Layout {
 
     pub fn with_tail_padding_alignment(mut self, elements: i64) -> Layout {
         self.tail_padding_alignment = elements;
+        self
+    }
+
+    pub fn with_padded_dimensions(mut self, padded: &[i64]) -> Layout {
+        self.padded_dimensions = padded.to_vec();
         self
     }
 

@@ -152,7 +152,7 @@ fn parse_generic(c: &mut Cursor<'_>, raw: &str, end: usize) -> AttrValue {
     let mut probe = c.clone();
     let value = generic_typed(&mut probe, raw);
     match value {
-        Some(v) if probe.pos() == end || probe.src()[probe.pos()..end].trim().is_empty() => {
+        Some(v) if probe.pos() <= end && probe.src()[probe.pos()..end].trim().is_empty() => {
             c.set_pos(end);
             v
         }

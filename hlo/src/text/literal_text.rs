@@ -8,6 +8,9 @@ use crate::element_type::ElementType;
 use crate::literal::Literal;
 use crate::shape::Shape;
 
+/// The largest `{...}` (elided) constant accepted, in elements.
+const MAX_ELIDED_ELEMENTS: i64 = 1 << 28;
+
 /// Parses a literal of `shape` (the text between `constant(` and `)`).
 pub fn parse_literal(c: &mut Cursor<'_>, shape: &Shape) -> ParseResult<Literal> {
     match shape {
@@ -26,6 +29,14 @@ pub fn parse_literal(c: &mut Cursor<'_>, shape: &Shape) -> ParseResult<Literal> 
         Shape::Token => Literal::zeros(Shape::Token).map_err(|e| c.error(e.to_string())),
         Shape::Opaque => Err(c.error("opaque shapes have no literal values")),
         Shape::Array(a) => {
+            let elided = elided_follows(c);
+            // Listed elements take at least a character each, so the text bounds the size; an
+            // elided constant gets a fixed cap instead of an allocation that could abort.
+            let count = a.element_count().unwrap_or(i64::MAX);
+            let limit = if elided { MAX_ELIDED_ELEMENTS } else { c.rest().len() as i64 + 1 };
+            if count > limit {
+                return Err(c.error(format!("constant of shape {shape} has more elements than its text can hold")));
+            }
             let mut lit = Literal::zeros(shape.clone()).map_err(|e| c.error(e.to_string()))?;
             let ty = a.element_type;
             if a.dims.is_empty() {
@@ -34,7 +45,7 @@ pub fn parse_literal(c: &mut Cursor<'_>, shape: &Shape) -> ParseResult<Literal> 
                 return Ok(lit);
             }
             // `{...}` stands for a constant whose values were elided when printing.
-            if elided_follows(c) {
+            if elided {
                 c.expect("{")?;
                 c.expect("...")?;
                 c.expect("}")?;
@@ -661,7 +672,7 @@ mod tests {
 
     #[test]
     fn percent_g() {
-        assert_eq!(format_g(3.14, 6), "3.14");
+        assert_eq!(format_g(2.5, 6), "2.5");
         assert_eq!(format_g(12345.0, 6), "12345");
         assert_eq!(format_g(3.40282e38, 6), "3.40282e+38");
         assert_eq!(format_g(0.0001, 6), "0.0001");

@@ -24,7 +24,7 @@ use crate::shape::Shape;
 
 /// Nesting deeper than this (operands inside operands) is an error rather than a stack
 /// overflow.
-const MAX_DEPTH: usize = 500;
+const MAX_DEPTH: usize = 128;
 
 /// Parses an HLO module in XLA's text format.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
@@ -69,6 +69,21 @@ struct Parser<'a> {
 }
 
 /// The computation being parsed.
+/// An async-update/done (or explicit start) to check once computations resolve: the
+/// instruction, its position, the opcode a sugared form names and an explicit `calls=`.
+type PendingAsync = (InstId, usize, Option<String>, Option<(String, usize)>);
+
+/// The part of an instruction read before its operands.
+struct Head {
+    shape: Option<Shape>,
+    op_pos: usize,
+    op_word: String,
+    opcode: Opcode,
+    /// The wrapped opcode of an `X-start`/`X-update`/`X-done`.
+    sugar: Option<String>,
+    payload: Payload,
+}
+
 struct CompState {
     comp: Computation,
     names: HashMap<String, InstId>,
@@ -80,8 +95,8 @@ struct CompState {
     params: HashMap<i64, usize>,
     /// Attributes whose computation references still need resolving: (inst, attr, refs).
     comp_refs: Vec<(InstId, usize, CompRef)>,
-    /// Pending async checks of this computation: (inst, pos, sugar opcode, explicit calls).
-    asyncs: Vec<(InstId, usize, Option<String>, Option<(String, usize)>)>,
+    /// Pending async checks of this computation.
+    asyncs: Vec<PendingAsync>,
     /// Wrapped computations created for sugared async starts, added after this one.
     wrapped: Vec<Computation>,
     /// Which wrapped computation (index into `wrapped`) each sugared start owns.
@@ -125,10 +140,52 @@ impl<'a> Parser<'a> {
     fn module(&mut self) -> ParseResult<()> {
         self.check_comment()?;
         let pos = self.pos();
-        if !self.eat_keyword("HloModule") {
+        // XLA also accepts a module without its header line; it is then named after the entry.
+        let has_header = self.eat_keyword("HloModule");
+        if !has_header && !self.computation_follows() {
             let found = self.c.describe_next();
-            return Err(self.err(pos, format!("expects 'HloModule', found {found}")));
+            return Err(self.err(pos, format!("expects 'HloModule' or a computation, found {found}")));
         }
+        if has_header {
+            self.header()?;
+        }
+        self.stack_frame_tables()?;
+        loop {
+            self.check_comment()?;
+            if self.c.at_end() {
+                break;
+            }
+            self.computation()?;
+        }
+        if self.module.computations.is_empty() {
+            return Err(self.err(self.c.src().len(), "expects at least one computation"));
+        }
+        self.module.entry = match self.entry {
+            Some((id, _)) => id,
+            // Without an ENTRY keyword the last computation is the entry, as in XLA.
+            None => CompId(self.module.computations.len() as u32 - 1),
+        };
+        if !has_header {
+            self.module.name = format!("module_{}", self.module.comp(self.module.entry).name);
+        }
+        self.resolve_fixups()?;
+        self.check_asyncs()?;
+        self.add_entry_layout();
+        Ok(())
+    }
+
+    /// True when a computation (`ENTRY`, or a name followed by `(` or `{`) starts here.
+    fn computation_follows(&mut self) -> bool {
+        let mut probe = self.c.clone();
+        match probe.word() {
+            Some("ENTRY") => true,
+            Some(_) => probe.looking_at("(") || probe.looking_at("{"),
+            None => false,
+        }
+    }
+
+    /// `name, attr=value, ...` after `HloModule`.
+    fn header(&mut self) -> ParseResult<()> {
         let name_pos = self.pos();
         let Some(name) = self.c.word() else {
             let found = self.c.describe_next();
@@ -163,25 +220,6 @@ impl<'a> Parser<'a> {
             }
             self.module.attrs.push(Attribute { name: attr, value });
         }
-        self.stack_frame_tables()?;
-        loop {
-            self.check_comment()?;
-            if self.c.at_end() {
-                break;
-            }
-            self.computation()?;
-        }
-        if self.module.computations.is_empty() {
-            return Err(self.err(self.c.src().len(), "expects at least one computation"));
-        }
-        self.module.entry = match self.entry {
-            Some((id, _)) => id,
-            // Without an ENTRY keyword the last computation is the entry, as in XLA.
-            None => CompId(self.module.computations.len() as u32 - 1),
-        };
-        self.resolve_fixups()?;
-        self.check_asyncs()?;
-        self.add_entry_layout();
         Ok(())
     }
 
@@ -316,9 +354,9 @@ impl<'a> Parser<'a> {
                     name_pos,
                     format!(
                         "Shape of computation {name}, {}, is not compatible with that of its root instruction {}, {}",
-                        with_default_layout(&declared),
+                        declared.to_string_without_layout(),
                         root.name,
-                        root.shape
+                        root.shape.to_string_without_layout()
                     ),
                 ));
             }
@@ -422,9 +460,31 @@ impl<'a> Parser<'a> {
         shape: Option<Shape>,
         depth: usize,
     ) -> ParseResult<InstId> {
+        // This function recurses through `operand`; everything not needed across the
+        // recursion lives in helpers so each level's stack frame stays small.
         if depth > MAX_DEPTH {
             return Err(self.c.error(format!("operands nest deeper than {MAX_DEPTH} levels")));
         }
+        let head = self.head(cs, shape)?;
+        let mut operands = Vec::new();
+        if head.payload == Payload::None {
+            self.c.expect("(")?;
+            if !self.c.eat(")") {
+                loop {
+                    operands.push(self.operand(cs, depth)?);
+                    if self.c.eat(")") {
+                        break;
+                    }
+                    self.operand_separator()?;
+                }
+            }
+        }
+        self.finish(cs, name, head, operands, depth)
+    }
+
+    /// `[shape] opcode`, and the `(...)` of a parameter or constant.
+    #[inline(never)]
+    fn head(&mut self, cs: &mut CompState, shape: Option<Shape>) -> ParseResult<Head> {
         let shape = match shape {
             Some(s) => Some(s),
             None if self.shape_follows() => Some(self.shape()?),
@@ -443,7 +503,6 @@ impl<'a> Parser<'a> {
             let found = self.c.describe_next();
             return Err(self.c.error(format!("expects '(' after opcode {op_word}, found {found}")));
         }
-        let mut operands = Vec::new();
         let mut payload = Payload::None;
         match opcode {
             Opcode::Parameter => {
@@ -470,23 +529,32 @@ impl<'a> Parser<'a> {
                 self.c.expect(")")?;
                 payload = Payload::Constant(lit);
             }
-            _ => {
-                self.c.expect("(")?;
-                if !self.c.eat(")") {
-                    loop {
-                        operands.push(self.operand(cs, depth)?);
-                        if self.c.eat(")") {
-                            break;
-                        }
-                        if !self.c.looking_at(",") {
-                            let found = self.c.describe_next();
-                            return Err(self.c.error(format!("expects ',' or ')' after an operand, found {found}")));
-                        }
-                        self.c.expect(",")?;
-                    }
-                }
-            }
+            _ => {}
         }
+        Ok(Head { shape, op_pos, op_word, opcode, sugar: sugar.map(|s| s.0), payload })
+    }
+
+    #[inline(never)]
+    fn operand_separator(&mut self) -> ParseResult<()> {
+        if !self.c.looking_at(",") {
+            let found = self.c.describe_next();
+            return Err(self.c.error(format!("expects ',' or ')' after an operand, found {found}")));
+        }
+        self.c.expect(",")
+    }
+
+    /// Attributes, checks, the shape (inferred when omitted) and the name; adds the
+    /// instruction to the computation.
+    #[inline(never)]
+    fn finish(
+        &mut self,
+        cs: &mut CompState,
+        name: Option<(String, usize)>,
+        head: Head,
+        operands: Vec<InstId>,
+        depth: usize,
+    ) -> ParseResult<InstId> {
+        let Head { shape, op_pos, op_word, opcode, sugar, payload } = head;
         let (attrs, preds, comp_refs, explicit_calls) = self.attributes(opcode, depth > 0)?;
         let operand_shapes: Vec<Shape> = operands.iter().map(|&o: &InstId| cs.comp.inst(o).shape.clone()).collect();
         let mut inst = Instruction::new(String::new(), opcode, Shape::Tuple(Vec::new()), operands);
@@ -509,7 +577,7 @@ impl<'a> Parser<'a> {
         // A sugared start wraps its op (with the op's attributes) in a computation of its own.
         let mut wrapped = None;
         if let (Some(kind), Opcode::AsyncStart) = (&sugar, opcode) {
-            wrapped = Some(self.wrap_async(&mut inst, &kind.0, &operand_shapes).map_err(|m| self.err(op_pos, m))?);
+            wrapped = Some(self.wrap_async(&mut inst, kind, &operand_shapes).map_err(|m| self.err(op_pos, m))?);
         }
         let id = cs.comp.add(inst);
         cs.names.insert(name, id);
@@ -526,7 +594,7 @@ impl<'a> Parser<'a> {
         if matches!(opcode, Opcode::AsyncUpdate | Opcode::AsyncDone)
             || (opcode == Opcode::AsyncStart && sugar.is_none())
         {
-            cs.asyncs.push((id, op_pos, sugar.map(|s| s.0), explicit_calls));
+            cs.asyncs.push((id, op_pos, sugar, explicit_calls));
         }
         Ok(id)
     }
@@ -544,7 +612,7 @@ impl<'a> Parser<'a> {
             Shape::Tuple(e) if e.len() >= 2 => e[1].clone(),
             _ => return Err(async_shape_message()),
         };
-        let mut comp = Computation::new(format!("{}", inst.name));
+        let mut comp = Computation::new(inst.name.clone());
         let mut params = Vec::new();
         for (i, s) in operand_shapes.iter().enumerate() {
             let mut p = Instruction::new(format!("p{i}"), Opcode::Parameter, s.clone(), vec![]);
@@ -572,6 +640,21 @@ impl<'a> Parser<'a> {
                 return self.rhs(cs, None, declared, depth + 1);
             }
         }
+        self.reference(cs, pos, declared, word_pos)
+    }
+
+    /// An operand naming an earlier instruction, possibly through compact tuple-element
+    /// indices, checked against its declared shape.
+    #[inline(never)]
+    fn reference(
+        &mut self,
+        cs: &mut CompState,
+        pos: usize,
+        declared: Option<Shape>,
+        word_pos: usize,
+    ) -> ParseResult<InstId> {
+        let mut probe = self.c.clone();
+        let word = probe.word();
         let Some(w) = word else {
             let found = self.c.describe_next();
             return Err(self.err(word_pos, format!("expects name of an operand, found {found}")));
@@ -943,7 +1026,7 @@ fn check_result_accuracy(raw: &str) -> Result<(), String> {
 /// `mesh['a'=2,'b'=2, device_ids=(..)] {'a'}`: the axes named in braces must exist.
 fn check_mesh_groups(raw: &str) -> Result<(), String> {
     let open = raw.find('[').ok_or("expects '[' after mesh")?;
-    let close = raw.find(']').ok_or("expects ']' closing the mesh")?;
+    let close = raw.find(']').filter(|&c| c > open).ok_or("expects ']' closing the mesh")?;
     let body = &raw[open + 1..close];
     let mut axes: Vec<(String, i64)> = Vec::new();
     let mut device_ids: Option<usize> = None;
@@ -1083,21 +1166,13 @@ fn check_instruction(
         DynamicSlice | Conditional | Sort | Map | AllReduce | AllGather | ReduceScatter | AllToAll | Recv => {
             at_least(1)?
         }
-        DynamicReshape => {
-            if n == 0 {
-                return Err("DynamicReshape requires at least one operand.".to_string());
-            }
-        }
+        DynamicReshape if n == 0 => return Err("DynamicReshape requires at least one operand.".to_string()),
         DynamicUpdateSlice => at_least(2)?,
-        Reduce | ReduceWindow => {
-            if n < 2 || n % 2 != 0 {
-                return Err(format!("{} expects an even number (at least 2) of operands, but has {n}", op.name()));
-            }
+        Reduce | ReduceWindow if n < 2 || !n.is_multiple_of(2) => {
+            return Err(format!("{} expects an even number (at least 2) of operands, but has {n}", op.name()));
         }
-        Scatter => {
-            if n < 3 || n % 2 == 0 {
-                return Err(format!("scatter expects an odd number (at least 3) of operands, but has {n}"));
-            }
+        Scatter if n < 3 || n.is_multiple_of(2) => {
+            return Err(format!("scatter expects an odd number (at least 3) of operands, but has {n}"));
         }
         _ => {}
     }

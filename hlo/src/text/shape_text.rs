@@ -11,7 +11,7 @@ use crate::layout::{DimLevel, DimLevelKind, Layout, SplitConfig, Tile, COMBINE_D
 use crate::shape::{ArrayShape, Shape, UNBOUNDED};
 
 /// Tuples nested deeper than this are rejected instead of exhausting the stack.
-const MAX_TUPLE_DEPTH: usize = 500;
+const MAX_TUPLE_DEPTH: usize = 64;
 
 /// Parses a shape at the cursor. Array layouts are validated against the rank.
 pub fn parse_shape(c: &mut Cursor<'_>) -> ParseResult<Shape> {
@@ -26,6 +26,12 @@ fn parse_shape_at_depth(c: &mut Cursor<'_>, depth: usize) -> ParseResult<Shape> 
         let elems = c.list("(", ")", |c| parse_shape_at_depth(c, depth + 1))?;
         return Ok(Shape::Tuple(elems));
     }
+    parse_array_shape(c)
+}
+
+/// A non-tuple shape; kept out of the tuple recursion so its frames stay small.
+#[inline(never)]
+fn parse_array_shape(c: &mut Cursor<'_>) -> ParseResult<Shape> {
     let start = {
         c.skip_trivia();
         c.pos()
@@ -189,7 +195,7 @@ fn parse_dim_level(c: &mut Cursor<'_>) -> ParseResult<DimLevel> {
         DimLevelKind::LooseCompressed
     } else {
         let found = c.describe_next();
-        return Err(c.error(format!("expected a dimension level type (D, C, S or H), found {found}")));
+        return Err(c.error(format!("expected a DimLevelType abbreviation (D, C, S or H), found {found}")));
     };
     let mut level = DimLevel { kind, unique: true, ordered: true };
     loop {
