@@ -38,6 +38,7 @@ fn invalid_modules_are_rejected() {
     let files = hlo_files(&dir);
     assert!(files.len() >= 60, "expected at least 60 invalid modules, found {}", files.len());
     let mut failures = Vec::new();
+    let mut rules = std::collections::BTreeSet::new();
     for path in &files {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {name}: {e}"));
@@ -56,6 +57,7 @@ fn invalid_modules_are_rejected() {
         match verify(&module) {
             Ok(()) => failures.push(format!("{name}: accepted, expected `{expect}`")),
             Err(e) => {
+                rules.insert(e.rule);
                 let shown = e.to_string();
                 if !shown.contains(expect) {
                     failures.push(format!("{name}: error `{shown}` does not contain `{expect}`"));
@@ -75,7 +77,7 @@ fn invalid_modules_are_rejected() {
         files.len(),
         failures.join("\n")
     );
-    println!("{} invalid modules rejected as expected", files.len());
+    println!("{} invalid modules rejected as expected, by {} distinct rules", files.len(), rules.len());
 }
 
 /// `shared/` beside the main checkout (`CARGO_MANIFEST_DIR/../../shared`), or one level
@@ -157,7 +159,9 @@ fn parser_suite_modules_verify() {
         let Ok(module) = parse_module(&text) else { continue };
         let known_invalid = PARSER_SUITE_INVALID.contains(&name.as_str());
         match verify(&module) {
-            Ok(()) if known_invalid => failures.push(format!("{name}: accepted, but after-all of a non-token is invalid")),
+            Ok(()) if known_invalid => {
+                failures.push(format!("{name}: accepted, but after-all of a non-token is invalid"))
+            }
             Ok(()) => verified += 1,
             Err(e) if known_invalid && e.rule == "token.operand" => rejected.push(name),
             Err(e) => failures.push(format!("{name}: {e}")),

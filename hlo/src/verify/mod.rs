@@ -65,3 +65,6 @@ impl fmt::Display for VerifyError {
 }
 
 impl std::error::Error for VerifyError {}
+
+#[cfg(test)]
+mod tests;

@@ -276,12 +276,12 @@ pub fn concatenate(cx: &Ctx) -> Res<Shape> {
         if a.rank() != first.rank() {
             bail!("concatenate.rank_mismatch", "concatenate operands differ in rank: {} vs {}", ash(first), ash(a));
         }
-        for j in 0..a.rank() {
+        for (j, size) in out.iter_mut().enumerate() {
             if j == d {
-                out[j] = if out[j] == UNBOUNDED || a.dims[j] == UNBOUNDED {
+                *size = if *size == UNBOUNDED || a.dims[j] == UNBOUNDED {
                     UNBOUNDED
                 } else {
-                    checked_add(out[j], a.dims[j])?
+                    checked_add(*size, a.dims[j])?
                 };
                 if let Some(slot) = dynamic.get_mut(j) {
                     *slot |= is_dyn(a, j);

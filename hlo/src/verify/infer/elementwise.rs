@@ -292,8 +292,8 @@ pub fn clamp(cx: &Ctx) -> Res<Shape> {
             );
         }
     }
-    if x.element_type.is_pred() || x.element_type.is_complex() {
-        bail!("clamp.type", "clamp is not defined on {}", ash(x));
+    if x.element_type.is_complex() {
+        bail!("clamp.type", "clamp is not defined on complex values ({})", ash(x));
     }
     Ok(plain(x))
 }

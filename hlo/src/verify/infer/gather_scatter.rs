@@ -167,7 +167,7 @@ pub fn gather(cx: &Ctx) -> Res<Shape> {
 /// `scatter(inputs.., indices, updates..)`: N inputs of one dimension list, N updates of
 /// another, and a reducer over N scalars.
 pub fn scatter(cx: &Ctx) -> Res<Shape> {
-    if cx.ops.len() < 3 || cx.ops.len() % 2 == 0 {
+    if cx.ops.len() < 3 || cx.ops.len().is_multiple_of(2) {
         bail!("operands.count", "scatter takes N inputs, indices and N updates but has {} operands", cx.ops.len());
     }
     let n = (cx.ops.len() - 1) / 2;
@@ -188,7 +188,7 @@ pub fn scatter(cx: &Ctx) -> Res<Shape> {
     let indices = cx.arr(n)?;
     let first_update = cx.arr(n + 1)?;
     let mut updates = Vec::with_capacity(n);
-    for i in 0..n {
+    for (i, input) in inputs.iter().enumerate() {
         let u = cx.arr(n + 1 + i)?;
         if !dims_eq(&u.dims, &first_update.dims) {
             bail!(
@@ -198,12 +198,12 @@ pub fn scatter(cx: &Ctx) -> Res<Shape> {
                 ash(u)
             );
         }
-        if u.element_type != inputs[i].element_type {
+        if u.element_type != input.element_type {
             bail!(
                 "scatter.update_type",
                 "scatter update {} must have the element type of input {}",
                 ash(u),
-                ash(inputs[i])
+                ash(input)
             );
         }
         updates.push(u);

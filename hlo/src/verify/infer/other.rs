@@ -388,7 +388,12 @@ pub fn collective_permute(cx: &Ctx) -> Res<Shape> {
     if in_place_permute(cx) {
         let (input, output) = (cx.op(0)?, cx.op(1)?);
         if input.element_type() != output.element_type() || input.is_tuple() != output.is_tuple() {
-            bail!("collective.shape", "collective-permute output buffer {} does not fit the input {}", sh(output), sh(input));
+            bail!(
+                "collective.shape",
+                "collective-permute output buffer {} does not fit the input {}",
+                sh(output),
+                sh(input)
+            );
         }
         return Ok(output.without_layout());
     }

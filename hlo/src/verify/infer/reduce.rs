@@ -13,7 +13,7 @@ use crate::shape::{ArrayShape, Shape};
 /// scalars.
 fn inputs_and_inits<'a>(cx: &Ctx<'a>) -> Res<(Vec<&'a ArrayShape>, Vec<&'a Shape>)> {
     let n = cx.ops.len() / 2;
-    if cx.ops.is_empty() || cx.ops.len() % 2 != 0 {
+    if cx.ops.is_empty() || !cx.ops.len().is_multiple_of(2) {
         bail!("operands.count", "{} takes N inputs and N init values but has {} operands", cx.opcode(), cx.ops.len());
     }
     let mut inputs: Vec<&'a ArrayShape> = Vec::with_capacity(n);
