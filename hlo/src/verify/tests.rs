@@ -123,7 +123,10 @@ fn reshape_and_collapse_examples() {
     // A single-element array to a scalar and back.
     assert_eq!(infer(&op(Opcode::Reshape, f32s(&[])), &[f32s(&[1, 1])]), Ok(f32s(&[])));
     assert_eq!(infer(&op(Opcode::Reshape, f32s(&[1, 1])), &[f32s(&[])]), Ok(f32s(&[1, 1])));
-    assert_eq!(rule(infer(&op(Opcode::Reshape, f32s(&[25])), &[v])), "reshape.element_count");
+    assert_eq!(rule(infer(&op(Opcode::Reshape, f32s(&[25])), std::slice::from_ref(&v))), "reshape.element_count");
+    // Negative sizes whose product matches must not slip through the element count check.
+    assert_eq!(rule(infer(&op(Opcode::Reshape, f32s(&[-4, -6])), std::slice::from_ref(&v))), "shape.invalid");
+    assert_eq!(rule(infer(&op(Opcode::Reshape, f32s(&[24])), &[f32s(&[-4, -6])])), "shape.invalid");
 }
 
 #[test]

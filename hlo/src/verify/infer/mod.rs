@@ -35,6 +35,12 @@ pub fn infer_shape(
     operands: &[&Shape],
     called: &dyn Fn(CompId) -> Option<ProgramShape>,
 ) -> Result<Shape, ShapeError> {
+    // Every rule below may assume sizes are non-negative (or `?`), so malformed shapes stop
+    // here, whether declared or coming from operands.
+    well_formed(&inst.shape, "the declared shape")?;
+    for (i, op) in operands.iter().enumerate() {
+        well_formed(op, &format!("operand {i}"))?;
+    }
     let cx = Ctx { inst, ops: operands, called };
     use Opcode::*;
     match inst.opcode {
@@ -280,6 +286,22 @@ impl<'a> Ctx<'a> {
             other => bail!("shape.not_array", "{} must produce an array but is declared {}", self.opcode(), sh(other)),
         }
     }
+}
+
+fn well_formed(shape: &Shape, what: &str) -> Res<()> {
+    for (_, leaf) in shape.leaves() {
+        if let Shape::Array(a) = leaf {
+            if a.dynamic.len() != a.dims.len() {
+                bail!("shape.invalid", "{what} {} has {} dynamic flags for rank {}", ash(a), a.dynamic.len(), a.rank());
+            }
+            for (&d, &dynamic) in a.dims.iter().zip(&a.dynamic) {
+                if d < 0 && !(d == UNBOUNDED && dynamic) {
+                    bail!("shape.invalid", "{what} {} has a negative dimension size {d}", ash(a));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A shape as XLA prints it in messages (no layout).
