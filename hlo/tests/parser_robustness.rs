@@ -19,6 +19,29 @@ fn deep_operand_nesting_is_an_error() {
 }
 
 #[test]
+fn deep_inline_computations_are_an_error() {
+    // Each level is an inline `to_apply={...}` whose root nests the next; they share the
+    // operand nesting budget, so the stack stays bounded.
+    let depth = 5_000;
+    let level = "ROOT r = f32[] call(), to_apply={ ";
+    let text = format!("{}ROOT x = f32[] parameter(0){}", level.repeat(depth), " }".repeat(depth));
+    // Run on a test thread's default stack (2 MiB): no overflow.
+    let err = parse_module(&text).expect_err("nesting this deep is rejected");
+    assert!(err.message.contains("deeper"), "{err}");
+    // The most inline levels allowed, with deep operands inside the innermost.
+    for operands in [100, 20_000] {
+        let text = format!(
+            "{}ROOT x = {}f32[] parameter(0){}{}",
+            level.repeat(15),
+            "negate(".repeat(operands),
+            ")".repeat(operands),
+            " }".repeat(15)
+        );
+        let _ = parse_module(&text);
+    }
+}
+
+#[test]
 fn moderate_operand_nesting_parses() {
     let depth = 100;
     let text = format!(

@@ -37,6 +37,11 @@ const RAW_ATTRS: &[&str] = &[
 pub const COMPUTATION_ATTRS: &[&str] =
     &["to_apply", "calls", "condition", "body", "select", "scatter", "true_computation", "false_computation"];
 
+/// Attributes naming one computation, which may also be written inline as `{ instructions }`.
+pub fn is_computation_attr(name: &str) -> bool {
+    COMPUTATION_ATTRS.contains(&name)
+}
+
 /// Attributes naming a list of computations.
 pub const COMPUTATION_LIST_ATTRS: &[&str] = &["branch_computations", "called_computations"];
 
@@ -47,6 +52,8 @@ pub struct CompRef {
 }
 
 /// The parsed value, or a computation reference still to be resolved.
+// Lives only until the caller takes it apart, so the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum Parsed {
     Value(AttrValue),
     Computations(CompRef),
@@ -55,6 +62,12 @@ pub enum Parsed {
 /// Byte offset where a raw attribute value starting at the cursor ends: the first `,` `)` or
 /// newline outside brackets and strings (a `}` closing an enclosing list ends it too).
 pub fn raw_value_end(c: &mut Cursor<'_>) -> usize {
+    raw_value_span(c).0
+}
+
+/// The end of the raw value at the cursor, and whether every bracket it opens is closed
+/// (an unclosed value runs to the end of the text).
+fn raw_value_span(c: &mut Cursor<'_>) -> (usize, bool) {
     c.skip_trivia();
     let src = c.src().as_bytes();
     let mut i = c.pos();
@@ -74,32 +87,37 @@ pub fn raw_value_end(c: &mut Cursor<'_>) -> usize {
             b'{' | b'(' | b'[' => depth += 1,
             b'}' | b')' | b']' => {
                 if depth == 0 {
-                    return i;
+                    return (i, true);
                 }
                 depth -= 1;
                 if depth == 0 && braced && src[i] == b'}' {
                     // A braced value ends at its closing brace.
-                    return i + 1;
+                    return (i + 1, true);
                 }
             }
-            b',' | b'\n' if depth == 0 => return i,
+            b',' | b'\n' if depth == 0 => return (i, true),
             _ => {}
         }
         i += 1;
     }
-    src.len().min(i)
+    (src.len().min(i), depth == 0)
 }
 
 /// Parses the value of attribute `name` at the cursor (after `=`).
 pub fn parse_attr_value(c: &mut Cursor<'_>, name: &str) -> ParseResult<Parsed> {
     c.skip_trivia();
     let start = c.pos();
-    let end = raw_value_end(c);
+    let (end, closed) = raw_value_span(c);
+    // Values kept verbatim would otherwise swallow the rest of the text.
+    let unclosed = || c.error_at(start, format!("expects the value of attribute '{name}' to close its brackets"));
     let raw = c.src()[start..end].trim_end().to_string();
     if raw.is_empty() {
         return Err(c.error(format!("expects a value for attribute '{name}'")));
     }
     if RAW_ATTRS.contains(&name) {
+        if !closed {
+            return Err(unclosed());
+        }
         c.set_pos(end);
         return Ok(Parsed::Value(AttrValue::Raw(raw)));
     }
@@ -129,6 +147,7 @@ pub fn parse_attr_value(c: &mut Cursor<'_>, name: &str) -> ParseResult<Parsed> {
         "outfeed_shape" => parse_shape(c).map(AttrValue::Shape),
         "operand_layout_constraints" => c.list("{", "}", parse_shape).map(AttrValue::Shapes),
         "custom_call_target" | "async_execution_thread" => parse_string(c).map(AttrValue::Str),
+        _ if !closed => return Err(unclosed()),
         _ => return Ok(Parsed::Value(parse_generic(c, &raw, end))),
     }?;
     Ok(Parsed::Value(typed))

@@ -2,7 +2,9 @@
 //!
 //! [`parse_module`] reads a module as XLA prints it (or as people write it: nested operands,
 //! omitted shapes that can be inferred, compact `%t#0` tuple elements, async sugar) and makes
-//! the checks XLA's parser makes. [`print_module`] prints a module in XLA's long form
+//! the checks XLA's parser makes. Omitted shapes are inferred by [`crate::verify::infer_shape`],
+//! the verifier's rules. Text that does not start like a module is read as a single
+//! instruction and wrapped in a module, as XLA does. [`print_module`] prints a module in XLA's long form
 //! ([`PrintOptions::long`], the default `HloPrintOptions` with operand shapes) or short form
 //! ([`PrintOptions::short`], `ShortParsable`), byte for byte as XLA does.
 

@@ -9,7 +9,7 @@
 //! shapes, literal ranges, async chains, ...), so a module it returns is well formed enough for
 //! the verifier to report the rest by instruction name.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::attr_parser::{parse_attr_value, CompRef, Parsed};
 use super::cursor::{Cursor, ParseError, ParseResult};
@@ -21,10 +21,15 @@ use crate::ir::{
 };
 use crate::layout::Layout;
 use crate::shape::Shape;
+use crate::verify::{infer_shape, result_is_declared};
 
 /// Nesting deeper than this (operands inside operands) is an error rather than a stack
 /// overflow.
 const MAX_DEPTH: usize = 128;
+
+/// Inline computations nesting deeper than this are an error: each level costs the stack
+/// a whole computation's parse, far more than a nested operand.
+const MAX_INLINE_DEPTH: usize = 16;
 
 /// Parses an HLO module in XLA's text format.
 pub fn parse_module(text: &str) -> Result<Module, ParseError> {
@@ -35,6 +40,10 @@ pub fn parse_module(text: &str) -> Result<Module, ParseError> {
         fixups: Vec::new(),
         entry: None,
         async_checks: Vec::new(),
+        incomplete: HashSet::new(),
+        forward: None,
+        last_in_text: None,
+        inline_depth: 0,
     };
     p.module()?;
     Ok(p.module)
@@ -66,6 +75,31 @@ struct Parser<'a> {
     fixups: Vec<Fixup>,
     entry: Option<(CompId, usize)>,
     async_checks: Vec<AsyncCheck>,
+    /// Computations whose ids are taken but whose bodies are not finished (being parsed, or
+    /// waiting to be parsed again): their signatures are unknown.
+    incomplete: HashSet<CompId>,
+    /// Set when an omitted shape needs the signature of a computation not parsed yet; the
+    /// error it comes with unwinds to the computation, which is parsed again later.
+    forward: Option<Forward>,
+    /// The computation written last, the entry when none says ENTRY.
+    last_in_text: Option<CompId>,
+    /// How many inline computations enclose the cursor.
+    inline_depth: usize,
+}
+
+/// An omitted shape that depends on a computation not parsed yet.
+struct Forward {
+    needs: String,
+    ref_pos: usize,
+    op_pos: usize,
+    op_word: String,
+}
+
+/// A computation to parse again once the computation it waits for is finished.
+struct Deferred {
+    id: CompId,
+    start: usize,
+    forward: Forward,
 }
 
 /// The computation being parsed.
@@ -97,10 +131,30 @@ struct CompState {
     comp_refs: Vec<(InstId, usize, CompRef)>,
     /// Pending async checks of this computation.
     asyncs: Vec<PendingAsync>,
+    /// Single-instruction text: operands that name nothing become parameters, as in XLA.
+    make_params: bool,
     /// Wrapped computations created for sugared async starts, added after this one.
     wrapped: Vec<Computation>,
     /// Which wrapped computation (index into `wrapped`) each sugared start owns.
     wrapped_of: Vec<(InstId, usize)>,
+}
+
+impl CompState {
+    fn new(name: &str) -> CompState {
+        CompState {
+            comp: Computation::new(name),
+            names: HashMap::new(),
+            root: None,
+            preds: Vec::new(),
+            gtes: HashMap::new(),
+            params: HashMap::new(),
+            comp_refs: Vec::new(),
+            asyncs: Vec::new(),
+            wrapped: Vec::new(),
+            wrapped_of: Vec::new(),
+            make_params: false,
+        }
+    }
 }
 
 fn is_word_char(b: u8) -> bool {
@@ -139,47 +193,159 @@ impl<'a> Parser<'a> {
 
     fn module(&mut self) -> ParseResult<()> {
         self.check_comment()?;
-        let pos = self.pos();
-        // XLA also accepts a module without its header line; it is then named after the entry.
+        // As in XLA, what the text starts with decides: a header or a computation makes it a
+        // module, anything else is read as a single instruction wrapped in a module.
         let has_header = self.eat_keyword("HloModule");
         if !has_header && !self.computation_follows() {
-            let found = self.c.describe_next();
-            return Err(self.err(pos, format!("expects 'HloModule' or a computation, found {found}")));
+            self.single_instruction()?;
+            return self.finish_module();
         }
         if has_header {
             self.header()?;
         }
         self.stack_frame_tables()?;
+        let mut deferred = Vec::new();
         loop {
             self.check_comment()?;
             if self.c.at_end() {
                 break;
             }
-            self.computation()?;
+            let start = self.pos();
+            let (id, forward) = self.computation(None)?;
+            self.last_in_text = Some(id);
+            if let Some(forward) = forward {
+                deferred.push(Deferred { id, start, forward });
+            }
         }
         if self.module.computations.is_empty() {
             return Err(self.err(self.c.src().len(), "expects at least one computation"));
         }
-        self.module.entry = match self.entry {
-            Some((id, _)) => id,
+        self.parse_deferred(deferred)?;
+        self.module.entry = match (self.entry, self.last_in_text) {
+            (Some((id, _)), _) | (None, Some(id)) => id,
             // Without an ENTRY keyword the last computation is the entry, as in XLA.
-            None => CompId(self.module.computations.len() as u32 - 1),
+            (None, None) => CompId(self.module.computations.len() as u32 - 1),
         };
         if !has_header {
             self.module.name = format!("module_{}", self.module.comp(self.module.entry).name);
         }
+        self.finish_module()
+    }
+
+    fn finish_module(&mut self) -> ParseResult<()> {
         self.resolve_fixups()?;
         self.check_asyncs()?;
         self.add_entry_layout();
         Ok(())
     }
 
-    /// True when a computation (`ENTRY`, or a name followed by `(` or `{`) starts here.
+    /// Parses again the computations that stopped at an omitted shape calling a computation
+    /// written after them, each once what it waits for is finished, so that any order of
+    /// definition works without re-reading finished computations.
+    fn parse_deferred(&mut self, deferred: Vec<Deferred>) -> ParseResult<()> {
+        let mut waiting: HashMap<String, Vec<Deferred>> = HashMap::new();
+        let mut ready = Vec::new();
+        let park = |p: &Self, d: Deferred, ready: &mut Vec<Deferred>, waiting: &mut HashMap<String, Vec<Deferred>>| {
+            if p.is_complete(&d.forward.needs) {
+                ready.push(d);
+            } else {
+                waiting.entry(d.forward.needs.clone()).or_default().push(d);
+            }
+        };
+        for d in deferred {
+            park(self, d, &mut ready, &mut waiting);
+        }
+        while let Some(d) = ready.pop() {
+            self.c.set_pos(d.start);
+            match self.computation(Some(d.id))? {
+                (id, None) => {
+                    let name = self.module.comp(id).name.clone();
+                    ready.extend(waiting.remove(&name).unwrap_or_default());
+                }
+                (id, Some(forward)) => park(self, Deferred { id, start: d.start, forward }, &mut ready, &mut waiting),
+            }
+        }
+        let first = waiting.into_values().flatten().min_by_key(|d| d.forward.op_pos);
+        match first {
+            Some(d) => Err(self.unresolved(&d.forward)),
+            None => Ok(()),
+        }
+    }
+
+    fn is_complete(&self, name: &str) -> bool {
+        self.comp_pos.get(name).is_some_and(|(id, _)| !self.incomplete.contains(id))
+    }
+
+    /// The error for an omitted shape whose computation never became known.
+    fn unresolved(&self, f: &Forward) -> ParseError {
+        if self.comp_pos.contains_key(&f.needs) {
+            self.err(
+                f.op_pos,
+                format!(
+                    "cannot infer the shape of `{}`: computation {} depends on this instruction's shape; write it",
+                    f.op_word, f.needs
+                ),
+            )
+        } else {
+            self.err(f.ref_pos, format!("computation does not exist: {}", f.needs))
+        }
+    }
+
+    /// Takes the next computation id for `name`; the computation stays a placeholder (and
+    /// incomplete) until [`Parser::store`] fills it in.
+    fn reserve(&mut self, name: &str, pos: usize) -> CompId {
+        let id = CompId(self.module.computations.len() as u32);
+        self.module.computations.push(Computation::new(name));
+        self.incomplete.insert(id);
+        self.comp_pos.insert(name.to_string(), (id, pos));
+        id
+    }
+
+    /// A single instruction (XLA's `ParseSingleInstruction`): `[name =] [shape] opcode(...)`,
+    /// whose operands that name nothing become parameters of the declared shapes. It becomes
+    /// the root of an entry computation `_` in module `_`.
+    fn single_instruction(&mut self) -> ParseResult<()> {
+        self.module.name = "_".to_string();
+        let start = self.pos();
+        let id = self.reserve("_", start);
+        let mut cs = CompState::new("_");
+        cs.make_params = true;
+        let root = if self.shape_follows() {
+            self.rhs(&mut cs, Some(("_".to_string(), start)), None, 0)?
+        } else {
+            self.instruction(&mut cs, 0)?
+        };
+        self.check_comment()?;
+        if !self.c.at_end() {
+            return Err(self.err(
+                self.c.pos(),
+                "Syntax error:\nExpected eof after parsing single instruction. Did you mean to write an HLO module and forget the \"HloModule\" header?",
+            ));
+        }
+        if let Some(f) = self.forward.take() {
+            return Err(self.unresolved(&f));
+        }
+        cs.root = Some((root, start));
+        self.close(&mut cs, start)?;
+        self.store(id, cs, start);
+        self.entry = Some((id, start));
+        self.module.entry = id;
+        Ok(())
+    }
+
+    /// True when a computation (`ENTRY`, or a name followed by a signature or `{`) starts here.
     fn computation_follows(&mut self) -> bool {
         let mut probe = self.c.clone();
         match probe.word() {
             Some("ENTRY") => true,
-            Some(_) => probe.looking_at("(") || probe.looking_at("{"),
+            Some(_) if probe.eat("(") => {
+                // A signature `(p: shape, ...) -> shape`, not an instruction's operands.
+                if probe.eat(")") {
+                    return probe.looking_at("->");
+                }
+                probe.word().is_some() && probe.looking_at(":")
+            }
+            Some(_) => probe.looking_at("{"),
             None => false,
         }
     }
@@ -264,7 +430,10 @@ impl<'a> Parser<'a> {
         Ok(())
     }
 
-    fn computation(&mut self) -> ParseResult<()> {
+    /// Parses a computation into a new id, or with `retry` again into the id it took before.
+    /// Returns the id, and what the computation waits for when an omitted shape in it needs
+    /// a computation not parsed yet (its text is then skipped, to be parsed again).
+    fn computation(&mut self, retry: Option<CompId>) -> ParseResult<(CompId, Option<Forward>)> {
         let start = self.pos();
         let is_entry = self.eat_keyword("ENTRY");
         let name_pos = self.pos();
@@ -273,7 +442,7 @@ impl<'a> Parser<'a> {
             return Err(self.err(name_pos, format!("expects computation name, found {found}")));
         };
         let name = name.trim_start_matches('%').to_string();
-        if let Some(&(_, prev)) = self.comp_pos.get(&name) {
+        if let (None, Some(&(_, prev))) = (retry, self.comp_pos.get(&name)) {
             let (line, col) = self.c.line_col(prev);
             let line_text = self.c.src()[prev..].lines().next().unwrap_or("");
             return Err(self.err(
@@ -298,55 +467,37 @@ impl<'a> Parser<'a> {
             self.c.expect("->")?;
             declared_result = Some(parse_shape(&mut self.c)?);
         }
+        let open = self.pos();
         self.c.expect("{")?;
-        let id = CompId(self.module.computations.len() as u32);
-        // Register before the body so the name is reserved; the body cannot call itself.
-        self.comp_pos.insert(name.clone(), (id, if is_entry { name_pos } else { start }));
-        let mut cs = CompState {
-            comp: Computation::new(name.clone()),
-            names: HashMap::new(),
-            root: None,
-            preds: Vec::new(),
-            gtes: HashMap::new(),
-            params: HashMap::new(),
-            comp_refs: Vec::new(),
-            asyncs: Vec::new(),
-            wrapped: Vec::new(),
-            wrapped_of: Vec::new(),
+        // Reserved before the body so the name is taken; the body cannot call itself.
+        let id = match retry {
+            Some(id) => id,
+            None => self.reserve(&name, if is_entry { name_pos } else { start }),
         };
-        loop {
-            self.check_comment()?;
-            if self.c.eat("}") {
-                break;
+        let reserved = self.module.computations.len();
+        let mut cs = CompState::new(&name);
+        if let Err(e) = self.body(&mut cs, 0) {
+            let Some(forward) = self.forward.take() else { return Err(e) };
+            // Inline computations of this attempt already hold ids; parsing it again would
+            // leave them behind, so this case asks for the shape instead.
+            if self.module.computations.len() > reserved {
+                return Err(self.err(
+                    forward.op_pos,
+                    format!(
+                        "cannot infer the shape of `{}`: it calls computation {}, written after it, from a computation with inline computations; write the shape",
+                        forward.op_word, forward.needs
+                    ),
+                ));
             }
-            if self.c.at_end() {
-                return Err(self.err(self.c.pos(), "expects '}' at the end of the computation"));
+            self.skip_block(open);
+            self.execution_thread()?;
+            if is_entry && retry.is_none() {
+                self.register_entry(id, start)?;
             }
-            self.instruction(&mut cs)?;
+            return Ok((id, Some(forward)));
         }
-        if self.c.eat(",") {
-            let pos = self.pos();
-            if self.c.word() != Some("execution_thread") {
-                return Err(self.err(pos, "expects execution_thread after a computation"));
-            }
-            self.c.expect("=")?;
-            cs.comp.execution_thread = Some(super::attr_parser::parse_string(&mut self.c)?);
-        }
-        if cs.comp.instructions.is_empty() {
-            return Err(self.err(start, format!("computation {name} has no instructions")));
-        }
-        cs.comp.root = match cs.root {
-            Some((r, _)) => r,
-            None => InstId(cs.comp.instructions.len() as u32 - 1),
-        };
-        for (inst, preds) in std::mem::take(&mut cs.preds) {
-            for (pred, pos) in preds {
-                let Some(&p) = cs.names.get(&pred) else {
-                    return Err(self.err(pos, format!("'{pred}' is not defined")));
-                };
-                cs.comp.inst_mut(inst).control_predecessors.push(p);
-            }
-        }
+        cs.comp.execution_thread = self.execution_thread()?;
+        self.close(&mut cs, start)?;
         if let Some(declared) = declared_result {
             let root = cs.comp.root_inst();
             if !declared.compatible(&root.shape) {
@@ -361,23 +512,114 @@ impl<'a> Parser<'a> {
                 ));
             }
         }
-        if is_entry {
-            if let Some((_, prev)) = self.entry {
-                let (line, col) = self.c.line_col(prev);
-                return Err(self.err(start, format!("expects only one ENTRY (the first is at {line}:{col})")));
-            }
-            self.entry = Some((id, start));
+        if is_entry && retry.is_none() {
+            self.register_entry(id, start)?;
         }
-        self.module.computations.push(cs.comp);
-        for (inst, attr, refs) in cs.comp_refs {
+        self.store(id, cs, start);
+        Ok((id, None))
+    }
+
+    fn register_entry(&mut self, id: CompId, start: usize) -> ParseResult<()> {
+        if let Some((_, prev)) = self.entry {
+            let (line, col) = self.c.line_col(prev);
+            return Err(self.err(start, format!("expects only one ENTRY (the first is at {line}:{col})")));
+        }
+        self.entry = Some((id, start));
+        Ok(())
+    }
+
+    /// Instructions up to and including the closing `}`.
+    fn body(&mut self, cs: &mut CompState, depth: usize) -> ParseResult<()> {
+        loop {
+            self.check_comment()?;
+            if self.c.eat("}") {
+                return Ok(());
+            }
+            if self.c.at_end() {
+                return Err(self.err(self.c.pos(), "expects '}' at the end of the computation"));
+            }
+            self.instruction(cs, depth)?;
+        }
+    }
+
+    /// `, execution_thread="name"` after a computation's body.
+    fn execution_thread(&mut self) -> ParseResult<Option<String>> {
+        if !self.c.eat(",") {
+            return Ok(None);
+        }
+        let pos = self.pos();
+        if self.c.word() != Some("execution_thread") {
+            return Err(self.err(pos, "expects execution_thread after a computation"));
+        }
+        self.c.expect("=")?;
+        Ok(Some(super::attr_parser::parse_string(&mut self.c)?))
+    }
+
+    /// Moves past the braced block opening at `open`, minding strings and comments.
+    fn skip_block(&mut self, open: usize) {
+        self.c.set_pos(open);
+        let mut depth = 0usize;
+        loop {
+            self.c.skip_trivia();
+            let Some(b) = self.c.peek() else { return };
+            if b == b'"' {
+                if super::attr_parser::parse_string(&mut self.c).is_err() {
+                    self.c.set_pos(self.c.src().len());
+                    return;
+                }
+                continue;
+            }
+            let width = self.c.rest().chars().next().map_or(1, char::len_utf8);
+            self.c.set_pos(self.c.pos() + width);
+            match b {
+                b'{' => depth += 1,
+                b'}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The root (the `ROOT` instruction, else the last) and control predecessors.
+    fn close(&mut self, cs: &mut CompState, start: usize) -> ParseResult<()> {
+        if cs.comp.instructions.is_empty() {
+            return Err(self.err(start, format!("computation {} has no instructions", cs.comp.name)));
+        }
+        cs.comp.root = match cs.root {
+            Some((r, _)) => r,
+            None => InstId(cs.comp.instructions.len() as u32 - 1),
+        };
+        for (inst, preds) in std::mem::take(&mut cs.preds) {
+            for (pred, pos) in preds {
+                let Some(&p) = cs.names.get(&pred) else {
+                    return Err(self.err(pos, format!("'{pred}' is not defined")));
+                };
+                cs.comp.inst_mut(inst).control_predecessors.push(p);
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts a finished computation in its reserved slot, with what it leaves to resolve later
+    /// and the computations its sugared async starts wrap.
+    fn store(&mut self, id: CompId, cs: CompState, start: usize) {
+        let CompState { comp, comp_refs, asyncs, wrapped, wrapped_of, .. } = cs;
+        if let Some(slot) = self.module.computations.get_mut(id.0 as usize) {
+            *slot = comp;
+        }
+        self.incomplete.remove(&id);
+        for (inst, attr, refs) in comp_refs {
             self.fixups.push(Fixup { comp: id, inst, attr, refs });
         }
-        for (inst, pos, sugar_opcode, explicit_calls) in cs.asyncs {
+        for (inst, pos, sugar_opcode, explicit_calls) in asyncs {
             self.async_checks.push(AsyncCheck { comp: id, inst, pos, sugar_opcode, explicit_calls });
         }
-        // Sugared async starts own a wrapped computation holding the single wrapped op.
-        for (inst, w) in cs.wrapped_of {
-            let Some(wrapped) = cs.wrapped.get(w).cloned() else { continue };
+        for (inst, w) in wrapped_of {
+            let Some(wrapped) = wrapped.get(w).cloned() else { continue };
             let mut wname = format!("{}.wrapped", wrapped.name);
             let mut n = 1;
             while self.comp_pos.contains_key(&wname) {
@@ -393,13 +635,54 @@ impl<'a> Parser<'a> {
                 .attrs
                 .push(Attribute { name: "calls".to_string(), value: AttrValue::Computation(wid) });
         }
-        Ok(())
     }
 
-    fn instruction(&mut self, cs: &mut CompState) -> ParseResult<()> {
+    /// `{ instructions }` as an attribute value: a computation of its own, named `_` (made
+    /// unique), as XLA allows.
+    fn inline_computation(&mut self, depth: usize) -> ParseResult<CompId> {
+        let start = self.pos();
+        if depth > MAX_DEPTH || self.inline_depth >= MAX_INLINE_DEPTH {
+            return Err(self.err(start, format!("inline computations nest deeper than {MAX_INLINE_DEPTH} levels")));
+        }
+        self.c.expect("{")?;
+        let mut name = "_".to_string();
+        let mut n = 1;
+        while self.comp_pos.contains_key(&name) {
+            name = format!("_.{n}");
+            n += 1;
+        }
+        let id = self.reserve(&name, start);
+        let mut cs = CompState::new(&name);
+        self.inline_depth += 1;
+        let parsed = self.body(&mut cs, depth + 1);
+        self.inline_depth -= 1;
+        parsed?;
+        self.close(&mut cs, start)?;
+        self.store(id, cs, start);
+        Ok(id)
+    }
+
+    /// True when `{` starts an inline computation (an instruction follows), not a list of
+    /// computation names.
+    fn inline_computation_follows(&mut self) -> bool {
+        let saved = self.c.clone();
+        let follows = self.c.eat("{")
+            && (self.shape_follows()
+                || self.eat_keyword("ROOT")
+                || (self.c.word().is_some() && self.c.looking_at("=")));
+        self.c = saved;
+        follows
+    }
+
+    fn instruction(&mut self, cs: &mut CompState, depth: usize) -> ParseResult<InstId> {
         let start = self.pos();
         let is_root = self.eat_keyword("ROOT");
         let name_pos = self.pos();
+        if self.shape_follows() {
+            // XLA reads a shape as its own token, never as a name.
+            let found = self.c.describe_next();
+            return Err(self.err(name_pos, format!("expects name, found {found}")));
+        }
         let mut probe = self.c.clone();
         let name = match probe.word() {
             Some(w) if probe.looking_at("=") => {
@@ -419,7 +702,7 @@ impl<'a> Parser<'a> {
         if cs.names.contains_key(&name) {
             return Err(self.err(name_pos, format!("instruction '{name}' is already defined")));
         }
-        let id = self.rhs(cs, Some((name, name_pos)), None, 0)?;
+        let id = self.rhs(cs, Some((name, name_pos)), None, depth)?;
         if is_root {
             if let Some((_, prev)) = cs.root {
                 let (line, col) = self.c.line_col(prev);
@@ -429,7 +712,7 @@ impl<'a> Parser<'a> {
             }
             cs.root = Some((id, start));
         }
-        Ok(())
+        Ok(id)
     }
 
     /// True when a shape starts at the cursor: a tuple `(` or an element type and `[`.
@@ -555,18 +838,16 @@ impl<'a> Parser<'a> {
         depth: usize,
     ) -> ParseResult<InstId> {
         let Head { shape, op_pos, op_word, opcode, sugar, payload } = head;
-        let (attrs, preds, comp_refs, explicit_calls) = self.attributes(opcode, depth > 0)?;
+        let (attrs, preds, comp_refs, explicit_calls) = self.attributes(opcode, depth)?;
         let operand_shapes: Vec<Shape> = operands.iter().map(|&o: &InstId| cs.comp.inst(o).shape.clone()).collect();
         let mut inst = Instruction::new(String::new(), opcode, Shape::Tuple(Vec::new()), operands);
         inst.payload = payload;
         inst.attrs = attrs;
-        check_instruction(&mut inst, &operand_shapes, shape.as_ref(), &comp_refs, sugar.is_some())
+        check_instruction(&mut inst, &operand_shapes, shape.as_ref(), sugar.is_some())
             .map_err(|m| self.err(op_pos, m))?;
         inst.shape = match shape {
             Some(s) => s,
-            None => infer_shape(&inst, &operand_shapes).ok_or_else(|| {
-                self.err(op_pos, format!("expects a shape before {op_word}: its shape cannot be inferred"))
-            })?,
+            None => self.infer_omitted(&inst, &operand_shapes, &comp_refs, op_pos, &op_word)?,
         };
         check_shape_rules(&inst).map_err(|m| self.err(op_pos, m))?;
         let name = match name {
@@ -597,6 +878,58 @@ impl<'a> Parser<'a> {
             cs.asyncs.push((id, op_pos, sugar, explicit_calls));
         }
         Ok(id)
+    }
+
+    /// The shape of an instruction written without one, by the verifier's rules, with the
+    /// default layout. Computations it calls must be finished; when one is not (it is
+    /// written later), `self.forward` says which, and the computation is parsed again later.
+    #[inline(never)]
+    fn infer_omitted(
+        &mut self,
+        inst: &Instruction,
+        operand_shapes: &[Shape],
+        comp_refs: &[(usize, CompRef)],
+        op_pos: usize,
+        op_word: &str,
+    ) -> ParseResult<Shape> {
+        if result_is_declared(inst.opcode) {
+            return Err(self.err(op_pos, format!("cannot infer the shape of `{op_word}`; write it")));
+        }
+        let mut probe = inst.clone();
+        // Stands for "no declared shape": not an array, so e.g. dot takes no preferred type.
+        probe.shape = Shape::Tuple(Vec::new());
+        for (attr, refs) in comp_refs {
+            let mut ids = Vec::new();
+            for (name, pos) in &refs.names {
+                match self.comp_pos.get(name) {
+                    Some(&(id, _)) if !self.incomplete.contains(&id) => ids.push(id),
+                    _ => {
+                        self.forward =
+                            Some(Forward { needs: name.clone(), ref_pos: *pos, op_pos, op_word: op_word.to_string() });
+                        return Err(self.err(op_pos, format!("cannot infer the shape of `{op_word}` yet")));
+                    }
+                }
+            }
+            let value = match (refs.list, ids.first()) {
+                (false, Some(&id)) => AttrValue::Computation(id),
+                _ => AttrValue::Computations(ids),
+            };
+            if let Some(a) = probe.attrs.get_mut(*attr) {
+                a.value = value;
+            }
+        }
+        let computations = &self.module.computations;
+        let incomplete = &self.incomplete;
+        let called = |id: CompId| -> Option<ProgramShape> {
+            let comp = computations.get(id.0 as usize).filter(|_| !incomplete.contains(&id))?;
+            comp.instructions.get(comp.root.0 as usize)?;
+            Some(ProgramShape { parameters: comp.parameter_shapes(), result: comp.root_inst().shape.clone() })
+        };
+        let operands: Vec<&Shape> = operand_shapes.iter().collect();
+        match infer_shape(&probe, &operands, &called) {
+            Ok(s) => Ok(with_default_layout(&s)),
+            Err(e) => Err(self.err(op_pos, format!("cannot infer the shape of `{op_word}`: {e}"))),
+        }
     }
 
     /// Builds the computation a sugared `X-start` wraps: parameters for the operands and the
@@ -655,14 +988,21 @@ impl<'a> Parser<'a> {
     ) -> ParseResult<InstId> {
         let mut probe = self.c.clone();
         let word = probe.word();
-        let Some(w) = word else {
-            let found = self.c.describe_next();
-            return Err(self.err(word_pos, format!("expects name of an operand, found {found}")));
+        let name = match word {
+            Some(w) => {
+                self.c = probe;
+                w.trim_start_matches('%')
+            }
+            None if cs.make_params && declared.is_some() => "",
+            None => {
+                let found = self.c.describe_next();
+                return Err(self.err(word_pos, format!("expects name of an operand, found {found}")));
+            }
         };
-        self.c = probe;
-        let name = w.trim_start_matches('%');
-        let Some(&mut mut id) = cs.names.get(name).copied().as_mut() else {
-            return Err(self.err(word_pos, format!("instruction does not exist: {name}")));
+        let mut id = match cs.names.get(name) {
+            Some(&id) => id,
+            None if cs.make_params => return self.make_parameter(cs, name, declared, word_pos),
+            None => return Err(self.err(word_pos, format!("instruction does not exist: {name}"))),
         };
         // Compact tuple-element operands: `%t#0#1` is get-tuple-element(get-tuple-element(t, 0), 1).
         while self.c.rest().starts_with('#') {
@@ -709,13 +1049,37 @@ impl<'a> Parser<'a> {
         Ok(id)
     }
 
+    /// In single-instruction text, an operand naming nothing becomes the next parameter, of
+    /// the shape written with it (XLA's missing-instruction hook).
+    #[inline(never)]
+    fn make_parameter(
+        &mut self,
+        cs: &mut CompState,
+        name: &str,
+        declared: Option<Shape>,
+        pos: usize,
+    ) -> ParseResult<InstId> {
+        let Some(shape) = declared else {
+            return Err(self
+                .err(pos, "Operand had no shape in HLO text; cannot create parameter for single-instruction module."));
+        };
+        let number = cs.comp.parameters().len() as i64;
+        let name = if name.is_empty() { format!("_{number}") } else { name.to_string() };
+        let mut p = Instruction::new(name.clone(), Opcode::Parameter, shape, vec![]);
+        p.payload = Payload::Parameter(number);
+        let id = cs.comp.add(p);
+        cs.names.insert(name, id);
+        cs.params.insert(number, pos);
+        Ok(id)
+    }
+
     /// `, name=value` pairs after the operands. In a nested instruction only pairs that are
     /// clearly attributes (`, word=`) belong to it; the rest belongs to the enclosing list.
     #[allow(clippy::type_complexity)]
     fn attributes(
         &mut self,
         opcode: Opcode,
-        nested: bool,
+        depth: usize,
     ) -> ParseResult<(Vec<Attribute>, Vec<(String, usize)>, Vec<(usize, CompRef)>, Option<(String, usize)>)> {
         let mut attrs: Vec<Attribute> = Vec::new();
         let mut preds = Vec::new();
@@ -725,7 +1089,7 @@ impl<'a> Parser<'a> {
             if !self.c.looking_at(",") {
                 break;
             }
-            if nested {
+            if depth > 0 {
                 let mut probe = self.c.clone();
                 probe.eat(",");
                 if !(probe.word().is_some() && probe.looking_at("=")) {
@@ -759,6 +1123,11 @@ impl<'a> Parser<'a> {
                 continue;
             }
             let value_pos = self.pos();
+            if super::attr_parser::is_computation_attr(&name) && self.inline_computation_follows() {
+                let id = self.inline_computation(depth)?;
+                attrs.push(Attribute { name, value: AttrValue::Computation(id) });
+                continue;
+            }
             match parse_attr_value(&mut self.c, &name)? {
                 Parsed::Value(v) => {
                     if let AttrValue::Raw(raw) = &v {
@@ -1108,7 +1477,6 @@ fn check_instruction(
     inst: &mut Instruction,
     operand_shapes: &[Shape],
     shape: Option<&Shape>,
-    comp_refs: &[(usize, CompRef)],
     sugar: bool,
 ) -> Result<(), String> {
     use Opcode::*;
@@ -1207,7 +1575,7 @@ fn check_instruction(
             if selector.rank() != 0 || !selector.is_array() {
                 return Err(format!("The first operand must be a scalar, but has shape {selector}"));
             }
-            let named = |a: &str| comp_refs.iter().any(|(i, _)| inst.attrs.get(*i).is_some_and(|x| x.name == a));
+            let named = |a: &str| inst.attr(a).is_some();
             match selector.element_type() {
                 ElementType::Pred => {
                     if named("branch_computations") {
@@ -1277,10 +1645,7 @@ fn check_instruction(
             if op == AsyncUpdate && n == 0 {
                 return Err("No operand found for AsyncUpdate and AsyncDone".to_string());
             }
-            if op == AsyncStart
-                && !sugar
-                && !comp_refs.iter().any(|(i, _)| inst.attrs.get(*i).is_some_and(|a| a.name == "calls"))
-            {
+            if op == AsyncStart && !sugar && inst.attr("calls").is_none() {
                 return Err("async-start requires a 'calls' attribute naming the wrapped computation".to_string());
             }
         }
@@ -1304,43 +1669,4 @@ fn check_shape_rules(inst: &Instruction) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-/// The shape of an instruction written without one, for the cases that follow from the
-/// operands alone.
-fn infer_shape(inst: &Instruction, operands: &[Shape]) -> Option<Shape> {
-    use Opcode::*;
-    let op = inst.opcode;
-    let first = operands.first();
-    let with_type = |s: &Shape, t: ElementType| -> Shape {
-        match s {
-            Shape::Array(a) => {
-                let mut a = a.clone();
-                a.element_type = t;
-                Shape::Array(a)
-            }
-            other => other.clone(),
-        }
-    };
-    match op {
-        Tuple => Some(Shape::Tuple(operands.to_vec())),
-        GetTupleElement => {
-            let index = usize::try_from(inst.attr_int("index")?).ok()?;
-            first?.tuple_elements()?.get(index).cloned()
-        }
-        Compare | IsFinite => Some(with_type(first?, ElementType::Pred)),
-        Abs | Real | Imag if first?.element_type().is_complex() => {
-            Some(with_type(first?, first?.element_type().complex_component()?))
-        }
-        Complex => {
-            let t = if first?.element_type() == ElementType::F64 { ElementType::C128 } else { ElementType::C64 };
-            Some(with_type(first?, t))
-        }
-        Convert | BitcastConvert | ReducePrecision if op != ReducePrecision => None,
-        Select | Clamp => operands.get(1).cloned(),
-        GetDimensionSize => Some(Shape::scalar(ElementType::S32)),
-        AddDependency | OptimizationBarrier | Copy => first.cloned(),
-        _ if op.is_elementwise() => first.cloned(),
-        _ => None,
-    }
 }

@@ -14,7 +14,7 @@ mod module_check;
 
 use std::fmt;
 
-pub use infer::infer_shape;
+pub use infer::{infer_shape, result_is_declared};
 pub use module_check::{verify, verify_all};
 
 /// Why an instruction's shape cannot be inferred: a broken rule and what broke it.

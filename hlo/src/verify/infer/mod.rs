@@ -137,6 +137,40 @@ pub fn infer_shape(
     }
 }
 
+/// True for opcodes whose result [`infer_shape`] takes from the declared shape (checking
+/// only what it can): their text must state the shape, since nothing else determines it.
+/// Kept beside the dispatch so that a rule changing from "declared" to "computed" changes
+/// this answer in the same place.
+pub fn result_is_declared(opcode: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        opcode,
+        Parameter
+            | Constant
+            | Broadcast
+            | Reshape
+            | DynamicReshape
+            | Bitcast
+            | Iota
+            | Convert
+            | BitcastConvert
+            | StochasticConvert
+            | RaggedDot
+            | ScaledDot
+            | CustomCall
+            | AsyncStart
+            | Rng
+            | RngBitGenerator
+            | RngGetAndUpdateState
+            | Infeed
+            | Recv
+            | AllGather
+            | AllGatherStart
+            | ReduceScatter
+            | CollectivePermuteStart
+    )
+}
+
 /// What one inference call looks at.
 pub(crate) struct Ctx<'a> {
     pub inst: &'a Instruction,
