@@ -26,7 +26,15 @@ pub fn parse_literal(c: &mut Cursor<'_>, shape: &Shape) -> ParseResult<Literal> 
             c.expect(")")?;
             Ok(Literal::tuple(out))
         }
-        Shape::Token => Literal::zeros(Shape::Token).map_err(|e| c.error(e.to_string())),
+        Shape::Token => {
+            // The printer writes a token literal as `token` (as XLA's does); accept it back,
+            // and the empty form too.
+            let mut probe = c.clone();
+            if probe.word() == Some("token") {
+                *c = probe;
+            }
+            Literal::zeros(Shape::Token).map_err(|e| c.error(e.to_string()))
+        }
         Shape::Opaque => Err(c.error("opaque shapes have no literal values")),
         Shape::Array(a) => {
             let elided = elided_follows(c);
