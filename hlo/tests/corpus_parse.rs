@@ -2,18 +2,16 @@
 //! `xla_optimized.hlo`) parses, and printing is stable: print(parse(print(parse(t)))) ==
 //! print(parse(t)) in both print forms.
 
+mod common;
+
+use common::shared_dir;
 use std::fs;
-use std::path::{Path, PathBuf};
 
 use tessera_hlo::text::{parse_module, print_module, PrintOptions};
 
 #[test]
 fn corpus_parses_and_prints_stably() {
     let dir = shared_dir().join("corpus");
-    if !dir.is_dir() {
-        eprintln!("!!! SKIPPED: corpus not found at {}", dir.display());
-        return;
-    }
     let mut cases: Vec<_> = fs::read_dir(&dir).expect("corpus dir").flatten().map(|e| e.path()).collect();
     cases.sort();
     let (mut files, mut parsed, mut stable_count, mut failures) = (0, 0, 0, Vec::new());
@@ -58,13 +56,4 @@ fn corpus_parses_and_prints_stably() {
     println!("corpus print-stable: {stable_count}/{files}");
     assert_eq!(parsed, files);
     assert_eq!(stable_count, files);
-}
-
-/// `shared/` beside the repository (`CARGO_MANIFEST_DIR/../../shared`), or `$TESSERA_SHARED`
-/// for checkouts elsewhere (git worktrees).
-fn shared_dir() -> PathBuf {
-    match std::env::var_os("TESSERA_SHARED") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
 }

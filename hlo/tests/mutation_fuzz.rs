@@ -6,6 +6,9 @@
 //! instead and reports the executions. A failing input is written to
 //! `target/fuzz-failures/` so it can become a regression test.
 
+mod common;
+
+use common::shared_dir;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -102,10 +105,6 @@ impl Rng {
             (self.next() % n as u64) as usize
         }
     }
-}
-
-fn shared_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared")
 }
 
 fn collect_seeds(dir: &Path, out: &mut Vec<Vec<u8>>) {
@@ -252,10 +251,7 @@ fn save_failure(input: &[u8], n: u64) -> PathBuf {
 fn mutated_modules_never_panic_or_hang() {
     let mut seeds = Vec::new();
     collect_seeds(&shared_dir(), &mut seeds);
-    if seeds.is_empty() {
-        eprintln!("SKIPPED: no seeds: ../shared (corpus, parser-suite) is not beside the checkout");
-        return;
-    }
+    assert!(!seeds.is_empty(), "no seed modules under {}", shared_dir().display());
     let budget = std::env::var("TESSERA_FUZZ_SECS").ok().and_then(|s| s.parse::<u64>().ok()).map(Duration::from_secs);
     let executions =
         std::env::var("TESSERA_FUZZ_EXECUTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_EXECUTIONS);

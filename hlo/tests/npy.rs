@@ -1,6 +1,9 @@
 //! `.npy` I/O against the XLA:CPU corpus files and round trips, logical and physical.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::shared_dir;
+use std::path::PathBuf;
 
 use half::{bf16, f16};
 use tessera_hlo::npy::{
@@ -9,13 +12,8 @@ use tessera_hlo::npy::{
 };
 use tessera_hlo::{Layout, Literal, NpyError, Shape};
 
-/// The shared corpus sits in a `shared/` folder beside the repository (or one of its parents).
 fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .map(|p| p.join("shared/corpus"))
-        .find(|p| p.is_dir())
-        .expect("the shared corpus (shared/corpus beside the repository) is missing")
+    shared_dir().join("corpus")
 }
 
 fn shape(text: &str) -> Shape {

@@ -1,19 +1,16 @@
 //! XLA's HLO parser conformance suite (`shared/parser-suite`): round trips byte for byte,
 //! non-round-trip inputs printing to their expected text, and inputs that must be rejected.
 
+mod common;
+
+use common::shared_dir;
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use tessera_hlo::text::{parse_module, print_module, PrintOptions};
 
-fn suite_dir() -> Option<PathBuf> {
-    let dir = shared_dir().join("parser-suite");
-    if dir.is_dir() {
-        Some(dir)
-    } else {
-        eprintln!("!!! SKIPPED: parser suite not found at {}", dir.display());
-        None
-    }
+fn suite_dir() -> PathBuf {
+    shared_dir().join("parser-suite")
 }
 
 fn index_rows(dir: &Path) -> Vec<Vec<String>> {
@@ -35,7 +32,7 @@ fn stable(text: &str, options: &PrintOptions) -> Result<String, String> {
 
 #[test]
 fn roundtrip() {
-    let Some(dir) = suite_dir() else { return };
+    let dir = suite_dir();
     let dir = dir.join("roundtrip");
     let rows = index_rows(&dir);
     let (mut parsed, mut identical, mut failures) = (0, 0, Vec::new());
@@ -65,7 +62,7 @@ fn roundtrip() {
 
 #[test]
 fn nonroundtrip() {
-    let Some(dir) = suite_dir() else { return };
+    let dir = suite_dir();
     let dir = dir.join("nonroundtrip");
     let rows = index_rows(&dir);
     let (mut parsed, mut matching, mut failures) = (0, 0, Vec::new());
@@ -102,7 +99,7 @@ fn nonroundtrip() {
 
 #[test]
 fn errors() {
-    let Some(dir) = suite_dir() else { return };
+    let dir = suite_dir();
     let dir = dir.join("errors");
     let rows = index_rows(&dir);
     let (mut rejected, mut worded) = (0, 0);
@@ -119,7 +116,9 @@ fn errors() {
                 {
                     worded += 1;
                 }
-                eprintln!("{}: rejected: {e}   [XLA: {expected}]", row[0]);
+                if std::env::var_os("TESSERA_VERBOSE").is_some() {
+                    eprintln!("{}: rejected: {e}   [XLA: {expected}]", row[0]);
+                }
             }
             Ok(_) => {
                 eprintln!("{}: ACCEPTED but must be rejected [XLA: {}]", row[0], row.get(2).map_or("", String::as_str))
@@ -134,13 +133,4 @@ fn errors() {
     // (UnterminatedComment), "was parsing L:C: error:" (CrossComputationLookup) and
     // "error: " before the message (TranscendentalAccuracyInvalidOp).
     assert_eq!(worded, 85, "expected-substring matches changed; update the count");
-}
-
-/// `shared/` beside the repository (`CARGO_MANIFEST_DIR/../../shared`), or `$TESSERA_SHARED`
-/// for checkouts elsewhere (git worktrees).
-fn shared_dir() -> PathBuf {
-    match std::env::var_os("TESSERA_SHARED") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    }
 }

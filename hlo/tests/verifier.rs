@@ -8,6 +8,9 @@
 //! // instruction: <name of the instruction the error names, or - for none>
 //! ```
 
+mod common;
+
+use common::shared_dir;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -80,27 +83,10 @@ fn invalid_modules_are_rejected() {
     println!("{} invalid modules rejected as expected, by {} distinct rules", files.len(), rules.len());
 }
 
-/// `shared/` beside the main checkout (`CARGO_MANIFEST_DIR/../../shared`), or one level
-/// further up for a worktree under `wt/`; `TESSERA_SHARED` overrides both.
-fn shared_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("TESSERA_SHARED") {
-        return Some(PathBuf::from(dir));
-    }
-    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
-    [manifest.join("../../shared"), manifest.join("../../../shared")].into_iter().find(|p| p.is_dir())
-}
-
 #[test]
 fn corpus_modules_verify() {
-    let Some(shared) = shared_dir() else {
-        eprintln!("SKIPPED corpus_modules_verify: no shared/ directory beside the checkout (set TESSERA_SHARED)");
-        return;
-    };
-    let corpus = shared.join("corpus");
-    let Ok(entries) = fs::read_dir(&corpus) else {
-        eprintln!("SKIPPED corpus_modules_verify: {} is not readable", corpus.display());
-        return;
-    };
+    let corpus = shared_dir().join("corpus");
+    let entries = fs::read_dir(&corpus).expect("readable corpus folder");
     let mut cases: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.is_dir()).collect();
     cases.sort();
     let mut failures = Vec::new();
@@ -141,15 +127,7 @@ const PARSER_SUITE_INVALID: &[&str] = &["171_AfterAllWithMultipleOperands.hlo", 
 
 #[test]
 fn parser_suite_modules_verify() {
-    let Some(shared) = shared_dir() else {
-        eprintln!("SKIPPED parser_suite_modules_verify: no shared/ directory beside the checkout (set TESSERA_SHARED)");
-        return;
-    };
-    let dir = shared.join("parser-suite/roundtrip");
-    if !dir.is_dir() {
-        eprintln!("SKIPPED parser_suite_modules_verify: {} is missing", dir.display());
-        return;
-    }
+    let dir = shared_dir().join("parser-suite/roundtrip");
     let mut verified = 0;
     let mut failures = Vec::new();
     let mut rejected = Vec::new();
