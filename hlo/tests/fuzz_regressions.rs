@@ -1,5 +1,6 @@
-//! Inputs the fuzzers found, kept so the bugs stay fixed. Each file must parse, and print to
-//! text that parses back and prints identically, in both print forms.
+//! Inputs the fuzzers found, kept so the bugs stay fixed. A `.hlo` file must parse and print to
+//! text that parses back and prints identically, in both print forms; a `.hlo.err` file must
+//! be rejected with an error.
 
 use std::path::Path;
 
@@ -14,6 +15,10 @@ fn fuzz_findings_stay_fixed() {
     assert!(!paths.is_empty(), "no regression inputs in {}", dir.display());
     for path in paths {
         let text = std::fs::read_to_string(&path).expect("readable regression input");
+        if path.to_string_lossy().ends_with(".hlo.err") {
+            assert!(parse_module(&text).is_err(), "{}: accepted, but must be rejected", path.display());
+            continue;
+        }
         let module = parse_module(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         for options in [PrintOptions::long(), PrintOptions::short()] {
             let printed = print_module(&module, &options);

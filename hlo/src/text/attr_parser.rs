@@ -83,6 +83,11 @@ fn raw_value_span(c: &mut Cursor<'_>) -> (usize, bool) {
                     }
                     i += 1;
                 }
+                // An unterminated string would swallow the rest of the text, like an
+                // unclosed bracket.
+                if i >= src.len() {
+                    return (src.len(), false);
+                }
             }
             b'{' | b'(' | b'[' => depth += 1,
             b'}' | b')' | b']' => {
@@ -109,7 +114,8 @@ pub fn parse_attr_value(c: &mut Cursor<'_>, name: &str) -> ParseResult<Parsed> {
     let start = c.pos();
     let (end, closed) = raw_value_span(c);
     // Values kept verbatim would otherwise swallow the rest of the text.
-    let unclosed = || c.error_at(start, format!("expects the value of attribute '{name}' to close its brackets"));
+    let unclosed =
+        || c.error_at(start, format!("expects the value of attribute '{name}' to close its brackets and strings"));
     let raw = c.src()[start..end].trim_end().to_string();
     if raw.is_empty() {
         return Err(c.error(format!("expects a value for attribute '{name}'")));
