@@ -1,5 +1,8 @@
 //! Golden tables and property tests for the layout index math.
 
+mod common;
+
+use common::Rng;
 use tessera_hlo::layout_index::{
     physical_byte_size, physical_element_count, DimOrigin, IndexExpr, LayoutError, LayoutMap,
 };
@@ -278,25 +281,6 @@ fn errors_not_panics() {
 }
 
 /// xorshift64*: deterministic and dependency-free.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
 fn random_shape(rng: &mut Rng) -> ArrayShape {
     let rank = rng.below(6) as usize;
     let dims: Vec<i64> = (0..rank)

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::shared_dir;
+use common::{shared_dir, Rng};
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -87,26 +87,6 @@ const DICTIONARY: &[&str] = &[
     "metadata={op_name=\"x\"}",
 ];
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-}
-
 fn collect_seeds(dir: &Path, out: &mut Vec<Vec<u8>>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -145,45 +125,45 @@ fn words(text: &[u8]) -> Vec<(usize, usize)> {
 
 fn mutate(rng: &mut Rng, input: &[u8], seeds: &[Vec<u8>]) -> Vec<u8> {
     let mut data = input.to_vec();
-    for _ in 0..1 + rng.below(4) {
+    for _ in 0..1 + rng.index(4) {
         let len = data.len();
-        match rng.below(7) {
+        match rng.index(7) {
             0 if len > 0 => {
-                let i = rng.below(len);
-                data[i] = b" \n{}()[],=:%*?<>-.0123456789abcdefxyzT_\"/"[rng.below(40)];
+                let i = rng.index(len);
+                data[i] = b" \n{}()[],=:%*?<>-.0123456789abcdefxyzT_\"/"[rng.index(40)];
             }
             1 if len > 0 => {
-                let start = rng.below(len);
-                let end = (start + 1 + rng.below(24)).min(len);
+                let start = rng.index(len);
+                let end = (start + 1 + rng.index(24)).min(len);
                 data.drain(start..end);
             }
             2 if len > 0 => {
-                let start = rng.below(len);
-                let end = (start + 1 + rng.below(64)).min(len);
+                let start = rng.index(len);
+                let end = (start + 1 + rng.index(64)).min(len);
                 let span = data[start..end].to_vec();
-                let at = rng.below(len + 1);
+                let at = rng.index(len + 1);
                 data.splice(at..at, span);
             }
             3 => {
-                let token = DICTIONARY[rng.below(DICTIONARY.len())].as_bytes();
-                let at = rng.below(len + 1);
+                let token = DICTIONARY[rng.index(DICTIONARY.len())].as_bytes();
+                let at = rng.index(len + 1);
                 data.splice(at..at, token.iter().copied());
             }
             4 => {
                 let w = words(&data);
                 if w.len() >= 2 {
-                    let (a0, a1) = w[rng.below(w.len())];
-                    let (b0, b1) = w[rng.below(w.len())];
+                    let (a0, a1) = w[rng.index(w.len())];
+                    let (b0, b1) = w[rng.index(w.len())];
                     let replacement = data[b0..b1].to_vec();
                     data.splice(a0..a1, replacement);
                 }
             }
             5 => {
-                let other = &seeds[rng.below(seeds.len())];
+                let other = &seeds[rng.index(seeds.len())];
                 if !other.is_empty() {
-                    let start = rng.below(other.len());
-                    let end = (start + 1 + rng.below(200)).min(other.len());
-                    let at = rng.below(len + 1);
+                    let start = rng.index(other.len());
+                    let end = (start + 1 + rng.index(200)).min(other.len());
+                    let at = rng.index(len + 1);
                     data.splice(at..at, other[start..end].iter().copied());
                 }
             }
@@ -191,9 +171,9 @@ fn mutate(rng: &mut Rng, input: &[u8], seeds: &[Vec<u8>]) -> Vec<u8> {
                 // Lines carry whole instructions: dropping or repeating one breaks references.
                 let lines: Vec<usize> = data.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i).collect();
                 if lines.len() >= 2 {
-                    let k = rng.below(lines.len() - 1);
+                    let k = rng.index(lines.len() - 1);
                     let (s, e) = (lines[k] + 1, lines[k + 1] + 1);
-                    if rng.below(2) == 0 {
+                    if rng.index(2) == 0 {
                         data.drain(s..e);
                     } else {
                         let line = data[s..e].to_vec();
@@ -225,6 +205,10 @@ fn check(input: &[u8]) -> Result<Reached, String> {
     let verified = verify(&module).is_ok();
     let long = print_module(&module, &PrintOptions::long());
     let short = print_module(&module, &PrintOptions::short());
+    // Whatever the parser accepted, it must accept again in printed form.
+    for printed in [&long, &short] {
+        parse_module(printed).map_err(|e| format!("printed module does not parse: {e}\n{printed}"))?;
+    }
     if verified {
         // Each form must be a fixed point of parse-then-print in that same form (the short
         // form drops metadata, so it is compared with itself, not with the long form).
@@ -265,7 +249,7 @@ fn mutated_modules_never_panic_or_hang() {
     let (mut parsed, mut verified) = (0u64, 0u64);
     let mut failure = None;
     while budget.map_or(n < executions, |b| start.elapsed() < b) {
-        let base = &seeds[rng.below(seeds.len())];
+        let base = &seeds[rng.index(seeds.len())];
         let input = mutate(&mut rng, base, &seeds);
         let t = Instant::now();
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| check(&input)));
