@@ -261,7 +261,11 @@ pub fn parse_scalar(c: &mut Cursor<'_>, ty: ElementType) -> ParseResult<u128> {
                 Number::Nan { negative, payload } => {
                     nan_bits(t, negative, payload).map_err(|m| c.error_at(start, format!("{text}: {m}")))
                 }
-                Number::Int(v) => encode_float(t, v as f64).ok_or_else(|| out_of_range(c, &text)),
+                Number::Int(v) => {
+                    // An integer loses the sign of `-0`, which a float keeps (and prints back).
+                    let value = if v == 0 && text.starts_with('-') { -0.0 } else { v as f64 };
+                    encode_float(t, value).ok_or_else(|| out_of_range(c, &text))
+                }
                 Number::Float(v) => {
                     let literal_inf = text.trim_start_matches(['-', '+']).starts_with("inf");
                     if v.is_infinite() && !literal_inf {
