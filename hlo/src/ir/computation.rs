@@ -75,38 +75,59 @@ impl Computation {
         self.ids().map(|id| (self.inst(id).name.as_str(), id)).collect()
     }
 
-    /// Instructions in an order where every operand (and control predecessor) comes before
-    /// its users; instructions unreachable from the root are included too. Cycles are
-    /// broken arbitrarily (the verifier reports them).
+    /// Instructions with every operand and control predecessor before its users, in XLA's
+    /// `MakeInstructionPostOrder` order (a depth-first walk from each instruction without users,
+    /// in instruction order), so printing matches XLA's. Instructions on a cycle come last.
     pub fn post_order(&self) -> Vec<InstId> {
         let n = self.instructions.len();
-        let mut state = vec![0u8; n]; // 0 = new, 1 = on stack, 2 = done
+        let mut has_users = vec![false; n];
+        for inst in &self.instructions {
+            for &o in &inst.operands {
+                if let Some(slot) = has_users.get_mut(o.index()) {
+                    *slot = true;
+                }
+            }
+        }
+        let mut state = vec![0u8; n];
         let mut order = Vec::with_capacity(n);
-        let mut roots: Vec<InstId> = self.ids().collect();
-        // Visit the root last so it ends the order when everything is reachable.
-        roots.retain(|&id| id != self.root);
-        roots.push(self.root);
-        for start in roots {
-            if start.index() >= n || state[start.index()] != 0 {
+        let mut stack = Vec::new();
+        for start in self.ids() {
+            if has_users[start.index()] {
                 continue;
             }
-            // Iterative DFS: deep graphs must not overflow the stack.
-            let mut stack = vec![(start, 0usize)];
-            state[start.index()] = 1;
-            while let Some(&mut (id, ref mut next)) = stack.last_mut() {
-                let inst = self.inst(id);
-                let deps: Vec<InstId> = inst.operands.iter().chain(&inst.control_predecessors).copied().collect();
-                if let Some(&dep) = deps.get(*next) {
-                    *next += 1;
-                    if dep.index() < n && state[dep.index()] == 0 {
-                        state[dep.index()] = 1;
-                        stack.push((dep, 0));
+            stack.push(start);
+            while let Some(&cur) = stack.last() {
+                let i = cur.index();
+                match state[i] {
+                    1 => {
+                        stack.pop();
+                        state[i] = 2;
+                        order.push(cur);
                     }
-                } else {
-                    state[id.index()] = 2;
-                    order.push(id);
-                    stack.pop();
+                    2 => {
+                        stack.pop();
+                    }
+                    _ => {
+                        state[i] = 1;
+                        let inst = self.inst(cur);
+                        for &o in inst.operands.iter().rev() {
+                            if o.index() < n && state[o.index()] != 2 {
+                                stack.push(o);
+                            }
+                        }
+                        for &p in &inst.control_predecessors {
+                            if p.index() < n && state[p.index()] != 2 {
+                                stack.push(p);
+                            }
+                        }
+                    }
                 }
+            }
+        }
+        // Instructions on a cycle of uses are never users-free; keep them printable.
+        for id in self.ids() {
+            if state[id.index()] != 2 {
+                order.push(id);
             }
         }
         order

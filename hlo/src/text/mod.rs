@@ -22,7 +22,7 @@ pub use attr_parser::{dim_labels_to_string, escape_string, parse_dim_labels, win
 pub use cursor::{Cursor, ParseError, ParseResult};
 pub use literal_text::{format_element, literal_to_string, parse_literal};
 pub use parser::parse_module;
-pub use printer::{computation_post_order, instruction_post_order, print_computation, print_module, PrintOptions};
+pub use printer::{computation_post_order, print_computation, print_module, PrintOptions};
 pub use shape_text::{parse_layout, parse_shape};
 
 use crate::ir::Module;

@@ -105,63 +105,6 @@ fn single_instruction(comp: &Computation) -> bool {
     comp.ids().all(|id| id == comp.root || comp.inst(id).opcode == Opcode::Parameter)
 }
 
-/// XLA's `MakeInstructionPostOrder`: a depth-first walk from every instruction without users,
-/// in instruction order, visiting control predecessors before operands.
-pub fn instruction_post_order(comp: &Computation) -> Vec<InstId> {
-    let n = comp.instructions.len();
-    let mut has_users = vec![false; n];
-    for inst in &comp.instructions {
-        for &o in &inst.operands {
-            if let Some(slot) = has_users.get_mut(o.index()) {
-                *slot = true;
-            }
-        }
-    }
-    let mut state = vec![0u8; n];
-    let mut order = Vec::with_capacity(n);
-    let mut stack = Vec::new();
-    for start in comp.ids() {
-        if has_users[start.index()] {
-            continue;
-        }
-        stack.push(start);
-        while let Some(&cur) = stack.last() {
-            let i = cur.index();
-            match state[i] {
-                1 => {
-                    stack.pop();
-                    state[i] = 2;
-                    order.push(cur);
-                }
-                2 => {
-                    stack.pop();
-                }
-                _ => {
-                    state[i] = 1;
-                    let inst = comp.inst(cur);
-                    for &o in inst.operands.iter().rev() {
-                        if o.index() < n && state[o.index()] != 2 {
-                            stack.push(o);
-                        }
-                    }
-                    for &p in &inst.control_predecessors {
-                        if p.index() < n && state[p.index()] != 2 {
-                            stack.push(p);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    // Instructions on a cycle of uses are never users-free; keep them printable.
-    for id in comp.ids() {
-        if state[id.index()] != 2 {
-            order.push(id);
-        }
-    }
-    order
-}
-
 /// XLA's `MakeComputationPostOrder`: callees before callers, roots in module order.
 pub fn computation_post_order(module: &Module) -> Vec<CompId> {
     let mut called = HashSet::new();
@@ -173,11 +116,11 @@ pub fn computation_post_order(module: &Module) -> Vec<CompId> {
     let mut added = HashSet::new();
     let mut order = Vec::new();
     fn visit(module: &Module, c: CompId, added: &mut HashSet<CompId>, order: &mut Vec<CompId>, depth: usize) {
-        if depth > 10_000 || module.get(c).is_none() || !added.insert(c) {
+        if depth > 1_000 || module.get(c).is_none() || !added.insert(c) {
             return;
         }
         let comp = module.comp(c);
-        for id in instruction_post_order(comp) {
+        for id in comp.post_order() {
             for callee in callees_in_xla_order(comp.inst(id)) {
                 visit(module, callee, added, order, depth + 1);
             }
@@ -287,7 +230,7 @@ impl Printer<'_> {
         }
         out.push_str(" {\n");
         let scheduled = matches!(self.module.attr("is_scheduled"), Some(AttrValue::Bool(true)));
-        let order: Vec<InstId> = if scheduled { comp.ids().collect() } else { instruction_post_order(comp) };
+        let order: Vec<InstId> = if scheduled { comp.ids().collect() } else { comp.post_order() };
         for id in order {
             out.push_str("  ");
             if id == comp.root {
