@@ -132,4 +132,43 @@ impl Computation {
         }
         order
     }
+
+    /// An instruction on a dependency cycle (operands and control predecessors), if any.
+    pub fn find_cycle(&self) -> Option<InstId> {
+        let n = self.instructions.len();
+        let mut state = vec![0u8; n];
+        for start in 0..n {
+            if state[start] != 0 {
+                continue;
+            }
+            let mut stack = vec![(start, 0usize)];
+            state[start] = 1;
+            while let Some(&mut (i, ref mut next)) = stack.last_mut() {
+                let inst = &self.instructions[i];
+                let dep = match inst.operands.get(*next) {
+                    Some(d) => Some(d),
+                    None => inst.control_predecessors.get(*next - inst.operands.len()),
+                };
+                match dep {
+                    Some(d) => {
+                        *next += 1;
+                        let d = d.index();
+                        match state.get(d) {
+                            Some(0) => {
+                                state[d] = 1;
+                                stack.push((d, 0));
+                            }
+                            Some(1) => return Some(InstId(d as u32)),
+                            _ => {}
+                        }
+                    }
+                    None => {
+                        state[i] = 2;
+                        stack.pop();
+                    }
+                }
+            }
+        }
+        None
+    }
 }

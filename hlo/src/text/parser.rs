@@ -593,13 +593,22 @@ impl<'a> Parser<'a> {
             Some((r, _)) => r,
             None => InstId(cs.comp.instructions.len() as u32 - 1),
         };
+        let mut pred_pos = Vec::new();
         for (inst, preds) in std::mem::take(&mut cs.preds) {
             for (pred, pos) in preds {
                 let Some(&p) = cs.names.get(&pred) else {
                     return Err(self.err(pos, format!("'{pred}' is not defined")));
                 };
                 cs.comp.inst_mut(inst).control_predecessors.push(p);
+                pred_pos.push((inst, pos));
             }
+        }
+        // Operands must be defined before use, so only control predecessors can close a
+        // cycle; a module with one has no order to print in, so it is rejected here.
+        if let Some(id) = cs.comp.find_cycle() {
+            let pos = pred_pos.iter().find(|(inst, _)| *inst == id).map_or(start, |&(_, pos)| pos);
+            let name = cs.comp.get(id).map_or("?", |i| i.name.as_str()).to_string();
+            return Err(self.err(pos, format!("control predecessors form a cycle through '{name}'")));
         }
         Ok(())
     }

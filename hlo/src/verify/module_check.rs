@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use super::{infer_shape, ShapeError, VerifyError};
-use crate::ir::{CompId, Computation, InstId, Module, Opcode, ProgramShape};
+use crate::ir::{CompId, Computation, Module, Opcode, ProgramShape};
 use crate::shape::{Shape, UNBOUNDED};
 
 /// Verifies a module, returning the first finding.
@@ -144,7 +144,7 @@ impl<'m> Verifier<'m> {
             }
             expected = expected.max(k.saturating_add(1));
         }
-        if let Some(id) = find_cycle(comp) {
+        if let Some(id) = comp.find_cycle() {
             let name = comp.get(id).map(|i| i.name.as_str());
             let msg = "instruction depends on itself through its operands or control predecessors".to_string();
             self.report(Some(comp), name, "computation.cycle", msg);
@@ -303,43 +303,4 @@ fn check_shape(s: &Shape) -> Result<(), (bool, String)> {
         Shape::Tuple(elems) => elems.iter().try_for_each(check_shape),
         Shape::Token | Shape::Opaque => Ok(()),
     }
-}
-
-/// An instruction on a dependency cycle (operands and control predecessors), if any.
-fn find_cycle(comp: &Computation) -> Option<InstId> {
-    let n = comp.instructions.len();
-    let mut state = vec![0u8; n];
-    for start in 0..n {
-        if state[start] != 0 {
-            continue;
-        }
-        let mut stack = vec![(start, 0usize)];
-        state[start] = 1;
-        while let Some(&mut (i, ref mut next)) = stack.last_mut() {
-            let inst = &comp.instructions[i];
-            let dep = match inst.operands.get(*next) {
-                Some(d) => Some(d),
-                None => inst.control_predecessors.get(*next - inst.operands.len()),
-            };
-            match dep {
-                Some(d) => {
-                    *next += 1;
-                    let d = d.index();
-                    match state.get(d) {
-                        Some(0) => {
-                            state[d] = 1;
-                            stack.push((d, 0));
-                        }
-                        Some(1) => return Some(InstId(d as u32)),
-                        _ => {}
-                    }
-                }
-                None => {
-                    state[i] = 2;
-                    stack.pop();
-                }
-            }
-        }
-    }
-    None
 }
