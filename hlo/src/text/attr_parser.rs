@@ -89,6 +89,9 @@ fn raw_value_span(c: &mut Cursor<'_>) -> (usize, bool) {
                     return (src.len(), false);
                 }
             }
+            // A comment ends a verbatim value: kept inside it, it would swallow whatever the
+            // printer writes after the value.
+            b'/' if matches!(src.get(i + 1), Some(b'/' | b'*')) => return (i, depth == 0),
             b'{' | b'(' | b'[' => depth += 1,
             b'}' | b')' | b']' => {
                 if depth == 0 {
