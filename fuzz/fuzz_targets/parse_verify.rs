@@ -12,10 +12,11 @@ fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
     let Ok(module) = parse_module(text) else { return };
     let verified = verify(&module).is_ok();
-    let long = print_module(&module, &PrintOptions::long());
-    let _ = print_module(&module, &PrintOptions::short());
-    if verified {
-        let again = parse_module(&long).expect("a verified module's printout parses");
-        assert_eq!(print_module(&again, &PrintOptions::long()), long, "printing is stable");
+    for options in [PrintOptions::long(), PrintOptions::short()] {
+        let printed = print_module(&module, &options);
+        let again = parse_module(&printed).expect("a parsed module's printout parses");
+        if verified {
+            assert_eq!(print_module(&again, &options), printed, "printing is stable");
+        }
     }
 });
