@@ -1,7 +1,7 @@
 //! Coverage-guided fuzzing of the parser, printer and verifier (cargo-fuzz, nightly):
-//! `cargo +nightly fuzz run parse_verify fuzz/seeds`. Same properties as
-//! hlo/tests/mutation_fuzz.rs: no panic, and a module that verifies prints to text that
-//! parses back and prints identically.
+//! `cargo +nightly fuzz run parse_verify CORPUS_DIR SEED_DIR` (seed it with the `.hlo` files of
+//! ../shared). Same properties as hlo/tests/mutation_fuzz.rs: no panic, every parsed module
+//! prints to text that parses, and a module that verifies prints back identically.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
