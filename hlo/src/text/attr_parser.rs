@@ -59,15 +59,10 @@ pub enum Parsed {
     Computations(CompRef),
 }
 
-/// Byte offset where a raw attribute value starting at the cursor ends: the first `,` `)` or
-/// newline outside brackets and strings (a `}` closing an enclosing list ends it too).
-pub fn raw_value_end(c: &mut Cursor<'_>) -> usize {
-    raw_value_span(c).0
-}
-
-/// The end of the raw value at the cursor, and whether every bracket it opens is closed
-/// (an unclosed value runs to the end of the text).
-fn raw_value_span(c: &mut Cursor<'_>) -> (usize, bool) {
+/// Where a raw attribute value starting at the cursor ends (the first `,` `)` or newline
+/// outside brackets and strings; a `}` closing an enclosing list ends it too), and whether
+/// every bracket and string it opens is closed (an unclosed value runs to the end of the text).
+pub fn raw_value_span(c: &mut Cursor<'_>) -> (usize, bool) {
     c.skip_trivia();
     let src = c.src().as_bytes();
     let mut i = c.pos();

@@ -410,7 +410,10 @@ impl<'a> Parser<'a> {
                     if self.c.looking_at("\"") {
                         super::attr_parser::parse_string(&mut self.c)?;
                     } else if self.c.looking_at("{") {
-                        let value_end = super::attr_parser::raw_value_end(&mut self.c);
+                        let (value_end, closed) = super::attr_parser::raw_value_span(&mut self.c);
+                        if !closed {
+                            return Err(self.err(probe_pos, "expects a stack frame table entry to close its '{'"));
+                        }
                         self.c.set_pos(value_end);
                     } else {
                         let found = self.c.describe_next();
