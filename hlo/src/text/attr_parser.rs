@@ -84,9 +84,14 @@ pub fn raw_value_span(c: &mut Cursor<'_>) -> (usize, bool) {
                     return (src.len(), false);
                 }
             }
-            // A comment ends a verbatim value: kept inside it, it would swallow whatever the
-            // printer writes after the value.
-            b'/' if matches!(src.get(i + 1), Some(b'/' | b'*')) => return (i, depth == 0),
+            // A line comment ends a verbatim value: kept inside it, it would swallow whatever
+            // the printer writes after the value. A block comment (`/*index=5*/`) delimits
+            // itself, unless it is never closed.
+            b'/' if src.get(i + 1) == Some(&b'/') => return (i, depth == 0),
+            b'/' if src.get(i + 1) == Some(&b'*') => match c.src()[i + 2..].find("*/") {
+                Some(n) => i += n + 3,
+                None => return (src.len(), false),
+            },
             b'{' | b'(' | b'[' => depth += 1,
             b'}' | b')' | b']' => {
                 if depth == 0 {
@@ -112,8 +117,12 @@ pub fn parse_attr_value(c: &mut Cursor<'_>, name: &str) -> ParseResult<Parsed> {
     let start = c.pos();
     let (end, closed) = raw_value_span(c);
     // Values kept verbatim would otherwise swallow the rest of the text.
-    let unclosed =
-        || c.error_at(start, format!("expects the value of attribute '{name}' to close its brackets and strings"));
+    let unclosed = || {
+        c.error_at(
+            start,
+            format!("expects the value of attribute '{name}' to close its brackets, strings and comments"),
+        )
+    };
     let raw = c.src()[start..end].trim_end().to_string();
     if raw.is_empty() {
         return Err(c.error(format!("expects a value for attribute '{name}'")));
@@ -138,7 +147,7 @@ pub fn parse_attr_value(c: &mut Cursor<'_>, name: &str) -> ParseResult<Parsed> {
                 Ok(AttrValue::ConvDims(d))
             }
             // Custom calls may carry labels with unknown (`?`) dimensions.
-            Err(_) if raw.contains('?') => {
+            Err(_) if raw.contains('?') && closed => {
                 c.set_pos(end);
                 Ok(AttrValue::Raw(raw.clone()))
             }
