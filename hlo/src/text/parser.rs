@@ -1428,9 +1428,12 @@ fn check_mesh_groups(raw: &str) -> Result<(), String> {
         }
         rest = rest[item_end..].trim_start_matches([',', ' ']);
     }
-    let total: i64 = axes.iter().map(|a| a.1).product();
+    let total = axes
+        .iter()
+        .try_fold(1i64, |acc, a| acc.checked_mul(a.1))
+        .ok_or_else(|| "the mesh's device count overflows".to_string())?;
     if let Some(n) = device_ids {
-        if n as i64 != total {
+        if i64::try_from(n).ok() != Some(total) {
             return Err(format!("mesh has {total} devices but device_ids lists {n}"));
         }
     }
