@@ -134,10 +134,14 @@ pub fn parse_attr_value(c: &mut Cursor<'_>, name: &str) -> ParseResult<Parsed> {
         c.set_pos(end);
         return Ok(Parsed::Value(AttrValue::Raw(raw)));
     }
-    if COMPUTATION_ATTRS.contains(&name) || COMPUTATION_LIST_ATTRS.contains(&name) {
-        let list = c.looking_at("{");
-        let names = if list { c.list("{", "}", comp_name)? } else { vec![comp_name(c)?] };
-        return Ok(Parsed::Computations(CompRef { names, list }));
+    // A single-computation attribute in braces is an inline computation, which the caller
+    // handles before this; so here it names exactly one computation.
+    if COMPUTATION_LIST_ATTRS.contains(&name) {
+        let names = c.list("{", "}", comp_name)?;
+        return Ok(Parsed::Computations(CompRef { names, list: true }));
+    }
+    if COMPUTATION_ATTRS.contains(&name) {
+        return Ok(Parsed::Computations(CompRef { names: vec![comp_name(c)?], list: false }));
     }
     let typed = match name {
         "window" => parse_window(c).map(AttrValue::Window),

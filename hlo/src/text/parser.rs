@@ -699,7 +699,12 @@ impl<'a> Parser<'a> {
         let name = match probe.word() {
             Some(w) if probe.looking_at("=") => {
                 self.c = probe;
-                w.trim_start_matches('%').to_string()
+                let name = w.trim_start_matches('%');
+                // Printed without its `%` (the short form), it would read as the keyword.
+                if name == "ROOT" {
+                    return Err(self.err(name_pos, "'ROOT' is a keyword, not an instruction name"));
+                }
+                name.to_string()
             }
             Some(_) => {
                 self.c = probe;
@@ -1075,6 +1080,9 @@ impl<'a> Parser<'a> {
             return Err(self
                 .err(pos, "Operand had no shape in HLO text; cannot create parameter for single-instruction module."));
         };
+        if name == "ROOT" {
+            return Err(self.err(pos, "'ROOT' is a keyword, not an operand name"));
+        }
         let number = cs.comp.parameters().len() as i64;
         let name = if name.is_empty() { format!("_{number}") } else { name.to_string() };
         let mut p = Instruction::new(name.clone(), Opcode::Parameter, shape, vec![]);
