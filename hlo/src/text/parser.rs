@@ -877,6 +877,14 @@ impl<'a> Parser<'a> {
         if let (Some(kind), Opcode::AsyncStart) = (&sugar, opcode) {
             wrapped = Some(self.wrap_async(&mut inst, kind, &operand_shapes).map_err(|m| self.err(op_pos, m))?);
         }
+        if let Some(&taken) = cs.names.get(&name) {
+            // A name generated while parsing this instruction's operands (a compact `%t#0`
+            // element, an anonymous nested instruction) took the name written for this one:
+            // the written name wins, the generated one moves aside.
+            let fresh = unique_name(&cs.names, &name);
+            cs.comp.inst_mut(taken).name = fresh.clone();
+            cs.names.insert(fresh, taken);
+        }
         let id = cs.comp.add(inst);
         cs.names.insert(name, id);
         if !preds.is_empty() {
