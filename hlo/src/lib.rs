@@ -5,6 +5,7 @@
 pub mod algebra;
 pub mod builder;
 pub mod element_type;
+pub mod eval;
 pub mod ir;
 pub mod layout;
 pub mod layout_index;

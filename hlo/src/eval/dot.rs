@@ -1,0 +1,122 @@
+//! dot (dot_general): operands are transposed to [batch, free, contracting] and
+//! [batch, contracting, free], then multiplied with an i-k-j loop. Floats accumulate in f64
+//! and round once to the result type; integers wrap.
+
+use super::data_movement::{gather, row_major_strides};
+use super::elementwise::convert;
+use super::value::{round_float, wrap_int};
+use super::{result_array, Arr, Buf, EvalError};
+use crate::ir::{AttrList, Instruction};
+
+pub(crate) fn dot(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
+    let (ty, dims) = result_array(inst)?;
+    let [lhs, rhs] = ops else {
+        return Err(EvalError::invalid(inst, "dot needs two operands"));
+    };
+    let get = |name: &str| inst.attr_ints(name).unwrap_or(&[]).to_vec();
+    let (lb, lc, rb, rc) =
+        (get("lhs_batch_dims"), get("lhs_contracting_dims"), get("rhs_batch_dims"), get("rhs_contracting_dims"));
+    if lb.len() != rb.len() || lc.len() != rc.len() {
+        return Err(EvalError::invalid(inst, "batch or contracting dimension lists differ in length"));
+    }
+    let (l_order, m) = arrange(inst, &lhs.dims, &lb, &lc, false)?;
+    let (r_order, n) = arrange(inst, &rhs.dims, &rb, &rc, true)?;
+    let mut batch = 1i64;
+    for (&a, &b) in lb.iter().zip(&rb) {
+        if lhs.dims[a as usize] != rhs.dims[b as usize] {
+            return Err(EvalError::invalid(inst, "batch dimension sizes differ"));
+        }
+        batch *= lhs.dims[a as usize];
+    }
+    let mut k = 1i64;
+    for (&a, &b) in lc.iter().zip(&rc) {
+        if lhs.dims[a as usize] != rhs.dims[b as usize] {
+            return Err(EvalError::invalid(inst, "contracting dimension sizes differ"));
+        }
+        k *= lhs.dims[a as usize];
+    }
+    if batch * m * n != dims.iter().product::<i64>() {
+        return Err(EvalError::invalid(inst, "dot result shape does not match its operands"));
+    }
+    let lbuf = permuted(&convert(&lhs.buf, lhs.ty, ty), &lhs.dims, &l_order);
+    let rbuf = permuted(&convert(&rhs.buf, rhs.ty, ty), &rhs.dims, &r_order);
+    let (b, m, n, k) = (batch as usize, m as usize, n as usize, k as usize);
+    let buf = match (lbuf, rbuf) {
+        (Buf::Float(l), Buf::Float(r)) => {
+            let mut out = vec![0f64; b * m * n];
+            matmul(&l, &r, &mut out, b, m, n, k, |acc, x, y| *acc += x * y);
+            Buf::Float(out.into_iter().map(|x| round_float(ty, x)).collect())
+        }
+        (Buf::Int(l), Buf::Int(r)) => {
+            let mut out = vec![0i64; b * m * n];
+            matmul(&l, &r, &mut out, b, m, n, k, |acc, x, y| *acc = acc.wrapping_add(x.wrapping_mul(y)));
+            Buf::Int(out.into_iter().map(|x| wrap_int(ty, x)).collect())
+        }
+        (Buf::Pred(l), Buf::Pred(r)) => {
+            let mut out = vec![false; b * m * n];
+            matmul(&l, &r, &mut out, b, m, n, k, |acc, x, y| *acc |= x & y);
+            Buf::Pred(out)
+        }
+        _ => return Err(EvalError::invalid(inst, "dot operands of different element types")),
+    };
+    Ok(Arr { ty, dims, buf })
+}
+
+/// The dimension order [batch, free, contracting] (lhs) or [batch, contracting, free] (rhs),
+/// and the product of the free dimensions.
+fn arrange(
+    inst: &Instruction,
+    dims: &[i64],
+    batch: &[i64],
+    contract: &[i64],
+    contracting_first: bool,
+) -> Result<(Vec<usize>, i64), EvalError> {
+    let mut used = vec![false; dims.len()];
+    for &d in batch.iter().chain(contract) {
+        match usize::try_from(d).ok().and_then(|d| used.get_mut(d)) {
+            Some(u) if !*u => *u = true,
+            _ => return Err(EvalError::invalid(inst, format!("bad dot dimension {d}"))),
+        }
+    }
+    let free: Vec<usize> = (0..dims.len()).filter(|&d| !used[d]).collect();
+    let free_size = free.iter().map(|&d| dims[d]).product();
+    let b = batch.iter().map(|&d| d as usize);
+    let c = contract.iter().map(|&d| d as usize);
+    let order = if contracting_first { b.chain(c).chain(free).collect() } else { b.chain(free).chain(c).collect() };
+    Ok((order, free_size))
+}
+
+fn permuted(buf: &Buf, dims: &[i64], order: &[usize]) -> Buf {
+    if order.iter().enumerate().all(|(i, &d)| i == d) {
+        return buf.clone();
+    }
+    let s = row_major_strides(dims);
+    let pd: Vec<i64> = order.iter().map(|&d| dims[d]).collect();
+    let ps: Vec<i64> = order.iter().map(|&d| s[d]).collect();
+    super::value::map_buf!(buf, v => gather(v, &pd, &ps, 0))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn matmul<T: Copy>(
+    l: &[T],
+    r: &[T],
+    out: &mut [T],
+    b: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+    fma: impl Fn(&mut T, T, T),
+) {
+    for bi in 0..b {
+        for i in 0..m {
+            let row = &mut out[(bi * m + i) * n..(bi * m + i + 1) * n];
+            for kk in 0..k {
+                let x = l[(bi * m + i) * k + kk];
+                let rr = &r[(bi * k + kk) * n..(bi * k + kk + 1) * n];
+                for (o, &y) in row.iter_mut().zip(rr) {
+                    fma(o, x, y);
+                }
+            }
+        }
+    }
+}

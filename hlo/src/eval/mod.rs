@@ -1,0 +1,180 @@
+//! The reference interpreter: runs a module's entry computation on literals.
+//!
+//! Intermediate values are row-major arrays widened to one of three buffers (predicates,
+//! integers as i64, floats as f64) so each op is written once per class as a whole-array
+//! kernel. Every op re-narrows its result to the element type (integers wrap to their width,
+//! floats round to their format), so the values seen are exactly those of the narrow type:
+//! f32 add/sub/mul/div/sqrt computed in f64 and rounded once are correctly rounded, and f16/bf16
+//! go through f32 first because that is how XLA:CPU computes them.
+
+mod data_movement;
+mod dot;
+mod elementwise;
+mod reduce;
+mod value;
+
+use crate::element_type::ElementType;
+use crate::ir::{AttrList, CompId, Computation, Instruction, Module, Opcode, Payload};
+use crate::literal::{Literal, LiteralError};
+use crate::shape::Shape;
+
+pub(crate) use value::{Arr, Buf, Value};
+
+/// Why a module could not be evaluated.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    #[error("the interpreter does not support opcode '{opcode}'")]
+    Unsupported { opcode: String },
+    #[error("the interpreter does not support element type {element_type} (in '{instruction}')")]
+    UnsupportedType { element_type: ElementType, instruction: String },
+    #[error("argument error: {0}")]
+    Argument(String),
+    #[error("instruction '{instruction}': {message}")]
+    Invalid { instruction: String, message: String },
+    #[error(transparent)]
+    Literal(#[from] LiteralError),
+}
+
+impl EvalError {
+    pub(crate) fn invalid(inst: &Instruction, message: impl Into<String>) -> EvalError {
+        EvalError::Invalid { instruction: inst.name.clone(), message: message.into() }
+    }
+}
+
+/// Runs the entry computation of `module` on `args` (one literal per entry parameter, in any
+/// layout) and returns its result in the layout the module declares for it.
+pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
+    let entry = module.entry_comp();
+    let params = entry.parameter_shapes();
+    if params.len() != args.len() {
+        return Err(EvalError::Argument(format!(
+            "the entry computation takes {} arguments but {} were given",
+            params.len(),
+            args.len()
+        )));
+    }
+    let declared = module.entry_computation_layout();
+    let mut values = Vec::with_capacity(args.len());
+    for (i, (arg, shape)) in args.iter().zip(&params).enumerate() {
+        if !arg.shape().compatible(shape) {
+            return Err(EvalError::Argument(format!(
+                "argument {i} has shape {} but parameter {i} is {shape}",
+                arg.shape()
+            )));
+        }
+        values.push(Value::from_literal(arg, "parameter")?);
+    }
+    let result = Evaluator { module }.run(entry, values)?;
+    let root_shape = match declared {
+        Some(ps) if ps.result.compatible(&entry.root_inst().shape) => ps.result.clone(),
+        _ => entry.root_inst().shape.clone(),
+    };
+    result.to_literal(&root_shape)
+}
+
+pub(crate) struct Evaluator<'m> {
+    pub(crate) module: &'m Module,
+}
+
+impl<'m> Evaluator<'m> {
+    pub(crate) fn run_comp(&self, comp: CompId, args: Vec<Value>) -> Result<Value, EvalError> {
+        let c = self
+            .module
+            .get(comp)
+            .ok_or_else(|| EvalError::Argument(format!("computation #{} does not exist", comp.index())))?;
+        self.run(c, args)
+    }
+
+    fn run(&self, comp: &Computation, args: Vec<Value>) -> Result<Value, EvalError> {
+        let mut values: Vec<Option<Value>> = vec![None; comp.instructions.len()];
+        let order = comp.post_order();
+        let root = order.last().copied();
+        for id in order {
+            let inst = comp.inst(id);
+            let mut ops = Vec::with_capacity(inst.operands.len());
+            for o in &inst.operands {
+                match values.get(o.index()).and_then(Option::as_ref) {
+                    Some(v) => ops.push(v),
+                    None => return Err(EvalError::invalid(inst, "operand evaluated out of order")),
+                }
+            }
+            let v = self.eval_inst(inst, &ops, &args)?;
+            values[id.index()] = Some(v);
+        }
+        let root = root.ok_or_else(|| EvalError::Argument(format!("computation {} is empty", comp.name)))?;
+        values[root.index()].take().ok_or_else(|| EvalError::Argument(format!("computation {} has no root", comp.name)))
+    }
+
+    fn eval_inst(&self, inst: &Instruction, ops: &[&Value], args: &[Value]) -> Result<Value, EvalError> {
+        use Opcode as O;
+        match inst.opcode {
+            O::Parameter => match inst.payload {
+                Payload::Parameter(n) => usize::try_from(n)
+                    .ok()
+                    .and_then(|n| args.get(n))
+                    .cloned()
+                    .ok_or_else(|| EvalError::invalid(inst, format!("parameter {n} was not given"))),
+                _ => Err(EvalError::invalid(inst, "parameter without a number")),
+            },
+            O::Constant => match &inst.payload {
+                Payload::Constant(l) => Value::from_literal(l, &inst.name),
+                _ => Err(EvalError::invalid(inst, "constant without a value")),
+            },
+            O::Tuple => Ok(Value::Tuple(ops.iter().map(|v| (*v).clone()).collect())),
+            O::GetTupleElement => {
+                let index = inst.attr_int("index").ok_or_else(|| EvalError::invalid(inst, "missing index"))?;
+                match ops.first() {
+                    Some(Value::Tuple(elems)) => usize::try_from(index)
+                        .ok()
+                        .and_then(|i| elems.get(i))
+                        .cloned()
+                        .ok_or_else(|| EvalError::invalid(inst, format!("tuple index {index} out of range"))),
+                    _ => Err(EvalError::invalid(inst, "operand is not a tuple")),
+                }
+            }
+            O::Call => {
+                let callee =
+                    inst.called("to_apply").ok_or_else(|| EvalError::invalid(inst, "call without to_apply"))?;
+                self.run_comp(callee, ops.iter().map(|v| (*v).clone()).collect())
+            }
+            O::Copy | O::OptimizationBarrier => {
+                let v = ops.first().ok_or_else(|| EvalError::invalid(inst, "missing operand"))?;
+                Ok((*v).clone())
+            }
+            O::Reduce => reduce::reduce(self, inst, ops),
+            O::Dot => dot::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Broadcast | O::Reshape | O::Transpose | O::Slice | O::Reverse | O::Pad | O::Concatenate | O::Iota => {
+                data_movement::eval(inst, &arrays(inst, ops)?).map(Value::Arr)
+            }
+            op if elementwise::handles(op) => elementwise::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
+            op => Err(EvalError::Unsupported { opcode: op.name().to_string() }),
+        }
+    }
+}
+
+/// The operands as arrays; tuples are an error for ops that take arrays.
+fn arrays<'a>(inst: &Instruction, ops: &[&'a Value]) -> Result<Vec<&'a Arr>, EvalError> {
+    ops.iter()
+        .map(|v| match v {
+            Value::Arr(a) => Ok(a),
+            Value::Tuple(_) => Err(EvalError::invalid(inst, "expected an array operand, found a tuple")),
+        })
+        .collect()
+}
+
+/// The array shape of an instruction's result, with its element type checked.
+pub(crate) fn result_array(inst: &Instruction) -> Result<(ElementType, Vec<i64>), EvalError> {
+    match &inst.shape {
+        Shape::Array(a) => {
+            value::check_type(a.element_type, &inst.name)?;
+            if a.dims.iter().any(|&d| d < 0) || !a.is_static() {
+                return Err(EvalError::invalid(inst, "dynamic shapes are not supported"));
+            }
+            Ok((a.element_type, a.dims.clone()))
+        }
+        _ => Err(EvalError::invalid(inst, "expected an array result")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

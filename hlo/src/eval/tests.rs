@@ -1,0 +1,91 @@
+//! XLA's integer edge cases (DESIGN.md section 3) and argument checking.
+
+use super::{evaluate, EvalError};
+use crate::literal::Literal;
+use crate::text::parse_module;
+
+fn run_binary(op: &str, ty: &str, a: Literal, b: Literal) -> Literal {
+    let n = a.element_count();
+    let text = format!(
+        "HloModule m\nENTRY e {{\n  a = {ty}[{n}] parameter(0)\n  b = {ty}[{n}] parameter(1)\n  ROOT r = {ty}[{n}] {op}(a, b)\n}}\n"
+    );
+    let m = parse_module(&text).expect("parse");
+    evaluate(&m, &[a, b]).expect("evaluate")
+}
+
+#[test]
+fn integer_division_edge_cases() {
+    let a = Literal::from_vec(&[4], vec![7i32, i32::MIN, -7, 0]).unwrap();
+    let b = Literal::from_vec(&[4], vec![0i32, -1, 2, 0]).unwrap();
+    let q = run_binary("divide", "s32", a.clone(), b.clone());
+    assert_eq!(q.to_vec::<i32>().unwrap(), vec![-1, i32::MIN, -3, -1]);
+    let r = run_binary("remainder", "s32", a, b);
+    assert_eq!(r.to_vec::<i32>().unwrap(), vec![7, 0, -1, 0]);
+    let a = Literal::from_vec(&[2], vec![i64::MIN, 5]).unwrap();
+    let b = Literal::from_vec(&[2], vec![-1i64, 0]).unwrap();
+    assert_eq!(run_binary("divide", "s64", a.clone(), b.clone()).to_vec::<i64>().unwrap(), vec![i64::MIN, -1]);
+    assert_eq!(run_binary("remainder", "s64", a, b).to_vec::<i64>().unwrap(), vec![0, 5]);
+    let a = Literal::from_vec(&[2], vec![200u8, 9]).unwrap();
+    let b = Literal::from_vec(&[2], vec![0u8, 4]).unwrap();
+    assert_eq!(run_binary("divide", "u8", a.clone(), b.clone()).to_vec::<u8>().unwrap(), vec![255, 2]);
+    assert_eq!(run_binary("remainder", "u8", a, b).to_vec::<u8>().unwrap(), vec![200, 1]);
+}
+
+#[test]
+fn remainder_takes_the_dividends_sign() {
+    let a = Literal::from_vec(&[4], vec![-7i8, 7, -7, 7]).unwrap();
+    let b = Literal::from_vec(&[4], vec![3i8, -3, -3, 3]).unwrap();
+    assert_eq!(run_binary("remainder", "s8", a, b).to_vec::<i8>().unwrap(), vec![-1, 1, -1, 1]);
+}
+
+#[test]
+fn shifts_saturate() {
+    let a = Literal::from_vec(&[4], vec![-8i32, 8, -8, 1]).unwrap();
+    let b = Literal::from_vec(&[4], vec![32i32, 33, -1, 31]).unwrap();
+    assert_eq!(run_binary("shift-left", "s32", a.clone(), b.clone()).to_vec::<i32>().unwrap(), vec![0, 0, 0, i32::MIN]);
+    assert_eq!(
+        run_binary("shift-right-arithmetic", "s32", a.clone(), b.clone()).to_vec::<i32>().unwrap(),
+        vec![-1, 0, -1, 0]
+    );
+    assert_eq!(run_binary("shift-right-logical", "s32", a, b).to_vec::<i32>().unwrap(), vec![0, 0, 0, 0]);
+    let a = Literal::from_vec(&[2], vec![0x80u8, 0x80]).unwrap();
+    let b = Literal::from_vec(&[2], vec![7u8, 1]).unwrap();
+    assert_eq!(run_binary("shift-right-arithmetic", "u8", a, b).to_vec::<u8>().unwrap(), vec![0xff, 0xc0]);
+}
+
+#[test]
+fn overflow_wraps_and_max_propagates_nan() {
+    let a = Literal::from_vec(&[1], vec![i32::MAX]).unwrap();
+    let b = Literal::from_vec(&[1], vec![1i32]).unwrap();
+    assert_eq!(run_binary("add", "s32", a, b).to_vec::<i32>().unwrap(), vec![i32::MIN]);
+    let a = Literal::from_vec(&[2], vec![f32::NAN, 1.0]).unwrap();
+    let b = Literal::from_vec(&[2], vec![1.0f32, f32::NAN]).unwrap();
+    let r = run_binary("maximum", "f32", a.clone(), b.clone()).to_vec::<f32>().unwrap();
+    assert!(r.iter().all(|x| x.is_nan()));
+    let r = run_binary("minimum", "f32", a, b).to_vec::<f32>().unwrap();
+    assert!(r.iter().all(|x| x.is_nan()));
+}
+
+#[test]
+fn argument_mismatches_are_errors() {
+    let m = parse_module("HloModule m\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\n").unwrap();
+    assert!(matches!(evaluate(&m, &[]), Err(EvalError::Argument(_))));
+    let wrong_type = Literal::from_vec(&[2], vec![1i32, 2]).unwrap();
+    assert!(matches!(evaluate(&m, &[wrong_type]), Err(EvalError::Argument(_))));
+    let wrong_dims = Literal::from_vec(&[3], vec![1f32, 2.0, 3.0]).unwrap();
+    assert!(matches!(evaluate(&m, &[wrong_dims]), Err(EvalError::Argument(_))));
+}
+
+#[test]
+fn unsupported_ops_are_named() {
+    let m = parse_module(
+        "HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT s = f32[4] sort(a), dimensions={0}, to_apply=%c\n}\n",
+    );
+    if let Ok(m) = m {
+        let a = Literal::from_vec(&[4], vec![1f32, 2.0, 3.0, 4.0]).unwrap();
+        match evaluate(&m, &[a]) {
+            Err(EvalError::Unsupported { opcode }) => assert!(opcode.contains("sort")),
+            other => panic!("expected unsupported, got {other:?}"),
+        }
+    }
+}
