@@ -54,6 +54,7 @@ pub(crate) fn handles(op: Opcode) -> bool {
             | O::Clamp
             | O::Convert
             | O::BitcastConvert
+            | O::ReducePrecision
     )
 }
 
@@ -84,10 +85,21 @@ pub(crate) fn eval(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
         O::BitcastConvert => {
             // Checked first: a width change reshapes, so the element counts differ.
             if ops.len() == 1 && ops[0].ty.bit_width() != ty.bit_width() {
-                return Err(unsupported(inst, "types of different widths"));
+                return Ok(Arr { ty, buf: bitcast_resize(inst, ops[0], ty, n)?, dims });
             }
             need(1)?;
             bitcast(&ops[0].buf, ops[0].ty, ty)
+        }
+        O::ReducePrecision => {
+            need(1)?;
+            let (e, m) = (inst.attr_int("exponent_bits"), inst.attr_int("mantissa_bits"));
+            let (Some(e), Some(m), Buf::Float(v)) = (e, m, &ops[0].buf) else {
+                return Err(EvalError::invalid(inst, "reduce-precision needs a float operand and bit counts"));
+            };
+            if !(1..=11).contains(&e) || !(0..=52).contains(&m) {
+                return Err(EvalError::invalid(inst, "reduce-precision bit counts out of range"));
+            }
+            Buf::Float(v.iter().map(|&x| round_float(ty, reduce_precision(x, ty, e as u32, m as u32))).collect())
         }
         O::Compare => {
             need(2)?;
@@ -491,4 +503,79 @@ fn erf(x: f64) -> f64 {
         1.0
     };
     r.copysign(x)
+}
+
+/// Bitcast-convert between widths: a narrower result splits each element into a new minor
+/// dimension, lowest bits first (little-endian memory order); a wider one joins that dimension.
+fn bitcast_resize(inst: &Instruction, a: &Arr, to: ElementType, n: usize) -> Result<Buf, EvalError> {
+    let (from_w, to_w) = (u64::from(a.ty.bit_width()), u64::from(to.bit_width()));
+    if from_w == 0 || to_w == 0 || from_w > 64 || to_w > 64 {
+        return Err(unsupported(inst, "these types"));
+    }
+    let bits = to_raw_bits(&a.buf, a.ty);
+    let out: Vec<u64> = if from_w > to_w {
+        let ratio = from_w / to_w;
+        let m = int_mask_bits(to_w);
+        bits.iter().flat_map(|&b| (0..ratio).map(move |i| (b >> (i * to_w)) & m)).collect()
+    } else {
+        let ratio = (to_w / from_w) as usize;
+        bits.chunks(ratio)
+            .map(|c| c.iter().enumerate().fold(0u64, |acc, (i, &b)| acc | (b << (i as u64 * from_w))))
+            .collect()
+    };
+    if out.len() != n {
+        return Err(EvalError::invalid(inst, "bitcast-convert result shape does not match its operand"));
+    }
+    let as_int = Buf::Int(out.into_iter().map(|b| b as i64).collect());
+    let carrier = match to_w {
+        8 => ElementType::U8,
+        16 => ElementType::U16,
+        32 => ElementType::U32,
+        _ => ElementType::U64,
+    };
+    Ok(bitcast(&as_int, carrier, to))
+}
+
+fn int_mask_bits(w: u64) -> u64 {
+    if w >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << w) - 1
+    }
+}
+
+/// XLA's reduce-precision: round the mantissa to nearest even, then flush exponents out of
+/// the reduced range to zero or infinity; NaN stays NaN unless no mantissa bits remain.
+fn reduce_precision(x: f64, ty: ElementType, exp_bits: u32, mant_bits: u32) -> f64 {
+    let (src_exp, src_mant, total): (u32, u32, u32) = if ty == ElementType::F64 { (11, 52, 64) } else { (8, 23, 32) };
+    let mut v: u64 = if total == 64 { x.to_bits() } else { u64::from((x as f32).to_bits()) };
+    if mant_bits < src_mant {
+        let last = 1u64 << (src_mant - mant_bits);
+        let bias = (last >> 1).wrapping_sub(1);
+        let lsb = (v & last) >> (src_mant - mant_bits);
+        v = v.wrapping_add(lsb + bias) & !(last - 1);
+    }
+    if exp_bits < src_exp {
+        let sign = 1u64 << (total - 1);
+        let exp_mask = ((1u64 << src_exp) - 1) << src_mant;
+        let exp_bias = (1u64 << (src_exp - 1)) - 1;
+        let reduced_bias = (1u64 << (exp_bits - 1)) - 1;
+        let (max_e, min_e) = (exp_bias + reduced_bias, exp_bias - reduced_bias);
+        let e = v & exp_mask;
+        if e > (max_e << src_mant) {
+            v = (v & sign) | exp_mask;
+        } else if e <= (min_e << src_mant) {
+            v &= sign;
+        }
+    }
+    let r = if total == 64 { f64::from_bits(v) } else { f64::from(f32::from_bits(v as u32)) };
+    if x.is_nan() {
+        if mant_bits > 0 {
+            x
+        } else {
+            f64::INFINITY.copysign(x)
+        }
+    } else {
+        r
+    }
 }
