@@ -142,6 +142,9 @@ impl<'m> Evaluator<'m> {
                 Ok((*v).clone())
             }
             O::Reduce => reduce::reduce(self, inst, ops),
+            O::While => self.eval_while(inst, ops),
+            O::Conditional => self.eval_conditional(inst, ops),
+            O::Map => self.eval_map(inst, &arrays(inst, ops)?),
             O::Dot => dot::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::Broadcast | O::Reshape | O::Transpose | O::Slice | O::Reverse | O::Pad | O::Concatenate | O::Iota => {
                 data_movement::eval(inst, &arrays(inst, ops)?).map(Value::Arr)
@@ -149,6 +152,91 @@ impl<'m> Evaluator<'m> {
             op if elementwise::handles(op) => elementwise::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
             op => Err(EvalError::Unsupported { opcode: op.name().to_string() }),
         }
+    }
+}
+
+impl Evaluator<'_> {
+    fn eval_while(&self, inst: &Instruction, ops: &[&Value]) -> Result<Value, EvalError> {
+        let (Some(cond), Some(body), [init]) = (inst.called("condition"), inst.called("body"), ops) else {
+            return Err(EvalError::invalid(inst, "while needs a condition, a body and one operand"));
+        };
+        let mut state = (*init).clone();
+        // No iteration limit: a module that loops forever does so under XLA too.
+        loop {
+            match self.run_comp(cond, vec![state.clone()])? {
+                Value::Arr(Arr { buf: Buf::Pred(p), .. }) if p.len() == 1 => {
+                    if !p[0] {
+                        return Ok(state);
+                    }
+                }
+                _ => return Err(EvalError::invalid(inst, "while condition did not return a pred scalar")),
+            }
+            state = self.run_comp(body, vec![state])?;
+        }
+    }
+
+    fn eval_conditional(&self, inst: &Instruction, ops: &[&Value]) -> Result<Value, EvalError> {
+        let Some((selector, branch_args)) = ops.split_first() else {
+            return Err(EvalError::invalid(inst, "conditional without operands"));
+        };
+        let branches: Vec<CompId> = match (inst.called("true_computation"), inst.called("false_computation")) {
+            // The pred form's operands are (pred, true operand, false operand).
+            (Some(t), Some(f)) => vec![t, f],
+            _ => match inst.attr("branch_computations") {
+                Some(crate::ir::AttrValue::Computations(cs)) => cs.clone(),
+                _ => return Err(EvalError::invalid(inst, "conditional without branches")),
+            },
+        };
+        let index = match selector {
+            Value::Arr(Arr { buf: Buf::Pred(p), .. }) if p.len() == 1 => usize::from(!p[0]),
+            Value::Arr(Arr { buf: Buf::Int(v), .. }) if v.len() == 1 => {
+                // XLA runs the last branch for an out-of-range index.
+                usize::try_from(v[0]).ok().filter(|&i| i < branches.len()).unwrap_or(branches.len().saturating_sub(1))
+            }
+            _ => return Err(EvalError::invalid(inst, "conditional selector is not a scalar pred or s32")),
+        };
+        let (Some(&branch), Some(arg)) = (branches.get(index), branch_args.get(index)) else {
+            return Err(EvalError::invalid(inst, "conditional branch has no operand"));
+        };
+        self.run_comp(branch, vec![(*arg).clone()])
+    }
+
+    /// map calls its computation once per element: it is rare enough not to need a fast path.
+    fn eval_map(&self, inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError> {
+        let (ty, dims) = result_array(inst)?;
+        let comp = inst.called("to_apply").ok_or_else(|| EvalError::invalid(inst, "map without to_apply"))?;
+        let n: usize = dims.iter().product::<i64>() as usize;
+        if ops.iter().any(|a| a.len() != n) {
+            return Err(EvalError::invalid(inst, "map operands differ from the result in size"));
+        }
+        let mut out = match ty {
+            ElementType::Pred => Buf::Pred(Vec::with_capacity(n)),
+            t if t.is_float() => Buf::Float(Vec::with_capacity(n)),
+            _ => Buf::Int(Vec::with_capacity(n)),
+        };
+        for i in 0..n {
+            let args = ops
+                .iter()
+                .map(|a| {
+                    let buf = match &a.buf {
+                        Buf::Pred(v) => Buf::Pred(vec![v[i]]),
+                        Buf::Int(v) => Buf::Int(vec![v[i]]),
+                        Buf::Float(v) => Buf::Float(vec![v[i]]),
+                    };
+                    Value::Arr(Arr { ty: a.ty, dims: vec![], buf })
+                })
+                .collect();
+            let Value::Arr(r) = self.run_comp(comp, args)? else {
+                return Err(EvalError::invalid(inst, "map computation returned a tuple"));
+            };
+            match (&mut out, r.buf) {
+                (Buf::Pred(d), Buf::Pred(s)) if s.len() == 1 => d.extend(s),
+                (Buf::Int(d), Buf::Int(s)) if s.len() == 1 => d.extend(s),
+                (Buf::Float(d), Buf::Float(s)) if s.len() == 1 => d.extend(s),
+                _ => return Err(EvalError::invalid(inst, "map computation result does not match the map's type")),
+            }
+        }
+        Ok(Value::Arr(Arr { ty, dims, buf: out }))
     }
 }
 

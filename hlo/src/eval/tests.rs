@@ -89,3 +89,19 @@ fn unsupported_ops_are_named() {
         }
     }
 }
+
+#[test]
+fn conditional_pred_picks_the_true_operand() {
+    let text = "HloModule m\n\
+        t { a = f32[] parameter(0)\n ROOT r = f32[] negate(a) }\n\
+        f { b = f32[] parameter(0)\n ROOT r = f32[] add(b, b) }\n\
+        ENTRY e {\n p = pred[] parameter(0)\n x = f32[] parameter(1)\n y = f32[] parameter(2)\n\
+        ROOT c = f32[] conditional(p, x, y), true_computation=t, false_computation=f\n}\n";
+    let m = parse_module(text).expect("parse");
+    let run = |p: bool| {
+        let r = evaluate(&m, &[Literal::scalar(p), Literal::scalar(3f32), Literal::scalar(5f32)]).expect("eval");
+        r.to_vec::<f32>().unwrap()[0]
+    };
+    assert_eq!(run(true), -3.0);
+    assert_eq!(run(false), 10.0);
+}
