@@ -182,6 +182,29 @@ pub(crate) fn eval(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
             map_buf!(&a.buf, v => gather(v, &dims, &strides, base))
         }
         Opcode::Pad => pad(inst, ops, &dims)?,
+        Opcode::DynamicSlice => {
+            let Some((a, idx)) = ops.split_first() else {
+                return Err(EvalError::invalid(inst, "dynamic-slice without operands"));
+            };
+            let starts = clamped_starts(inst, &a.dims, idx, &dims)?;
+            let strides = row_major_strides(&a.dims);
+            let base = starts.iter().zip(&strides).map(|(s, t)| s * t).sum();
+            map_buf!(&a.buf, v => gather(v, &dims, &strides, base))
+        }
+        Opcode::DynamicUpdateSlice => {
+            let [a, upd, idx @ ..] = ops else {
+                return Err(EvalError::invalid(inst, "dynamic-update-slice needs an operand and an update"));
+            };
+            if a.dims != dims {
+                return Err(EvalError::invalid(inst, "dynamic-update-slice result differs from its operand"));
+            }
+            let starts = clamped_starts(inst, &a.dims, idx, &upd.dims)?;
+            let strides = row_major_strides(&a.dims);
+            let base = starts.iter().zip(&strides).map(|(s, t)| s * t).sum();
+            let mut out = a.buf.clone();
+            place(inst, &mut out, &upd.buf, &upd.dims, &strides, base)?;
+            out
+        }
         Opcode::Concatenate => {
             let dim = match ints(inst, "dimensions")? {
                 [d] => check_dim(inst, *d, dims.len())?,
@@ -221,6 +244,25 @@ pub(crate) fn eval(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
         op => return Err(EvalError::Unsupported { opcode: op.name().to_string() }),
     };
     Ok(Arr { ty, dims, buf })
+}
+
+/// Start indices clamped so the window of `sizes` fits, as XLA defines out-of-range starts.
+fn clamped_starts(inst: &Instruction, dims: &[i64], idx: &[&Arr], sizes: &[i64]) -> Result<Vec<i64>, EvalError> {
+    if idx.len() != dims.len() || sizes.len() != dims.len() {
+        return Err(EvalError::invalid(inst, "one start index per dimension is needed"));
+    }
+    let mut starts = Vec::with_capacity(dims.len());
+    for ((i, &d), &size) in idx.iter().zip(dims).zip(sizes) {
+        let Buf::Int(v) = &i.buf else {
+            return Err(EvalError::invalid(inst, "start indices must be integers"));
+        };
+        if v.len() != 1 || size > d || size < 0 {
+            return Err(EvalError::invalid(inst, "start index is not a scalar or the window does not fit"));
+        }
+        let s = if i.ty == crate::element_type::ElementType::U64 && v[0] < 0 { i64::MAX } else { v[0] };
+        starts.push(s.clamp(0, d - size));
+    }
+    Ok(starts)
 }
 
 /// Copies `src` (of `dims`) into `dst` at `base` with the destination's `strides`.

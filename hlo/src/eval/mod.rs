@@ -146,9 +146,16 @@ impl<'m> Evaluator<'m> {
             O::Conditional => self.eval_conditional(inst, ops),
             O::Map => self.eval_map(inst, &arrays(inst, ops)?),
             O::Dot => dot::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
-            O::Broadcast | O::Reshape | O::Transpose | O::Slice | O::Reverse | O::Pad | O::Concatenate | O::Iota => {
-                data_movement::eval(inst, &arrays(inst, ops)?).map(Value::Arr)
-            }
+            O::Broadcast
+            | O::Reshape
+            | O::Transpose
+            | O::Slice
+            | O::Reverse
+            | O::Pad
+            | O::Concatenate
+            | O::Iota
+            | O::DynamicSlice
+            | O::DynamicUpdateSlice => data_movement::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
             op if elementwise::handles(op) => elementwise::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
             op => Err(EvalError::Unsupported { opcode: op.name().to_string() }),
         }

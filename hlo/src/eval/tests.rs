@@ -105,3 +105,15 @@ fn conditional_pred_picks_the_true_operand() {
     assert_eq!(run(true), -3.0);
     assert_eq!(run(false), 10.0);
 }
+
+#[test]
+fn dynamic_slice_starts_are_clamped() {
+    let text = "HloModule m\nENTRY e {\n a = s32[5] parameter(0)\n i = s32[] parameter(1)\n\
+        ROOT d = s32[2] dynamic-slice(a, i), dynamic_slice_sizes={2}\n}\n";
+    let m = parse_module(text).expect("parse");
+    let a = Literal::from_vec(&[5], vec![10i32, 11, 12, 13, 14]).unwrap();
+    let run = |i: i32| evaluate(&m, &[a.clone(), Literal::scalar(i)]).unwrap().to_vec::<i32>().unwrap();
+    assert_eq!(run(1), vec![11, 12]);
+    assert_eq!(run(9), vec![13, 14]);
+    assert_eq!(run(-4), vec![10, 11]);
+}
