@@ -92,6 +92,26 @@ impl Arr {
         let shape = lit.array_shape().ok_or_else(|| EvalError::Argument(format!("{inst}: expected an array")))?;
         let ty = shape.element_type;
         check_type(ty, inst)?;
+        // Dense row-major bytes are the logical values already: decode them directly rather
+        // than through the per-element layout map.
+        if lit.is_dense_row_major() && matches!(ty, E::F32 | E::S32 | E::F64) {
+            let bytes = lit.physical_bytes()?;
+            let buf = match ty {
+                E::F32 => Buf::Float(
+                    bytes.chunks_exact(4).map(|c| f64::from(f32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
+                ),
+                E::S32 => Buf::Int(
+                    bytes.chunks_exact(4).map(|c| i64::from(i32::from_le_bytes([c[0], c[1], c[2], c[3]]))).collect(),
+                ),
+                _ => Buf::Float(
+                    bytes
+                        .chunks_exact(8)
+                        .map(|c| f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+                        .collect(),
+                ),
+            };
+            return Ok(Arr { ty, dims: shape.dims.clone(), buf });
+        }
         let buf = match ty {
             E::Pred => Buf::Pred(lit.to_vec::<bool>()?),
             E::S8 => Buf::Int(lit.to_vec::<i8>()?.into_iter().map(i64::from).collect()),
@@ -127,6 +147,13 @@ impl Arr {
             (Buf::Int(v), E::U64) => Literal::from_vec_with_shape(s, v.iter().map(|&x| x as u64).collect()),
             (Buf::Float(v), E::F16) => Literal::from_vec_with_shape(s, v.iter().map(|&x| f16::from_f64(x)).collect()),
             (Buf::Float(v), E::BF16) => Literal::from_vec_with_shape(s, v.iter().map(|&x| bf16::from_f64(x)).collect()),
+            (Buf::Float(v), E::F32) if is_row_major(shape) => {
+                let mut bytes = Vec::with_capacity(v.len() * 4);
+                for &x in v {
+                    bytes.extend_from_slice(&(x as f32).to_le_bytes());
+                }
+                Literal::from_physical_bytes(s, bytes)
+            }
             (Buf::Float(v), E::F32) => Literal::from_vec_with_shape(s, v.iter().map(|&x| x as f32).collect()),
             (Buf::Float(v), E::F64) => Literal::from_vec_with_shape(s, v.clone()),
             _ => return Err(EvalError::UnsupportedType { element_type: self.ty, instruction: "result".to_string() }),
@@ -153,5 +180,16 @@ impl Value {
             }
             _ => Err(EvalError::Argument(format!("the result does not have the declared shape {shape}"))),
         }
+    }
+}
+
+/// True when the shape's physical buffer is plain row-major with no tiles or padding.
+fn is_row_major(shape: &Shape) -> bool {
+    match shape.as_array() {
+        Some(a) => match &a.layout {
+            None => true,
+            Some(l) => *l == crate::layout::Layout::row_major(a.rank()),
+        },
+        None => false,
     }
 }
