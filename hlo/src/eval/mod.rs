@@ -33,6 +33,8 @@ pub enum EvalError {
     Invalid { instruction: String, message: String },
     #[error(transparent)]
     Literal(#[from] LiteralError),
+    #[error("the module does not verify: {0}")]
+    NotVerified(#[from] crate::verify::VerifyError),
 }
 
 impl EvalError {
@@ -44,6 +46,9 @@ impl EvalError {
 /// Runs the entry computation of `module` on `args` (one literal per entry parameter, in any
 /// layout) and returns its result in the layout the module declares for it.
 pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
+    // The evaluator indexes by the shapes the module declares; verification is what makes
+    // those shapes agree, so an unverified module never reaches it.
+    crate::verify::verify(module)?;
     let entry = module.entry_comp();
     let params = entry.parameter_shapes();
     if params.len() != args.len() {
