@@ -1,3 +1,50 @@
 //! Kernel IR to machine code: the Cranelift tier (fast compile), the LLVM tier (inkwell,
 //! LLVM 22; peak speed) and ahead-of-time emission of an object file plus a C header.
-//! Nothing here yet: the end-to-end issue fills it.
+//!
+//! Both tiers take the same `tessera_lower::kernel::Kernel`s and return [`CompiledKernels`]:
+//! one [`KernelFn`] per kernel, plus the owner of the machine code, which must outlive every
+//! call through those pointers (the runtime executable keeps it).
+
+use std::any::Any;
+use std::time::Duration;
+
+pub use tessera_runtime::KernelFn;
+
+/// The code generator that compiles kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Tier {
+    Cranelift,
+    Llvm,
+}
+
+impl Tier {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tier::Cranelift => "cranelift",
+            Tier::Llvm => "llvm",
+        }
+    }
+}
+
+/// Machine code for a list of kernels.
+pub struct CompiledKernels {
+    /// `functions[i]` runs kernel `i` of the list given to the tier.
+    pub functions: Vec<KernelFn>,
+    /// Owns the executable memory behind `functions`; dropping it frees the code.
+    pub code: Box<dyn Any + Send + Sync>,
+    /// Wall time spent in the tier (IR translation, optimization, machine code).
+    pub compile_time: Duration,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum CodegenError {
+    /// The kernel uses something this tier does not translate (yet).
+    #[error("the {tier} tier cannot compile kernel '{kernel}': {what}")]
+    Unsupported { tier: &'static str, kernel: String, what: String },
+    /// The backend rejected what we gave it (a bug in the tier, reported instead of a crash).
+    #[error("the {tier} tier failed on kernel '{kernel}': {message}")]
+    Backend { tier: &'static str, kernel: String, message: String },
+    /// The host lacks something the tier needs (target, CPU features).
+    #[error("the {tier} tier cannot target this host: {message}")]
+    Target { tier: &'static str, message: String },
+}

@@ -1,3 +1,8 @@
 //! HLO-to-HLO passes (simplification, fusion, layout and buffer assignment), the pass
 //! pipeline, and the kernel IR: loop nests over physical buffers whose index arithmetic is
-//! specialized to the buffers' layouts. Nothing here yet: the end-to-end issue fills it.
+//! specialized to the buffers' layouts.
+
+pub mod kernel;
+pub mod program;
+
+pub use program::{Buffer, BufferId, BufferKind, Launch, Program};

@@ -1,4 +1,7 @@
 //! The runtime: one arena per memory space, buffers, the executable (buffer table plus kernel
 //! launches), the thread pool, and the library that compiled kernels call (math functions,
 //! GEMM and convolution micro-kernels, infeed/outfeed queues, custom-call registry).
-//! Nothing here yet: the end-to-end issue fills it.
+
+pub mod abi;
+
+pub use abi::KernelFn;

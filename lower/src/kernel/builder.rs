@@ -1,0 +1,158 @@
+//! Building kernels statement by statement, with fresh ids handed out in one place so they stay
+//! unique within a kernel. The lowering uses it, and so do tests of the codegen tiers, which
+//! write small kernels by hand.
+
+use super::*;
+
+pub struct KernelBuilder {
+    name: String,
+    buffers: Vec<KernelBuffer>,
+    grid: Grid,
+    next_var: u32,
+    next_value: u32,
+    next_local: u32,
+    /// Open statement lists: the kernel body at the bottom, then one per loop or branch being
+    /// built.
+    stack: Vec<Vec<Stmt>>,
+}
+
+impl KernelBuilder {
+    /// A kernel whose grid has `grid_extent` indices (1 when it cannot be split).
+    pub fn new(name: impl Into<String>, grid_extent: i64) -> KernelBuilder {
+        KernelBuilder {
+            name: name.into(),
+            buffers: Vec::new(),
+            grid: Grid { var: VarId(0), extent: grid_extent },
+            next_var: 1,
+            next_value: 0,
+            next_local: 0,
+            stack: vec![Vec::new()],
+        }
+    }
+
+    pub fn grid_var(&self) -> VarId {
+        self.grid.var
+    }
+
+    pub fn buffer(&mut self, name: impl Into<String>, mem: MemType, len: i64, writable: bool) -> BufId {
+        self.buffers.push(KernelBuffer { name: name.into(), mem, len, writable });
+        BufId(self.buffers.len() as u32 - 1)
+    }
+
+    pub fn push(&mut self, stmt: Stmt) {
+        self.stack.last_mut().expect("the body list is never popped").push(stmt);
+    }
+
+    pub fn let_(&mut self, op: Op) -> ValueId {
+        let v = ValueId(self.next_value);
+        self.next_value += 1;
+        self.push(Stmt::Let(v, op));
+        v
+    }
+
+    pub fn constant(&mut self, c: Const) -> ValueId {
+        self.let_(Op::Const(c))
+    }
+
+    pub fn load(&mut self, buf: BufId, index: IndexExpr) -> ValueId {
+        let mem = self.buffers[buf.0 as usize].mem;
+        self.let_(Op::Load { buf, index, mem })
+    }
+
+    pub fn store(&mut self, buf: BufId, index: IndexExpr, value: ValueId) {
+        let mem = self.buffers[buf.0 as usize].mem;
+        self.push(Stmt::Store { buf, index, mem, value });
+    }
+
+    pub fn unary(&mut self, op: UnOp, ty: Ty, a: ValueId) -> ValueId {
+        self.let_(Op::Unary { op, ty, a })
+    }
+
+    pub fn binary(&mut self, op: BinOp, ty: Ty, a: ValueId, b: ValueId) -> ValueId {
+        self.let_(Op::Binary { op, ty, a, b })
+    }
+
+    pub fn cmp(&mut self, op: CmpOp, ty: Ty, a: ValueId, b: ValueId) -> ValueId {
+        self.let_(Op::Cmp { op, ty, a, b })
+    }
+
+    pub fn select(&mut self, ty: Ty, cond: ValueId, a: ValueId, b: ValueId) -> ValueId {
+        self.let_(Op::Select { ty, cond, a, b })
+    }
+
+    pub fn cast(&mut self, op: CastOp, from: Ty, to: Ty, a: ValueId) -> ValueId {
+        self.let_(Op::Cast { op, from, to, a })
+    }
+
+    pub fn math(&mut self, func: MathFn, ty: Ty, args: Vec<ValueId>) -> ValueId {
+        self.let_(Op::Math { func, ty, args })
+    }
+
+    pub fn local(&mut self, ty: Ty, init: ValueId) -> LocalId {
+        let local = LocalId(self.next_local);
+        self.next_local += 1;
+        self.push(Stmt::DeclLocal { local, ty, init });
+        local
+    }
+
+    pub fn get_local(&mut self, local: LocalId) -> ValueId {
+        self.let_(Op::GetLocal(local))
+    }
+
+    pub fn set_local(&mut self, local: LocalId, value: ValueId) {
+        self.push(Stmt::SetLocal { local, value });
+    }
+
+    pub fn fresh_var(&mut self) -> VarId {
+        let v = VarId(self.next_var);
+        self.next_var += 1;
+        v
+    }
+
+    /// Opens `for var in start..end`; statements go into its body until [`Self::end_loop`].
+    pub fn begin_loop(&mut self, start: i64, end: i64) -> VarId {
+        let var = self.fresh_var();
+        self.stack.push(vec![Stmt::Loop(Loop { var, start, end, vector_width: 1, tail: Tail::None, body: Vec::new() })]);
+        self.stack.push(Vec::new());
+        var
+    }
+
+    /// Closes the innermost open loop, giving it a vectorization hint.
+    pub fn end_loop_vectorized(&mut self, vector_width: u32, tail: Tail) {
+        let body = self.stack.pop().expect("end_loop without begin_loop");
+        let mut holder = self.stack.pop().expect("end_loop without begin_loop");
+        match holder.pop() {
+            Some(Stmt::Loop(mut l)) => {
+                l.body = body;
+                l.vector_width = vector_width;
+                l.tail = tail;
+                self.push(Stmt::Loop(l));
+            }
+            _ => panic!("end_loop does not close a loop"),
+        }
+    }
+
+    pub fn end_loop(&mut self) {
+        self.end_loop_vectorized(1, Tail::None);
+    }
+
+    /// Builds `if cond { then } else { else }` from two closures.
+    pub fn if_else(&mut self, cond: ValueId, then: impl FnOnce(&mut Self), otherwise: impl FnOnce(&mut Self)) {
+        self.stack.push(Vec::new());
+        then(self);
+        let then_body = self.stack.pop().expect("then branch");
+        self.stack.push(Vec::new());
+        otherwise(self);
+        let else_body = self.stack.pop().expect("else branch");
+        self.push(Stmt::If { cond, then_body, else_body });
+    }
+
+    pub fn call(&mut self, func: impl Into<String>, args: Vec<CallArg>) {
+        self.push(Stmt::Call { func: func.into(), args });
+    }
+
+    pub fn finish(mut self) -> Kernel {
+        assert_eq!(self.stack.len(), 1, "kernel {} has unclosed loops or branches", self.name);
+        Kernel { name: self.name, buffers: self.buffers, grid: self.grid, body: self.stack.pop().unwrap_or_default() }
+    }
+}
