@@ -2,7 +2,9 @@
 //! pipeline, and the kernel IR: loop nests over physical buffers whose index arithmetic is
 //! specialized to the buffers' layouts.
 
+pub mod error;
 pub mod kernel;
 pub mod program;
 
+pub use error::LowerError;
 pub use program::{Buffer, BufferId, BufferKind, Launch, Program};
