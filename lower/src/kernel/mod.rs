@@ -24,8 +24,10 @@
 
 mod builder;
 mod text;
+pub mod verify;
 
 pub use builder::KernelBuilder;
+pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
 /// A loop induction variable (or the grid variable). Unique within a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
