@@ -23,10 +23,12 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+pub mod interp;
 mod text;
 pub mod verify;
 
 pub use builder::KernelBuilder;
+pub use interp::{run_kernel, run_program, Fault, KernelRunError};
 pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
 /// A loop induction variable (or the grid variable). Unique within a kernel.
