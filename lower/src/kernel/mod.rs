@@ -24,6 +24,7 @@
 
 mod builder;
 pub mod interp;
+pub mod random;
 mod text;
 pub mod verify;
 
