@@ -268,3 +268,14 @@ fn computed_select_and_scatter_functions_match_the_shortcuts() {
         ROOT r = f32[6] reduce-window(a, z), window={size=2 pad=1_1 lhs_dilate=2}, to_apply=add\n}\n";
     assert_eq!(f32s(&run(text, &[lit(&[3], vec![1f32, 2., 3.])])), vec![11., 11., 12., 12., 13., 13.]);
 }
+
+#[test]
+fn zero_sized_collapsed_gather_slices_are_errors() {
+    // The slice is empty but the result still has elements: XLA leaves their values undefined.
+    let text = "HloModule m\nENTRY e {\n a = s32[5] parameter(0)\n i = s32[2] parameter(1)\n\
+        ROOT g = s32[2] gather(a, i), offset_dims={}, collapsed_slice_dims={0}, start_index_map={0}, \
+        index_vector_dim=1, slice_sizes={0}\n}\n";
+    let m = parse_module(text).expect("parse");
+    let args = [lit(&[5], vec![0i32, 1, 2, 3, 4]), lit(&[2], vec![5i32, 9])];
+    assert!(evaluate(&m, &args).is_err());
+}

@@ -161,6 +161,9 @@ pub(crate) fn gather(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError>
     let mut bstride = vec![0i64; out_dims.len()];
     let mut ostride = vec![0i64; out_dims.len()];
     for (t, &d) in batch_out.iter().enumerate() {
+        if out_dims[d] != idx.batch_dims[t] {
+            return Err(EvalError::invalid(inst, "gather result batch dimensions differ from the indices"));
+        }
         bstride[d] = batch_strides[t];
     }
     for (t, &d) in offset_dims.iter().enumerate() {
@@ -170,9 +173,6 @@ pub(crate) fn gather(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError>
         ostride[d] = op_strides[window_dims[t]];
     }
     let n: i64 = out_dims.iter().product();
-    if n > 0 && operand.len() == 0 {
-        return Err(EvalError::invalid(inst, "gather reads elements of an empty operand"));
-    }
     let mut sources = Vec::with_capacity(n as usize);
     let mut o = vec![0i64; out_dims.len()];
     for _ in 0..n {
@@ -181,7 +181,13 @@ pub(crate) fn gather(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError>
             b += o[d] * bstride[d];
             s += o[d] * ostride[d];
         }
-        sources.push((bases[b as usize] + s) as usize);
+        // Only a zero-sized collapsed slice can point past the operand; XLA leaves that
+        // undefined, so it is an error here.
+        let src = (bases[b as usize] + s) as usize;
+        if src >= operand.len() {
+            return Err(EvalError::invalid(inst, "gather slice of size 0 in a collapsed dimension"));
+        }
+        sources.push(src);
         next_index(&mut o, &out_dims);
     }
     let buf = match &operand.buf {
