@@ -69,19 +69,18 @@ pub(crate) fn combiner(module: &Module, comp: CompId) -> Option<Combiner> {
 
 /// `combine(a, b)` for floats of type `ty`, rounded as the computation would round it.
 pub(crate) fn float_fn(c: Combiner, ty: ElementType) -> Option<impl Fn(f64, f64) -> f64> {
-    let op = match c {
-        Combiner::Op(op) if matches!(op, Opcode::Add | Opcode::Multiply | Opcode::Maximum | Opcode::Minimum) => op,
-        Combiner::First | Combiner::Second => Opcode::Copy,
-        Combiner::Op(_) => return None,
-    };
-    Some(move |a: f64, b: f64| match (op, c) {
-        (_, Combiner::First) => a,
-        (_, Combiner::Second) => b,
-        (Opcode::Add, _) => round_float(ty, a + b),
-        (Opcode::Multiply, _) => round_float(ty, a * b),
+    if matches!(c, Combiner::Op(op) if !matches!(op, Opcode::Add | Opcode::Multiply | Opcode::Maximum | Opcode::Minimum))
+    {
+        return None;
+    }
+    Some(move |a: f64, b: f64| match c {
+        Combiner::First => a,
+        Combiner::Second => b,
+        Combiner::Op(Opcode::Add) => round_float(ty, a + b),
+        Combiner::Op(Opcode::Multiply) => round_float(ty, a * b),
         _ if a.is_nan() || b.is_nan() => f64::NAN,
-        (Opcode::Maximum, _) => a.max(b),
-        _ => a.min(b),
+        Combiner::Op(Opcode::Maximum) => a.max(b),
+        Combiner::Op(_) => a.min(b),
     })
 }
 

@@ -131,25 +131,29 @@ pub(crate) fn reduce_window(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Valu
     };
     if let Some(c) = fast {
         let ty = types[0];
-        for i in 0..n {
-            map.sources(&o, &mut cur, &mut next);
-            match (&mut outs[0], &inputs[0].buf, &inits[0].buf) {
-                (Buf::Float(out), Buf::Float(v), Buf::Float(init)) => {
-                    let f = scalar_fn::float_fn(c, ty)
-                        .ok_or_else(|| EvalError::invalid(inst, "reducer does not apply to floats"))?;
-                    out[i] = cur.iter().fold(init[0], |acc, &s| f(acc, v[s]));
-                }
-                (Buf::Int(out), Buf::Int(v), Buf::Int(init)) => {
-                    let f = scalar_fn::int_fn(c, ty);
-                    out[i] = cur.iter().fold(init[0], |acc, &s| f(acc, v[s]));
-                }
-                (Buf::Pred(out), Buf::Pred(v), Buf::Pred(init)) => {
-                    let f = scalar_fn::pred_fn(c);
-                    out[i] = cur.iter().fold(init[0], |acc, &s| f(acc, v[s]));
-                }
-                _ => return Err(EvalError::invalid(inst, "reduce-window operand and result types differ")),
+        // One typed fold per window, in window order, starting from the initial value.
+        let mut fold = |f: &mut dyn FnMut(usize, &[usize])| {
+            for i in 0..n {
+                map.sources(&o, &mut cur, &mut next);
+                f(i, &cur);
+                next_index(&mut o, &map.out_dims);
             }
-            next_index(&mut o, &map.out_dims);
+        };
+        match (&mut outs[0], &inputs[0].buf, &inits[0].buf) {
+            (Buf::Float(out), Buf::Float(v), Buf::Float(init)) => {
+                let f = scalar_fn::float_fn(c, ty)
+                    .ok_or_else(|| EvalError::invalid(inst, "reducer does not apply to floats"))?;
+                fold(&mut |i, src| out[i] = src.iter().fold(init[0], |acc, &s| f(acc, v[s])));
+            }
+            (Buf::Int(out), Buf::Int(v), Buf::Int(init)) => {
+                let f = scalar_fn::int_fn(c, ty);
+                fold(&mut |i, src| out[i] = src.iter().fold(init[0], |acc, &s| f(acc, v[s])));
+            }
+            (Buf::Pred(out), Buf::Pred(v), Buf::Pred(init)) => {
+                let f = scalar_fn::pred_fn(c);
+                fold(&mut |i, src| out[i] = src.iter().fold(init[0], |acc, &s| f(acc, v[s])));
+            }
+            _ => return Err(EvalError::invalid(inst, "reduce-window operand and result types differ")),
         }
     } else {
         for i in 0..n {
