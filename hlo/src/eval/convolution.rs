@@ -53,7 +53,7 @@ pub(crate) fn convolution(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalE
         None => Window::default(),
         Some(_) => return Err(EvalError::invalid(inst, "window attribute is not a window")),
     };
-    let (lhs_order, rhs_order, out_order) = orders(inst, dn, lhs.dims.len(), rhs.dims.len(), out_dims.len())?;
+    let [lhs_order, rhs_order, out_order] = orders(inst, dn, lhs.dims.len(), rhs.dims.len(), out_dims.len())?;
     let geo = geometry(inst, lhs, rhs, &out_dims, &window, &lhs_order, &rhs_order, &out_order)?;
     let (lcast, rcast) = (cast(&lhs.buf, lhs.ty, ty), cast(&rhs.buf, rhs.ty, ty));
     let lbuf = permuted(&lcast, &lhs.dims, &lhs_order);
@@ -115,7 +115,7 @@ fn orders(
     lhs_rank: usize,
     rhs_rank: usize,
     out_rank: usize,
-) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>), EvalError> {
+) -> Result<[Vec<usize>; 3], EvalError> {
     let perm = |dims: Vec<i64>, rank: usize| -> Result<Vec<usize>, EvalError> {
         let mut seen = vec![false; rank];
         let mut out = Vec::with_capacity(rank);
@@ -141,7 +141,7 @@ fn orders(
     let mut o = vec![dn.output_batch];
     o.extend(&dn.output_spatial);
     o.push(dn.output_feature);
-    Ok((perm(l, lhs_rank)?, perm(r, rhs_rank)?, perm(o, out_rank)?))
+    Ok([perm(l, lhs_rank)?, perm(r, rhs_rank)?, perm(o, out_rank)?])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -249,7 +249,8 @@ fn run<T: Copy + Default + Send + Sync>(
             rest /= g.out_spatial[s];
         }
         let mut b = rest;
-        let (mut cur, mut next): (Vec<(usize, usize)>, Vec<(usize, usize)>) = (Vec::new(), Vec::new());
+        let mut cur: Vec<(usize, usize)> = Vec::new();
+        let mut next = Vec::new();
         for row in rows.chunks_mut(k) {
             cur.clear();
             cur.push((0, 0));

@@ -206,7 +206,7 @@ pub(crate) fn scatter(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Value]) ->
             Value::Tuple(_) => Err(EvalError::invalid(inst, "scatter operand is a tuple")),
         })
         .collect::<Result<_, _>>()?;
-    if ops.len() < 3 || ops.len() % 2 == 0 {
+    if ops.len() < 3 || ops.len().is_multiple_of(2) {
         return Err(EvalError::invalid(inst, "scatter takes N inputs, indices and N updates"));
     }
     let k = (ops.len() - 1) / 2;
