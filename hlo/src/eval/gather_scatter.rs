@@ -190,11 +190,7 @@ pub(crate) fn gather(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError>
         sources.push(src);
         next_index(&mut o, &out_dims);
     }
-    let buf = match &operand.buf {
-        Buf::Pred(v) => Buf::Pred(sources.iter().map(|&i| v[i]).collect()),
-        Buf::Int(v) => Buf::Int(sources.iter().map(|&i| v[i]).collect()),
-        Buf::Float(v) => Buf::Float(sources.iter().map(|&i| v[i]).collect()),
-    };
+    let buf = super::value::map_buf!(&operand.buf, v => sources.iter().map(|&i| v[i]).collect());
     Ok(Arr { ty, dims: out_dims, buf })
 }
 

@@ -6,7 +6,7 @@
 //! the computation through the evaluator costs a few allocations per element. Anything else
 //! goes through the evaluator on scalar values.
 
-use super::value::{round_float, wrap_int};
+use super::value::{map_buf, round_float, wrap_int};
 use super::{Arr, Buf, EvalError, Evaluator, Value};
 use crate::element_type::ElementType;
 use crate::ir::{AttrList, CompId, ComparisonDirection, ComparisonType, Instruction, Module, Opcode, Payload};
@@ -143,7 +143,7 @@ impl Comparison {
         let ord = match buf {
             Buf::Float(v) => v[i].partial_cmp(&v[j]),
             Buf::Int(v) => Some(v[i].cmp(&v[j])),
-            Buf::Pred(_) => return None,
+            _ => return None,
         };
         use std::cmp::Ordering as O;
         use ComparisonDirection as D;
@@ -162,12 +162,7 @@ impl Comparison {
 
 /// Element `i` of `a` as a scalar value.
 pub(crate) fn scalar(a: &Arr, i: usize) -> Value {
-    let buf = match &a.buf {
-        Buf::Pred(v) => Buf::Pred(vec![v[i]]),
-        Buf::Int(v) => Buf::Int(vec![v[i]]),
-        Buf::Float(v) => Buf::Float(vec![v[i]]),
-    };
-    Value::Arr(Arr { ty: a.ty, dims: vec![], buf })
+    Value::Arr(Arr { ty: a.ty, dims: vec![], buf: map_buf!(&a.buf, v => vec![v[i]]) })
 }
 
 /// Writes the scalar `v` into element `i` of `dst`.
@@ -194,11 +189,7 @@ pub(crate) fn zeros(ty: ElementType, n: usize) -> Buf {
 
 /// A buffer of `n` copies of the scalar `a`.
 pub(crate) fn splat(a: &Arr, n: usize) -> Buf {
-    match &a.buf {
-        Buf::Pred(v) => Buf::Pred(vec![v[0]; n]),
-        Buf::Int(v) => Buf::Int(vec![v[0]; n]),
-        Buf::Float(v) => Buf::Float(vec![v[0]; n]),
-    }
+    map_buf!(&a.buf, v => vec![v[0]; n])
 }
 
 /// Calls `comp` on scalar arguments and returns its `k` scalar results.
