@@ -42,7 +42,8 @@ fn root_params(module: &Module, comp: CompId) -> Option<(&Instruction, Vec<i64>)
     Some((root, params?))
 }
 
-/// Recognises a binary scalar computation over one element type.
+/// Recognises a binary scalar computation: one of reduce's single-instruction reducers, or a
+/// computation that returns one of its two parameters (scatter's overwrite).
 pub(crate) fn combiner(module: &Module, comp: CompId) -> Option<Combiner> {
     let c = module.get(comp)?;
     let root = c.root_inst();
@@ -56,15 +57,7 @@ pub(crate) fn combiner(module: &Module, comp: CompId) -> Option<Combiner> {
             _ => None,
         };
     }
-    let (root, mut params) = root_params(module, comp)?;
-    if !matches!(
-        root.opcode,
-        Opcode::Add | Opcode::Multiply | Opcode::Maximum | Opcode::Minimum | Opcode::And | Opcode::Or
-    ) {
-        return None;
-    }
-    params.sort_unstable();
-    (params == [0, 1]).then_some(Combiner::Op(root.opcode))
+    super::reduce::simple_reducer(module, comp).map(Combiner::Op)
 }
 
 /// `combine(a, b)` for floats of type `ty`, rounded as the computation would round it.
