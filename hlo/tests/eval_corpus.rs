@@ -4,10 +4,11 @@
 
 mod common;
 
-use common::shared_dir;
+use common::{bench_bytes, shared_dir, BenchDist};
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use tessera_hlo::eval::{evaluate, EvalError};
 use tessera_hlo::npy::read_npy;
@@ -15,7 +16,7 @@ use tessera_hlo::text::parse_module;
 use tessera_hlo::{ElementType, Literal, Shape};
 
 /// Raise this when the interpreter learns more ops; a drop means a regression.
-const EXPECTED_PASSING: usize = 66;
+const EXPECTED_PASSING: usize = 91;
 
 #[derive(Debug, Clone)]
 enum Json {
@@ -38,6 +39,18 @@ impl Json {
         match self {
             Json::Num(x) => Some(*x),
             _ => None,
+        }
+    }
+    fn str(&self) -> Option<&str> {
+        match self {
+            Json::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+    fn arr(&self) -> &[Json] {
+        match self {
+            Json::Arr(v) => v,
+            _ => &[],
         }
     }
 }
@@ -159,7 +172,7 @@ fn flatten_shapes(shape: &Shape, out: &mut Vec<Shape>) {
 }
 
 enum Outcome {
-    Pass,
+    Pass(Duration),
     Skipped(String),
     Unsupported(String),
     Mismatch(String),
@@ -176,12 +189,27 @@ fn run_case(case: &Path) -> Outcome {
     let mut args = Vec::new();
     for (i, shape) in params.iter().enumerate() {
         let path = case.join(format!("args/{i}.npy"));
-        if !path.exists() {
-            return Outcome::Skipped("arguments not stored".into());
+        if path.exists() {
+            args.push(read_npy(&path, &shape.without_layout()).expect("argument npy"));
+            continue;
         }
-        args.push(read_npy(&path, &shape.without_layout()).expect("argument npy"));
+        let file = format!("args/{i}.npy");
+        let spec = meta
+            .get("arg_gen")
+            .map(Json::arr)
+            .unwrap_or(&[])
+            .iter()
+            .find(|a| a.get("file").and_then(Json::str) == Some(&file));
+        match spec {
+            Some(spec) => args.push(generated_arg(spec, shape)),
+            None => return Outcome::Skipped("arguments not stored".into()),
+        }
     }
-    let result = match evaluate(&module, &args) {
+    let start = Instant::now();
+    let evaluated = evaluate(&module, &args);
+    let elapsed = start.elapsed();
+    drop(args);
+    let result = match evaluated {
         Ok(r) => r,
         Err(EvalError::Unsupported { opcode }) => return Outcome::Unsupported(opcode),
         Err(EvalError::UnsupportedType { element_type, .. }) => {
@@ -202,27 +230,42 @@ fn run_case(case: &Path) -> Outcome {
     }
     let mut checked = 0;
     for (i, (g, shape)) in got.iter().zip(&shapes).enumerate() {
-        let path = case.join(format!("expected/{i}.npy"));
-        if !path.exists() {
-            continue;
-        }
-        let expected = read_npy(&path, shape).expect("expected npy");
         let o = outputs.get(i);
         let tol = |k: &str| o.and_then(|o| o.get(k)).and_then(Json::num).or_else(|| meta.get(k).and_then(Json::num));
         let (rtol, atol) = (tol("rtol").unwrap_or(0.0), tol("atol").unwrap_or(0.0));
-        let (a, e) = (values(g), values(&expected));
-        if a.len() != e.len() {
-            return Outcome::Mismatch(format!("output {i}: {} elements, expected {}", a.len(), e.len()));
-        }
-        for (j, (&a, &e)) in a.iter().zip(&e).enumerate() {
-            let ok = if e.is_nan() {
+        let close = |a: f64, e: f64| {
+            if e.is_nan() {
                 a.is_nan()
             } else if e.is_infinite() {
                 a == e
             } else {
                 (a - e).abs() <= atol + rtol * e.abs()
-            };
-            if !ok {
+            }
+        };
+        let path = case.join(format!("expected/{i}.npy"));
+        let a = values(g);
+        if !path.exists() {
+            let stats = meta
+                .get("expected_stats")
+                .map(Json::arr)
+                .unwrap_or(&[])
+                .iter()
+                .find(|s| s.get("index").and_then(Json::num) == Some(i as f64));
+            if let Some(stats) = stats {
+                if let Err(m) = check_stats(&a, stats, rtol, atol, close) {
+                    return Outcome::Mismatch(format!("output {i}: {m}"));
+                }
+                checked += 1;
+            }
+            continue;
+        }
+        let expected = read_npy(&path, shape).expect("expected npy");
+        let e = values(&expected);
+        if a.len() != e.len() {
+            return Outcome::Mismatch(format!("output {i}: {} elements, expected {}", a.len(), e.len()));
+        }
+        for (j, (&a, &e)) in a.iter().zip(&e).enumerate() {
+            if !close(a, e) {
                 return Outcome::Mismatch(format!("output {i}[{j}]: got {a}, expected {e} (rtol {rtol}, atol {atol})"));
             }
         }
@@ -231,7 +274,58 @@ fn run_case(case: &Path) -> Outcome {
     if checked == 0 {
         return Outcome::Skipped("no stored outputs".into());
     }
-    Outcome::Pass
+    Outcome::Pass(elapsed)
+}
+
+/// A benchmark argument that is not stored, regenerated from its `arg_gen` entry.
+fn generated_arg(spec: &Json, shape: &Shape) -> Literal {
+    let field = |k: &str| spec.get(k).unwrap_or_else(|| panic!("arg_gen entry without {k}"));
+    let num = |k: &str| field(k).num().unwrap_or_else(|| panic!("arg_gen {k} is not a number"));
+    let dtype = field("dtype").str().expect("arg_gen dtype");
+    let n: usize = field("shape").arr().iter().map(|d| d.num().expect("arg_gen dimension") as usize).product();
+    let dist = match spec.get("dist").and_then(Json::str).unwrap_or("uniform") {
+        "uniform" => BenchDist::Uniform { lo: num("lo"), hi: num("hi") },
+        "randint" => BenchDist::RandInt { lo: num("lo") as i64, hi: num("hi") as i64 },
+        other => panic!("arg_gen distribution {other} is not known"),
+    };
+    let bytes = bench_bytes(dtype, n, num("seed") as u64, dist).expect("generated argument");
+    Literal::from_physical_bytes(shape.without_layout(), bytes).expect("generated argument literal")
+}
+
+/// Checks an output that is not stored against its `expected_stats`: every sample within the
+/// tolerance, sum and sum_abs within `rtol * sum_abs + atol * n`, min and max within the
+/// tolerance.
+fn check_stats(a: &[f64], stats: &Json, rtol: f64, atol: f64, close: impl Fn(f64, f64) -> bool) -> Result<(), String> {
+    let stat = |k: &str| stats.get(k).and_then(Json::num).ok_or_else(|| format!("expected_stats without {k}"));
+    let n: usize =
+        stats.get("shape").map(Json::arr).unwrap_or(&[]).iter().map(|d| d.num().unwrap_or(0.0) as usize).product();
+    if a.len() != n {
+        return Err(format!("{} elements, expected {n}", a.len()));
+    }
+    for s in stats.get("samples").map(Json::arr).unwrap_or(&[]) {
+        let (j, e) = match s.arr() {
+            [j, e] => (j.num().unwrap_or(-1.0), e.num().unwrap_or(f64::NAN)),
+            _ => return Err("malformed sample".into()),
+        };
+        let got = a.get(j as usize).copied().ok_or_else(|| format!("sample index {j} out of range"))?;
+        if j < 0.0 || !close(got, e) {
+            return Err(format!("[{j}]: got {got}, expected {e} (rtol {rtol}, atol {atol})"));
+        }
+    }
+    let (sum, sum_abs) = (a.iter().sum::<f64>(), a.iter().map(|x| x.abs()).sum::<f64>());
+    let (min, max) = a.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let bound = rtol * stat("sum_abs")? + atol * n as f64;
+    for (what, got, want) in [("sum", sum, stat("sum")?), ("sum_abs", sum_abs, stat("sum_abs")?)] {
+        if (got - want).abs() > bound {
+            return Err(format!("{what} {got}, expected {want} within {bound}"));
+        }
+    }
+    for (what, got, want) in [("min", min, stat("min")?), ("max", max, stat("max")?)] {
+        if !close(got, want) {
+            return Err(format!("{what} {got}, expected {want} (rtol {rtol}, atol {atol})"));
+        }
+    }
+    Ok(())
 }
 
 #[test]
@@ -245,7 +339,11 @@ fn interpreter_matches_xla_on_the_corpus() {
         let name = case.file_name().unwrap().to_string_lossy().to_string();
         let outcome = run_case(case);
         let shown = match &outcome {
-            Outcome::Pass => {
+            Outcome::Pass(t) if name.starts_with("bench_") => {
+                pass += 1;
+                format!("pass ({:.2} s)", t.as_secs_f64())
+            }
+            Outcome::Pass(_) => {
                 pass += 1;
                 "pass".to_string()
             }
@@ -271,4 +369,36 @@ fn interpreter_matches_xla_on_the_corpus() {
     }
     assert!(mismatches.is_empty(), "mismatches:\n{}", mismatches.join("\n"));
     assert!(pass >= EXPECTED_PASSING, "{pass} cases pass, fewer than the {EXPECTED_PASSING} that passed before");
+}
+
+/// The generator must reproduce, bit for bit, the arguments that bench cases do store.
+#[test]
+fn generated_arguments_match_the_stored_ones() {
+    let dir = shared_dir().join("corpus");
+    let mut compared = 0;
+    for case in fs::read_dir(&dir).expect("corpus dir").flatten().map(|e| e.path()) {
+        let Ok(meta) = fs::read(case.join("case.json")) else { continue };
+        let meta = parse_json(&meta, &mut 0);
+        for spec in meta.get("arg_gen").map(Json::arr).unwrap_or(&[]) {
+            let Some(file) = spec.get("file").and_then(Json::str) else { continue };
+            let path = case.join(file);
+            if !path.exists() {
+                continue;
+            }
+            let dims: Vec<i64> =
+                spec.get("shape").map(Json::arr).unwrap_or(&[]).iter().map(|d| d.num().unwrap() as i64).collect();
+            let ty = match spec.get("dtype").and_then(Json::str) {
+                Some("float32") => ElementType::F32,
+                Some("float64") => ElementType::F64,
+                Some("int32") => ElementType::S32,
+                _ => continue,
+            };
+            let shape = Shape::array(ty, &dims);
+            let stored = read_npy(&path, &shape).expect("stored argument");
+            let generated = generated_arg(spec, &shape);
+            assert_eq!(generated.to_bits_vec().unwrap(), stored.to_bits_vec().unwrap(), "{}", path.display());
+            compared += 1;
+        }
+    }
+    assert!(compared > 0, "no stored argument has an arg_gen entry to compare with");
 }

@@ -1,9 +1,11 @@
 //! dot (dot_general): operands are transposed to [batch, free, contracting] and
-//! [batch, contracting, free], then multiplied with an i-k-j loop. Floats accumulate in f64
-//! and round once to the result type; integers wrap.
+//! [batch, contracting, free], then multiplied with an i-k-j loop (blocked and split over
+//! threads for floats). Floats accumulate in f64 and round once to the result type; integers
+//! wrap.
 
 use super::data_movement::{gather, row_major_strides};
 use super::elementwise::convert;
+use super::kernels::{accumulate_rows, par_rows};
 use super::value::{round_float, wrap_int};
 use super::{result_array, Arr, Buf, EvalError};
 use crate::ir::{AttrList, Instruction};
@@ -44,7 +46,7 @@ pub(crate) fn dot(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
     let buf = match (lbuf, rbuf) {
         (Buf::Float(l), Buf::Float(r)) => {
             let mut out = vec![0f64; b * m * n];
-            matmul(&l, &r, &mut out, b, m, n, k, |acc, x, y| *acc += x * y);
+            float_matmul(&l, &r, &mut out, m, n, k);
             Buf::Float(out.into_iter().map(|x| round_float(ty, x)).collect())
         }
         (Buf::Int(l), Buf::Int(r)) => {
@@ -94,6 +96,27 @@ fn permuted(buf: &Buf, dims: &[i64], order: &[usize]) -> Buf {
     let pd: Vec<i64> = order.iter().map(|&d| dims[d]).collect();
     let ps: Vec<i64> = order.iter().map(|&d| s[d]).collect();
     super::value::map_buf!(buf, v => gather(v, &pd, &ps, 0))
+}
+
+/// `out[b] = l[b] x r[b]` for row-major [batch, m, k] and [batch, k, n] operands. Blocked so a
+/// panel of `r` (`KC` rows of `NC` columns) stays in cache while every row of `l` handled by the
+/// thread passes over it.
+fn float_matmul(l: &[f64], r: &[f64], out: &mut [f64], m: usize, n: usize, k: usize) {
+    const KC: usize = 256;
+    const NC: usize = 512;
+    par_rows(out, n, k * n, |first, rows| {
+        for jb in (0..n).step_by(NC) {
+            let je = (jb + NC).min(n);
+            for kb in (0..k).step_by(KC) {
+                let ke = (kb + KC).min(k);
+                for (t, row) in rows.chunks_mut(n).enumerate() {
+                    let gi = first + t;
+                    let bi = gi / m;
+                    accumulate_rows(&mut row[jb..je], &l[gi * k + kb..gi * k + ke], &r[(bi * k + kb) * n + jb..], n);
+                }
+            }
+        }
+    });
 }
 
 #[allow(clippy::too_many_arguments)]

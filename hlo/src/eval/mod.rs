@@ -7,11 +7,16 @@
 //! f32 add/sub/mul/div/sqrt computed in f64 and rounded once are correctly rounded, and f16/bf16
 //! go through f32 first because that is how XLA:CPU computes them.
 
+mod convolution;
 mod data_movement;
 mod dot;
 mod elementwise;
+mod gather_scatter;
+mod kernels;
 mod reduce;
+mod scalar_fn;
 mod value;
+mod window;
 
 use crate::element_type::ElementType;
 use crate::ir::{AttrList, CompId, Computation, Instruction, Module, Opcode, Payload};
@@ -151,6 +156,11 @@ impl<'m> Evaluator<'m> {
             O::Conditional => self.eval_conditional(inst, ops),
             O::Map => self.eval_map(inst, &arrays(inst, ops)?),
             O::Dot => dot::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Convolution => convolution::convolution(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::ReduceWindow => window::reduce_window(self, inst, ops),
+            O::SelectAndScatter => window::select_and_scatter(self, inst, ops),
+            O::Gather => gather_scatter::gather(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Scatter => gather_scatter::scatter(self, inst, ops),
             O::Broadcast
             | O::Reshape
             | O::Transpose

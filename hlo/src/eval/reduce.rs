@@ -137,7 +137,7 @@ fn element(b: &Buf, i: usize) -> Buf {
 }
 
 /// The opcode of a reducer whose root is that binary op applied to its two parameters.
-fn simple_reducer(module: &Module, comp: crate::ir::CompId) -> Option<Opcode> {
+pub(crate) fn simple_reducer(module: &Module, comp: crate::ir::CompId) -> Option<Opcode> {
     let c = module.get(comp)?;
     let root = c.root_inst();
     if !matches!(
