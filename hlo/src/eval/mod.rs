@@ -7,10 +7,14 @@
 //! f32 add/sub/mul/div/sqrt computed in f64 and rounded once are correctly rounded, and f16/bf16
 //! go through f32 first because that is how XLA:CPU computes them.
 
+mod complex;
 mod data_movement;
 mod dot;
 mod elementwise;
+mod fft;
+mod minifloat;
 mod reduce;
+mod sort;
 mod value;
 
 use crate::element_type::ElementType;
@@ -151,6 +155,10 @@ impl<'m> Evaluator<'m> {
             O::Conditional => self.eval_conditional(inst, ops),
             O::Map => self.eval_map(inst, &arrays(inst, ops)?),
             O::Dot => dot::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Sort => sort::sort(self, inst, &arrays(inst, ops)?),
+            O::TopK => sort::topk(inst, &arrays(inst, ops)?),
+            O::Fft => fft::fft(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Complex | O::Real | O::Imag => complex::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::Broadcast
             | O::Reshape
             | O::Transpose
@@ -161,7 +169,14 @@ impl<'m> Evaluator<'m> {
             | O::Iota
             | O::DynamicSlice
             | O::DynamicUpdateSlice => data_movement::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
-            op if elementwise::handles(op) => elementwise::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
+            op if elementwise::handles(op) => {
+                let ops = arrays(inst, ops)?;
+                if complex::handles(inst, &ops) {
+                    complex::eval(inst, &ops).map(Value::Arr)
+                } else {
+                    elementwise::eval(inst, &ops).map(Value::Arr)
+                }
+            }
             op => Err(EvalError::Unsupported { opcode: op.name().to_string() }),
         }
     }
@@ -221,31 +236,14 @@ impl Evaluator<'_> {
         if ops.iter().any(|a| a.len() != n) {
             return Err(EvalError::invalid(inst, "map operands differ from the result in size"));
         }
-        let mut out = match ty {
-            ElementType::Pred => Buf::Pred(Vec::with_capacity(n)),
-            t if t.is_float() => Buf::Float(Vec::with_capacity(n)),
-            _ => Buf::Int(Vec::with_capacity(n)),
-        };
+        let mut out = value::empty_buf(ty, n);
         for i in 0..n {
-            let args = ops
-                .iter()
-                .map(|a| {
-                    let buf = match &a.buf {
-                        Buf::Pred(v) => Buf::Pred(vec![v[i]]),
-                        Buf::Int(v) => Buf::Int(vec![v[i]]),
-                        Buf::Float(v) => Buf::Float(vec![v[i]]),
-                    };
-                    Value::Arr(Arr { ty: a.ty, dims: vec![], buf })
-                })
-                .collect();
+            let args = ops.iter().map(|a| Value::Arr(a.scalar_at(i))).collect();
             let Value::Arr(r) = self.run_comp(comp, args)? else {
                 return Err(EvalError::invalid(inst, "map computation returned a tuple"));
             };
-            match (&mut out, r.buf) {
-                (Buf::Pred(d), Buf::Pred(s)) if s.len() == 1 => d.extend(s),
-                (Buf::Int(d), Buf::Int(s)) if s.len() == 1 => d.extend(s),
-                (Buf::Float(d), Buf::Float(s)) if s.len() == 1 => d.extend(s),
-                _ => return Err(EvalError::invalid(inst, "map computation result does not match the map's type")),
+            if r.len() != 1 || !out.extend_from(&r.buf) {
+                return Err(EvalError::invalid(inst, "map computation result does not match the map's type"));
             }
         }
         Ok(Value::Arr(Arr { ty, dims, buf: out }))
@@ -258,6 +256,7 @@ fn arrays<'a>(inst: &Instruction, ops: &[&'a Value]) -> Result<Vec<&'a Arr>, Eva
         .map(|v| match v {
             Value::Arr(a) => Ok(a),
             Value::Tuple(_) => Err(EvalError::invalid(inst, "expected an array operand, found a tuple")),
+            Value::Token => Err(EvalError::invalid(inst, "expected an array operand, found a token")),
         })
         .collect()
 }

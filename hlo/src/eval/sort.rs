@@ -1,0 +1,245 @@
+//! sort (any number of operands, any dimension, ordered by the comparator computation) and
+//! topk.
+//!
+//! Sorting is a stable merge sort over element indices that asks only "is a before b?", so a
+//! comparator that is not a strict weak order gives some permutation rather than a panic.
+//! Comparators that are one compare of a parameter pair run as a typed comparison; others
+//! are called on scalars like reducers.
+
+use super::data_movement::{gather, row_major_strides};
+use super::value::map_buf;
+use super::{Arr, Buf, EvalError, Evaluator, Value};
+use crate::element_type::ElementType;
+use crate::ir::{AttrList, CompId, ComparisonDirection, ComparisonType, Instruction, Module, Opcode, Payload};
+use crate::shape::Shape;
+use std::cmp::Ordering;
+
+pub(crate) fn sort(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError> {
+    let Some(first) = ops.first() else {
+        return Err(EvalError::invalid(inst, "sort without operands"));
+    };
+    let dims = first.dims.clone();
+    if ops.iter().any(|a| a.dims != dims) {
+        return Err(EvalError::invalid(inst, "sort operands differ in shape"));
+    }
+    let d = match inst.attr_ints("dimensions") {
+        Some([d]) => usize::try_from(*d).ok().filter(|&d| d < dims.len().max(1)),
+        _ => None,
+    }
+    .ok_or_else(|| EvalError::invalid(inst, "sort needs one dimension in range"))?;
+    let comp = inst.called("to_apply").ok_or_else(|| EvalError::invalid(inst, "sort without to_apply"))?;
+    let fast = simple_comparator(ev.module, comp, ops.len());
+    // Move the sorted dimension last so each line is contiguous, sort, and move it back.
+    let rank = dims.len();
+    let to_last: Vec<usize> = (0..rank).filter(|&i| i != d).chain(std::iter::once(d)).collect();
+    let lines: Vec<Buf> = ops.iter().map(|a| permute(&a.buf, &dims, &to_last)).collect();
+    let line_len = dims.get(d).copied().unwrap_or(1) as usize;
+    let count = if line_len == 0 { 0 } else { first.len() / line_len };
+    let mut order: Vec<usize> = Vec::with_capacity(first.len());
+    for l in 0..count {
+        let base = l * line_len;
+        let perm = match &fast {
+            Some(f) => {
+                let (keys, ty) = (&lines[f.operand], ops[f.operand].ty);
+                merge_sort(line_len, |a, b| Ok(f.less(keys, ty, base + a, base + b)))?
+            }
+            None => merge_sort(line_len, |a, b| {
+                let mut args = Vec::with_capacity(2 * ops.len());
+                for (buf, op) in lines.iter().zip(ops) {
+                    args.push(Value::Arr(Arr { ty: op.ty, dims: vec![], buf: buf.element(base + a) }));
+                    args.push(Value::Arr(Arr { ty: op.ty, dims: vec![], buf: buf.element(base + b) }));
+                }
+                match ev.run_comp(comp, args)? {
+                    Value::Arr(Arr { buf: Buf::Pred(p), .. }) if p.len() == 1 => Ok(p[0]),
+                    _ => Err(EvalError::invalid(inst, "sort comparator did not return a pred scalar")),
+                }
+            })?,
+        };
+        order.extend(perm.into_iter().map(|i| base + i));
+    }
+    let moved_dims: Vec<i64> = to_last.iter().map(|&i| dims[i]).collect();
+    let mut back = vec![0usize; rank];
+    for (i, &p) in to_last.iter().enumerate() {
+        back[p] = i;
+    }
+    let results: Vec<Value> = lines
+        .iter()
+        .zip(ops)
+        .map(|(buf, op)| {
+            let sorted = buf.take(&order);
+            Value::Arr(Arr { ty: op.ty, dims: dims.clone(), buf: permute(&sorted, &moved_dims, &back) })
+        })
+        .collect();
+    match &inst.shape {
+        Shape::Tuple(_) => Ok(Value::Tuple(results)),
+        _ => results.into_iter().next().ok_or_else(|| EvalError::invalid(inst, "sort without operands")),
+    }
+}
+
+/// `buf` (row-major over `dims`) with its dimensions reordered so result dimension i is
+/// source dimension `order[i]`.
+fn permute(buf: &Buf, dims: &[i64], order: &[usize]) -> Buf {
+    if order.iter().enumerate().all(|(i, &o)| i == o) {
+        return buf.clone();
+    }
+    let strides = row_major_strides(dims);
+    let new_dims: Vec<i64> = order.iter().map(|&o| dims[o]).collect();
+    let new_strides: Vec<i64> = order.iter().map(|&o| strides[o]).collect();
+    map_buf!(buf, v => gather(v, &new_dims, &new_strides, 0))
+}
+
+/// A stable bottom-up merge sort of `0..n`: an element of the right run goes first only when
+/// `less(right, left)`.
+fn merge_sort(
+    n: usize,
+    mut less: impl FnMut(usize, usize) -> Result<bool, EvalError>,
+) -> Result<Vec<usize>, EvalError> {
+    let mut a: Vec<usize> = (0..n).collect();
+    let mut b = vec![0usize; n];
+    let mut width = 1;
+    while width < n {
+        let mut start = 0;
+        while start < n {
+            let mid = (start + width).min(n);
+            let end = (start + 2 * width).min(n);
+            let (mut i, mut j, mut k) = (start, mid, start);
+            while i < mid && j < end {
+                if less(a[j], a[i])? {
+                    b[k] = a[j];
+                    j += 1;
+                } else {
+                    b[k] = a[i];
+                    i += 1;
+                }
+                k += 1;
+            }
+            b[k..k + (mid - i)].copy_from_slice(&a[i..mid]);
+            k += mid - i;
+            b[k..k + (end - j)].copy_from_slice(&a[j..end]);
+            start = end;
+        }
+        std::mem::swap(&mut a, &mut b);
+        width *= 2;
+    }
+    Ok(a)
+}
+
+/// A comparator that is one compare of parameters 2m and 2m+1 (in either order).
+struct SimpleCompare {
+    operand: usize,
+    /// True when the compare reads the right-hand element first (compare(p1, p0)).
+    swapped: bool,
+    direction: ComparisonDirection,
+    total: bool,
+}
+
+fn simple_comparator(module: &Module, comp: CompId, operands: usize) -> Option<SimpleCompare> {
+    let c = module.get(comp)?;
+    let root = c.root_inst();
+    if root.opcode != Opcode::Compare || c.instructions.len() != 2 * operands + 1 || root.operands.len() != 2 {
+        return None;
+    }
+    let param = |i: usize| match c.get(root.operands[i])?.payload {
+        Payload::Parameter(n) => usize::try_from(n).ok(),
+        _ => None,
+    };
+    let (p, q) = (param(0)?, param(1)?);
+    if p / 2 != q / 2 || p == q || p / 2 >= operands {
+        return None;
+    }
+    let direction = root.attr_word("direction").and_then(ComparisonDirection::parse)?;
+    let total = root.attr_word("type").and_then(ComparisonType::parse) == Some(ComparisonType::TotalOrder);
+    Some(SimpleCompare { operand: p / 2, swapped: p % 2 == 1, direction, total })
+}
+
+impl SimpleCompare {
+    fn less(&self, buf: &Buf, ty: ElementType, a: usize, b: usize) -> bool {
+        let (x, y) = if self.swapped { (b, a) } else { (a, b) };
+        let ord = match buf {
+            Buf::Float(v) if self.total => Some(v[x].total_cmp(&v[y])),
+            Buf::Float(v) => v[x].partial_cmp(&v[y]),
+            Buf::Int(v) if ty == ElementType::U64 => Some((v[x] as u64).cmp(&(v[y] as u64))),
+            Buf::Int(v) => Some(v[x].cmp(&v[y])),
+            Buf::Pred(v) => Some(v[x].cmp(&v[y])),
+            Buf::Complex(_) => None,
+        };
+        test(self.direction, ord)
+    }
+}
+
+/// A compare's result from the ordering of its operands (None when unordered: NaN).
+fn test(dir: ComparisonDirection, o: Option<Ordering>) -> bool {
+    use ComparisonDirection as D;
+    match (dir, o) {
+        (D::Ne, None) => true,
+        (_, None) => false,
+        (D::Eq, Some(o)) => o == Ordering::Equal,
+        (D::Ne, Some(o)) => o != Ordering::Equal,
+        (D::Lt, Some(o)) => o == Ordering::Less,
+        (D::Le, Some(o)) => o != Ordering::Greater,
+        (D::Gt, Some(o)) => o == Ordering::Greater,
+        (D::Ge, Some(o)) => o != Ordering::Less,
+    }
+}
+
+/// topk: the k largest (or smallest) entries of each row of the last dimension, in order,
+/// with their s32 indices; equal values keep the lower index first. NaN sorts above every
+/// number (below every number for the smallest), as XLA's total order places positive NaN.
+pub(crate) fn topk(inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError> {
+    let [a] = ops else {
+        return Err(EvalError::invalid(inst, "topk needs one operand"));
+    };
+    let k = inst.attr_int("k").ok_or_else(|| EvalError::invalid(inst, "topk without k"))?;
+    let largest = inst.attr_bool("largest").unwrap_or(true);
+    let n = a.dims.last().copied().unwrap_or(1);
+    if k < 0 || k > n {
+        return Err(EvalError::invalid(inst, "topk k is out of range"));
+    }
+    let Shape::Tuple(parts) = &inst.shape else {
+        return Err(EvalError::invalid(inst, "topk returns a (values, indices) tuple"));
+    };
+    let (Some(Shape::Array(vs)), Some(Shape::Array(is))) = (parts.first(), parts.get(1)) else {
+        return Err(EvalError::invalid(inst, "topk returns a (values, indices) tuple"));
+    };
+    let (n, k) = (n as usize, k as usize);
+    let rows = if n == 0 { 0 } else { a.len() / n };
+    let mut picked = Vec::with_capacity(rows * k);
+    for r in 0..rows {
+        let base = r * n;
+        let perm = merge_sort(n, |x, y| {
+            let o = cmp_elems(&a.buf, base + x, base + y);
+            Ok(if largest { o == Ordering::Greater } else { o == Ordering::Less })
+        })?;
+        picked.extend(perm[..k].iter().map(|&i| (base + i, i)));
+    }
+    let positions: Vec<usize> = picked.iter().map(|p| p.0).collect();
+    let values = Arr { ty: a.ty, dims: vs.dims.clone(), buf: a.buf.take(&positions) };
+    let index_ty = is.element_type;
+    if !index_ty.is_integral() {
+        return Err(EvalError::invalid(inst, "topk indices must be integers"));
+    }
+    let indices = Arr {
+        ty: index_ty,
+        dims: is.dims.clone(),
+        buf: Buf::Int(picked.iter().map(|p| super::value::wrap_int(index_ty, p.1 as i64)).collect()),
+    };
+    Ok(Value::Tuple(vec![Value::Arr(values), Value::Arr(indices)]))
+}
+
+/// The total order topk ranks by: NaN above +inf, and -0 equal to +0.
+fn cmp_elems(buf: &Buf, i: usize, j: usize) -> Ordering {
+    match buf {
+        Buf::Float(v) => {
+            let (x, y) = (v[i], v[j]);
+            match (x.is_nan(), y.is_nan()) {
+                (true, true) => Ordering::Equal,
+                (true, false) => Ordering::Greater,
+                (false, true) => Ordering::Less,
+                _ => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
+            }
+        }
+        Buf::Int(v) => v[i].cmp(&v[j]),
+        Buf::Pred(v) => v[i].cmp(&v[j]),
+        Buf::Complex(_) => Ordering::Equal,
+    }
+}
