@@ -7,11 +7,13 @@
 //! f32 add/sub/mul/div/sqrt computed in f64 and rounded once are correctly rounded, and f16/bf16
 //! go through f32 first because that is how XLA:CPU computes them.
 
+mod batch_norm;
 mod complex;
 mod data_movement;
 mod dot;
 mod elementwise;
 mod fft;
+mod linalg;
 mod minifloat;
 mod reduce;
 mod sort;
@@ -158,6 +160,11 @@ impl<'m> Evaluator<'m> {
             O::Sort => sort::sort(self, inst, &arrays(inst, ops)?),
             O::TopK => sort::topk(inst, &arrays(inst, ops)?),
             O::Fft => fft::fft(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Cholesky => linalg::cholesky(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::TriangularSolve => linalg::triangular_solve(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::BatchNormInference => batch_norm::inference(inst, &arrays(inst, ops)?),
+            O::BatchNormTraining => batch_norm::training(inst, &arrays(inst, ops)?),
+            O::BatchNormGrad => batch_norm::grad(inst, &arrays(inst, ops)?),
             O::Complex | O::Real | O::Imag => complex::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::Broadcast
             | O::Reshape
