@@ -13,9 +13,11 @@ mod data_movement;
 mod dot;
 mod elementwise;
 mod fft;
+mod host_io;
 mod linalg;
 mod minifloat;
 mod reduce;
+mod rng;
 mod sort;
 mod value;
 
@@ -24,6 +26,7 @@ use crate::ir::{AttrList, CompId, Computation, Instruction, Module, Opcode, Payl
 use crate::literal::{Literal, LiteralError};
 use crate::shape::Shape;
 
+pub use host_io::{CustomCallRegistry, EvalOptions, HostFn};
 pub(crate) use value::{Arr, Buf, Value};
 
 /// Why a module could not be evaluated.
@@ -52,6 +55,12 @@ impl EvalError {
 /// Runs the entry computation of `module` on `args` (one literal per entry parameter, in any
 /// layout) and returns its result in the layout the module declares for it.
 pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
+    evaluate_with(module, args, &EvalOptions::default())
+}
+
+/// [`evaluate`] with a seed for `rng`, an infeed queue, an outfeed collector and custom-call
+/// host functions.
+pub fn evaluate_with(module: &Module, args: &[Literal], options: &EvalOptions) -> Result<Literal, EvalError> {
     // The evaluator indexes by the shapes the module declares; verification is what makes
     // those shapes agree, so an unverified module never reaches it.
     crate::verify::verify(module)?;
@@ -75,7 +84,8 @@ pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError>
         }
         values.push(Value::from_literal(arg, "parameter")?);
     }
-    let result = Evaluator { module }.run(entry, values)?;
+    let evaluator = Evaluator { module, options, rng: rng::RngStream::new(options.rng_seed) };
+    let result = evaluator.run(entry, values)?;
     let root_shape = match declared {
         Some(ps) if ps.result.compatible(&entry.root_inst().shape) => ps.result.clone(),
         _ => entry.root_inst().shape.clone(),
@@ -85,6 +95,8 @@ pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError>
 
 pub(crate) struct Evaluator<'m> {
     pub(crate) module: &'m Module,
+    options: &'m EvalOptions,
+    rng: rng::RngStream,
 }
 
 impl<'m> Evaluator<'m> {
@@ -160,6 +172,12 @@ impl<'m> Evaluator<'m> {
             O::Sort => sort::sort(self, inst, &arrays(inst, ops)?),
             O::TopK => sort::topk(inst, &arrays(inst, ops)?),
             O::Fft => fft::fft(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Rng => rng::rng(inst, &arrays(inst, ops)?, &self.rng).map(Value::Arr),
+            O::RngBitGenerator => rng::bit_generator(inst, &arrays(inst, ops)?),
+            O::Infeed => host_io::infeed(self.options, inst),
+            O::Outfeed => host_io::outfeed(self.options, inst, ops),
+            O::CustomCall => host_io::custom_call(self.options, inst, ops),
+            O::AfterAll => Ok(Value::Token),
             O::Cholesky => linalg::cholesky(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::TriangularSolve => linalg::triangular_solve(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::BatchNormInference => batch_norm::inference(inst, &arrays(inst, ops)?),

@@ -183,8 +183,7 @@ fn test(dir: ComparisonDirection, o: Option<Ordering>) -> bool {
 }
 
 /// topk: the k largest (or smallest) entries of each row of the last dimension, in order,
-/// with their s32 indices; equal values keep the lower index first. NaN sorts above every
-/// number (below every number for the smallest), as XLA's total order places positive NaN.
+/// with their s32 indices; equal values keep the lower index first.
 pub(crate) fn topk(inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError> {
     let [a] = ops else {
         return Err(EvalError::invalid(inst, "topk needs one operand"));
@@ -207,7 +206,7 @@ pub(crate) fn topk(inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError>
     for r in 0..rows {
         let base = r * n;
         let perm = merge_sort(n, |x, y| {
-            let o = cmp_elems(&a.buf, base + x, base + y);
+            let o = cmp_elems(&a.buf, a.ty, base + x, base + y);
             Ok(if largest { o == Ordering::Greater } else { o == Ordering::Less })
         })?;
         picked.extend(perm[..k].iter().map(|&i| (base + i, i)));
@@ -226,18 +225,11 @@ pub(crate) fn topk(inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError>
     Ok(Value::Tuple(vec![Value::Arr(values), Value::Arr(indices)]))
 }
 
-/// The total order topk ranks by: NaN above +inf, and -0 equal to +0.
-fn cmp_elems(buf: &Buf, i: usize, j: usize) -> Ordering {
+/// The order topk ranks by, XLA's total order: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
+fn cmp_elems(buf: &Buf, ty: ElementType, i: usize, j: usize) -> Ordering {
     match buf {
-        Buf::Float(v) => {
-            let (x, y) = (v[i], v[j]);
-            match (x.is_nan(), y.is_nan()) {
-                (true, true) => Ordering::Equal,
-                (true, false) => Ordering::Greater,
-                (false, true) => Ordering::Less,
-                _ => x.partial_cmp(&y).unwrap_or(Ordering::Equal),
-            }
-        }
+        Buf::Float(v) => v[i].total_cmp(&v[j]),
+        Buf::Int(v) if ty == ElementType::U64 => (v[i] as u64).cmp(&(v[j] as u64)),
         Buf::Int(v) => v[i].cmp(&v[j]),
         Buf::Pred(v) => v[i].cmp(&v[j]),
         Buf::Complex(_) => Ordering::Equal,
