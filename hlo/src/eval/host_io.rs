@@ -148,6 +148,16 @@ pub(crate) fn custom_call(opts: &EvalOptions, inst: &Instruction, ops: &[&Value]
     let Some(f) = opts.custom_calls.targets.get(target) else {
         return Err(EvalError::Unsupported { opcode: format!("custom-call to unregistered target '{target}'") });
     };
+    run_host_fn(inst, target, f, ops)
+}
+
+/// Whether a custom-call goes to a registered host function (which takes precedence over the
+/// targets the interpreter knows itself, such as XLA's TopK).
+pub(crate) fn is_registered(opts: &EvalOptions, inst: &Instruction) -> bool {
+    opts.custom_calls.contains(inst.attr_word("custom_call_target").unwrap_or(""))
+}
+
+fn run_host_fn(inst: &Instruction, target: &str, f: &HostFn, ops: &[&Value]) -> Result<Value, EvalError> {
     let args = ops.iter().map(|v| to_literal(v)).collect::<Result<Vec<_>, _>>()?;
     let out = f(&args).map_err(|m| EvalError::invalid(inst, format!("custom-call '{target}' failed: {m}")))?;
     if !out.shape().compatible(&inst.shape) {

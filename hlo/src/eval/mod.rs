@@ -8,6 +8,7 @@
 //! go through f32 first because that is how XLA:CPU computes them.
 
 mod batch_norm;
+mod collectives;
 mod complex;
 mod data_movement;
 mod dot;
@@ -20,6 +21,7 @@ mod reduce;
 mod rng;
 mod sort;
 mod value;
+mod wrappers;
 
 use crate::element_type::ElementType;
 use crate::ir::{AttrList, CompId, Computation, Instruction, Module, Opcode, Payload};
@@ -121,7 +123,11 @@ impl<'m> Evaluator<'m> {
                     None => return Err(EvalError::invalid(inst, "operand evaluated out of order")),
                 }
             }
-            let v = self.eval_inst(inst, &ops, &args)?;
+            // bitcast reads the operand's physical buffer, so it needs the operand's layout.
+            let v = match (inst.opcode, inst.operands.first(), ops.first()) {
+                (Opcode::Bitcast, Some(&o), Some(v)) => wrappers::bitcast(inst, &comp.inst(o).shape, v)?,
+                _ => self.eval_inst(inst, &ops, &args)?,
+            };
             values[id.index()] = Some(v);
         }
         let root = root.ok_or_else(|| EvalError::Argument(format!("computation {} is empty", comp.name)))?;
@@ -176,8 +182,17 @@ impl<'m> Evaluator<'m> {
             O::RngBitGenerator => rng::bit_generator(inst, &arrays(inst, ops)?),
             O::Infeed => host_io::infeed(self.options, inst),
             O::Outfeed => host_io::outfeed(self.options, inst, ops),
+            O::CustomCall
+                if inst.attr_word("custom_call_target") == Some("TopK")
+                    && !host_io::is_registered(self.options, inst) =>
+            {
+                sort::topk_custom_call(self, inst, &arrays(inst, ops)?)
+            }
             O::CustomCall => host_io::custom_call(self.options, inst, ops),
             O::AfterAll => Ok(Value::Token),
+            O::RngGetAndUpdateState => rng::get_and_update_state(inst, &self.rng),
+            op if collectives::handles(op) => collectives::eval(inst, ops),
+            op if wrappers::handles(op) => self.eval_wrapper(inst, ops),
             O::Cholesky => linalg::cholesky(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::TriangularSolve => linalg::triangular_solve(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::BatchNormInference => batch_norm::inference(inst, &arrays(inst, ops)?),

@@ -216,6 +216,14 @@ impl RngStream {
     }
 }
 
+/// rng-get-and-update-state: the generator's (seed, counter) before advancing the counter by
+/// `delta`.
+pub(crate) fn get_and_update_state(inst: &Instruction, stream: &RngStream) -> Result<Value, EvalError> {
+    let delta = inst.attr_int("delta").ok_or_else(|| EvalError::invalid(inst, "missing delta"))?;
+    let before = stream.counter.fetch_add(delta as u64, std::sync::atomic::Ordering::Relaxed);
+    Ok(Value::Arr(Arr { ty: ElementType::U64, dims: vec![2], buf: Buf::Int(vec![stream.key as i64, before as i64]) }))
+}
+
 /// Uniform floats in [0, 1) with `mant` random mantissa bits, as XLA's bits-to-float does.
 fn unit_floats(words: &[u64], mant: u32) -> Vec<f64> {
     words.iter().map(|&w| (w >> (32 - mant)) as f64 * (-(mant as f64)).exp2()).collect()

@@ -10,7 +10,9 @@ use super::data_movement::{gather, row_major_strides};
 use super::value::map_buf;
 use super::{Arr, Buf, EvalError, Evaluator, Value};
 use crate::element_type::ElementType;
-use crate::ir::{AttrList, CompId, ComparisonDirection, ComparisonType, Instruction, Module, Opcode, Payload};
+use crate::ir::{
+    AttrList, AttrValue, CompId, ComparisonDirection, ComparisonType, Instruction, Module, Opcode, Payload,
+};
 use crate::shape::Shape;
 use std::cmp::Ordering;
 
@@ -185,11 +187,65 @@ fn test(dir: ComparisonDirection, o: Option<Ordering>) -> bool {
 /// topk: the k largest (or smallest) entries of each row of the last dimension, in order,
 /// with their s32 indices; equal values keep the lower index first.
 pub(crate) fn topk(inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError> {
+    let k = inst.attr_int("k").ok_or_else(|| EvalError::invalid(inst, "topk without k"))?;
+    let largest = inst.attr_bool("largest").unwrap_or(true);
+    top_k(inst, ops, k, |a, x, y| {
+        let o = cmp_elems(&a.buf, a.ty, x, y);
+        Ok(if largest { o == Ordering::Greater } else { o == Ordering::Less })
+    })
+}
+
+/// The `TopK` custom-call XLA:CPU's optimizer emits: k comes from the result shape and the
+/// order from its comparator computation ("a goes before b").
+pub(crate) fn topk_custom_call(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError> {
+    let k = match &inst.shape {
+        Shape::Tuple(parts) => parts.first().and_then(|p| p.as_array()).and_then(|a| a.dims.last().copied()),
+        _ => None,
+    }
+    .ok_or_else(|| EvalError::invalid(inst, "TopK returns a (values, indices) tuple"))?;
+    let comp = match inst.attr("called_computations") {
+        Some(AttrValue::Computations(cs)) => cs.first().copied(),
+        Some(AttrValue::Computation(c)) => Some(*c),
+        _ => None,
+    };
+    let Some(comp) = comp else {
+        return top_k(inst, ops, k, |a, x, y| Ok(cmp_elems(&a.buf, a.ty, x, y) == Ordering::Greater));
+    };
+    // The comparator is a sort comparator over (values) or (values, s32 indices).
+    let params = ev.module.get(comp).map_or(0, |c| c.parameter_shapes().len());
+    if let Some(f) = simple_comparator(ev.module, comp, params / 2) {
+        if f.operand == 0 {
+            return top_k(inst, ops, k, |a, x, y| Ok(f.less(&a.buf, a.ty, x, y)));
+        }
+    }
+    let n = ops.first().and_then(|a| a.dims.last().copied()).unwrap_or(1).max(1) as usize;
+    top_k(inst, ops, k, |a, x, y| {
+        let mut args = vec![Value::Arr(a.scalar_at(x)), Value::Arr(a.scalar_at(y))];
+        if params == 4 {
+            let index =
+                |i: usize| Value::Arr(Arr { ty: ElementType::S32, dims: vec![], buf: Buf::Int(vec![(i % n) as i64]) });
+            args.extend([index(x), index(y)]);
+        }
+        match ev.run_comp(comp, args)? {
+            Value::Arr(Arr { buf: Buf::Pred(p), .. }) if p.len() == 1 => Ok(p[0]),
+            _ => Err(EvalError::invalid(inst, "TopK comparator did not return a pred scalar")),
+        }
+    })
+}
+
+/// The first k entries of each last-dimension row under `before` (stable), with indices.
+fn top_k(
+    inst: &Instruction,
+    ops: &[&Arr],
+    k: i64,
+    mut before: impl FnMut(&Arr, usize, usize) -> Result<bool, EvalError>,
+) -> Result<Value, EvalError> {
     let [a] = ops else {
         return Err(EvalError::invalid(inst, "topk needs one operand"));
     };
-    let k = inst.attr_int("k").ok_or_else(|| EvalError::invalid(inst, "topk without k"))?;
-    let largest = inst.attr_bool("largest").unwrap_or(true);
+    if a.ty.is_complex() {
+        return Err(EvalError::Unsupported { opcode: format!("{} on complex numbers", inst.opcode.name()) });
+    }
     let n = a.dims.last().copied().unwrap_or(1);
     if k < 0 || k > n {
         return Err(EvalError::invalid(inst, "topk k is out of range"));
@@ -205,10 +261,7 @@ pub(crate) fn topk(inst: &Instruction, ops: &[&Arr]) -> Result<Value, EvalError>
     let mut picked = Vec::with_capacity(rows * k);
     for r in 0..rows {
         let base = r * n;
-        let perm = merge_sort(n, |x, y| {
-            let o = cmp_elems(&a.buf, a.ty, base + x, base + y);
-            Ok(if largest { o == Ordering::Greater } else { o == Ordering::Less })
-        })?;
+        let perm = merge_sort(n, |x, y| before(a, base + x, base + y))?;
         picked.extend(perm[..k].iter().map(|&i| (base + i, i)));
     }
     let positions: Vec<usize> = picked.iter().map(|p| p.0).collect();
