@@ -502,3 +502,33 @@ ENTRY e {
     assert_eq!(f32s(&part(&r, 0)), vec![1.5, -2.0]);
     assert_eq!(part(&r, 1).to_vec::<u32>().unwrap(), vec![0]);
 }
+
+#[test]
+fn complex_values_move_like_any_other() {
+    let text = "HloModule m
+sum {
+  a = c64[] parameter(0)
+  b = c64[] parameter(1)
+  ROOT c = c64[] add(a, b)
+}
+ENTRY e {
+  re = f32[3] parameter(0)
+  zero = c64[] constant((0, 0))
+  z = c64[3] complex(re, re)
+  i = c64[3] iota(), iota_dimension=0
+  p = c64[5] pad(z, zero), padding=1_1
+  c = c64[6] concatenate(z, i), dimensions={0}
+  s = c64[] reduce(c, zero), dimensions={0}, to_apply=sum
+  k = s32[] constant(1)
+  u = c64[5] dynamic-update-slice(p, i, k)
+  r = c64[5] reverse(u), dimensions={0}
+  ROOT t = (c64[5], c64[], c64[5]) tuple(p, s, r)
+}
+";
+    let re = Literal::from_vec(&[3], vec![1.0f32, 2.0, 3.0]).unwrap();
+    let r = run(text, &[re]).unwrap();
+    let c = |l: Literal| l.to_vec::<(f32, f32)>().unwrap();
+    assert_eq!(c(part(&r, 0)), vec![(0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (0.0, 0.0)]);
+    assert_eq!(c(part(&r, 1)), vec![(9.0, 6.0)]);
+    assert_eq!(c(part(&r, 2)), vec![(0.0, 0.0), (2.0, 0.0), (1.0, 0.0), (0.0, 0.0), (0.0, 0.0)]);
+}
