@@ -409,7 +409,7 @@ ENTRY e {
         Literal::from_vec(&[v.len() as i64], v.iter().map(|x| 2.0 * x).collect()).map_err(|e| e.to_string())
     });
     let opts = EvalOptions::new().with_custom_calls(reg);
-    assert_eq!(f32s(&evaluate_with(&m, &[x.clone()], &opts).unwrap()), vec![2.0, -4.0, 1.0]);
+    assert_eq!(f32s(&evaluate_with(&m, std::slice::from_ref(&x), &opts).unwrap()), vec![2.0, -4.0, 1.0]);
     let mut bad = CustomCallRegistry::new();
     bad.register("twice", |_: &[Literal]| Err("no".to_string()));
     assert!(evaluate_with(&m, &[x], &EvalOptions::new().with_custom_calls(bad)).is_err());
@@ -531,4 +531,20 @@ ENTRY e {
     assert_eq!(c(part(&r, 0)), vec![(0.0, 0.0), (1.0, 1.0), (2.0, 2.0), (3.0, 3.0), (0.0, 0.0)]);
     assert_eq!(c(part(&r, 1)), vec![(9.0, 6.0)]);
     assert_eq!(c(part(&r, 2)), vec![(0.0, 0.0), (2.0, 0.0), (1.0, 0.0), (0.0, 0.0), (0.0, 0.0)]);
+}
+
+#[test]
+fn complex_dot() {
+    let text = "HloModule m
+ENTRY e {
+  a = c64[2,2] parameter(0)
+  b = c64[2] parameter(1)
+  ROOT d = c64[2] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+";
+    let a = Literal::from_vec(&[2, 2], vec![(1.0f32, 1.0f32), (0.0, 2.0), (3.0, 0.0), (1.0, -1.0)]).unwrap();
+    let b = Literal::from_vec(&[2], vec![(2.0f32, 0.0f32), (0.0, 1.0)]).unwrap();
+    // Row 0: (1+i)2 + (2i)(i) = 2 + 2i - 2 = 2i; row 1: 3*2 + (1-i)i = 6 + i + 1 = 7 + i.
+    let r = run(text, &[a, b]).unwrap();
+    assert_eq!(r.to_vec::<(f32, f32)>().unwrap(), vec![(0.0, 2.0), (7.0, 1.0)]);
 }

@@ -29,7 +29,7 @@ fn layout(inst: &Instruction, x: &Arr) -> Result<Layout, EvalError> {
         .ok_or_else(|| EvalError::invalid(inst, "feature_index out of range"))?;
     let features = x.dims[f] as usize;
     let inner = x.dims[f + 1..].iter().product::<i64>() as usize;
-    let count = if features == 0 { 0 } else { x.len() / features };
+    let count = x.len().checked_div(features).unwrap_or(0);
     Ok(Layout { features, inner: inner.max(1), count })
 }
 

@@ -196,3 +196,32 @@ fn pow(a: C, b: C) -> C {
     }
     exp(mul(b, log(a)))
 }
+
+/// dot on complex operands as four real dots in f64: (a + bi)(c + di) = (ac - bd) + (ad + bc)i.
+pub(crate) fn dot(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
+    let (ty, dims) = result_array(inst)?;
+    let [lhs, rhs] = ops else {
+        return Err(EvalError::invalid(inst, "dot needs two operands"));
+    };
+    let mut real = inst.clone();
+    real.shape = crate::shape::Shape::array(crate::element_type::ElementType::F64, &dims);
+    let parts = |a: &Arr| -> Result<(Arr, Arr), EvalError> {
+        let v = as_complex(inst, a, a.len())?;
+        let mk = |f: fn(&C) -> f64| Arr {
+            ty: crate::element_type::ElementType::F64,
+            dims: a.dims.clone(),
+            buf: Buf::Float(v.iter().map(f).collect()),
+        };
+        Ok((mk(|c| c.0), mk(|c| c.1)))
+    };
+    let ((a, b), (c, d)) = (parts(lhs)?, parts(rhs)?);
+    let prod = |x: &Arr, y: &Arr| -> Result<Vec<f64>, EvalError> {
+        match super::dot::dot(&real, &[x, y])?.buf {
+            Buf::Float(v) => Ok(v),
+            _ => Err(EvalError::invalid(inst, "real dot did not give floats")),
+        }
+    };
+    let (ac, bd, ad, bc) = (prod(&a, &c)?, prod(&b, &d)?, prod(&a, &d)?, prod(&b, &c)?);
+    let out = (0..ac.len()).map(|i| round_complex(ty, (ac[i] - bd[i], ad[i] + bc[i]))).collect();
+    Ok(Arr { ty, dims, buf: Buf::Complex(out) })
+}

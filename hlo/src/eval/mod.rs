@@ -1,11 +1,15 @@
 //! The reference interpreter: runs a module's entry computation on literals.
 //!
-//! Intermediate values are row-major arrays widened to one of three buffers (predicates,
-//! integers as i64, floats as f64) so each op is written once per class as a whole-array
-//! kernel. Every op re-narrows its result to the element type (integers wrap to their width,
-//! floats round to their format), so the values seen are exactly those of the narrow type:
-//! f32 add/sub/mul/div/sqrt computed in f64 and rounded once are correctly rounded, and f16/bf16
-//! go through f32 first because that is how XLA:CPU computes them.
+//! Intermediate values are row-major arrays widened to one of four buffers (predicates,
+//! integers as i64, floats as f64, complex numbers as f64 pairs) so each op is written once per
+//! class as a whole-array kernel. Every op re-narrows its result to the element type (integers
+//! wrap to their width, sub-byte ones included; floats round to their format, f8 and f4 ones
+//! included), so the values seen are exactly those of the narrow type: f32 add/sub/mul/div/sqrt
+//! computed in f64 and rounded once are correctly rounded, and f16/bf16 go through f32 first
+//! because that is how XLA:CPU computes them.
+//!
+//! Host-side state (the `rng` seed, infeed and outfeed queues, custom-call functions) comes in
+//! through [`EvalOptions`]; the interpreter is one device, so replica and partition ids are 0.
 
 mod batch_norm;
 mod collectives;
@@ -174,7 +178,14 @@ impl<'m> Evaluator<'m> {
             O::While => self.eval_while(inst, ops),
             O::Conditional => self.eval_conditional(inst, ops),
             O::Map => self.eval_map(inst, &arrays(inst, ops)?),
-            O::Dot => dot::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Dot => {
+                let ops = arrays(inst, ops)?;
+                if ops.iter().any(|a| a.ty.is_complex()) {
+                    complex::dot(inst, &ops).map(Value::Arr)
+                } else {
+                    dot::dot(inst, &ops).map(Value::Arr)
+                }
+            }
             O::Sort => sort::sort(self, inst, &arrays(inst, ops)?),
             O::TopK => sort::topk(inst, &arrays(inst, ops)?),
             O::Fft => fft::fft(inst, &arrays(inst, ops)?).map(Value::Arr),

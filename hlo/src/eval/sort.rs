@@ -36,7 +36,7 @@ pub(crate) fn sort(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Arr]) -> Resu
     let to_last: Vec<usize> = (0..rank).filter(|&i| i != d).chain(std::iter::once(d)).collect();
     let lines: Vec<Buf> = ops.iter().map(|a| permute(&a.buf, &dims, &to_last)).collect();
     let line_len = dims.get(d).copied().unwrap_or(1) as usize;
-    let count = if line_len == 0 { 0 } else { first.len() / line_len };
+    let count = first.len().checked_div(line_len).unwrap_or(0);
     let mut order: Vec<usize> = Vec::with_capacity(first.len());
     for l in 0..count {
         let base = l * line_len;
@@ -257,7 +257,7 @@ fn top_k(
         return Err(EvalError::invalid(inst, "topk returns a (values, indices) tuple"));
     };
     let (n, k) = (n as usize, k as usize);
-    let rows = if n == 0 { 0 } else { a.len() / n };
+    let rows = a.len().checked_div(n).unwrap_or(0);
     let mut picked = Vec::with_capacity(rows * k);
     for r in 0..rows {
         let base = r * n;
