@@ -548,3 +548,19 @@ ENTRY e {
     let r = run(text, &[a, b]).unwrap();
     assert_eq!(r.to_vec::<(f32, f32)>().unwrap(), vec![(0.0, 2.0), (7.0, 1.0)]);
 }
+
+#[test]
+fn malformed_uses_are_errors_not_panics() {
+    // Modules the verifier lets through but the interpreter cannot give a meaning to.
+    let cases = [
+        "HloModule m\nENTRY e {\n  x = f32[4] parameter(0)\n  ROOT y = f32[4] custom-call(x), custom_call_target=\"nothing\"\n}\n",
+        "HloModule m\nENTRY e {\n  t = token[] after-all()\n  in = (f32[4], token[]) infeed(t)\n  ROOT d = f32[4] get-tuple-element(in), index=0\n}\n",
+        "HloModule m\nENTRY e {\n  s = u64[2] parameter(0)\n  ROOT r = (u64[2], pred[4]) rng-bit-generator(s), algorithm=rng_philox\n}\n",
+    ];
+    for text in cases {
+        let Ok(m) = parse_module(text) else { continue };
+        let args: Vec<Literal> =
+            m.entry_comp().parameter_shapes().iter().map(|s| Literal::zeros(s.without_layout()).unwrap()).collect();
+        assert!(evaluate(&m, &args).is_err(), "{text}");
+    }
+}

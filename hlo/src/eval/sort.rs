@@ -25,7 +25,7 @@ pub(crate) fn sort(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Arr]) -> Resu
         return Err(EvalError::invalid(inst, "sort operands differ in shape"));
     }
     let d = match inst.attr_ints("dimensions") {
-        Some([d]) => usize::try_from(*d).ok().filter(|&d| d < dims.len().max(1)),
+        Some([d]) => usize::try_from(*d).ok().filter(|&d| d < dims.len()),
         _ => None,
     }
     .ok_or_else(|| EvalError::invalid(inst, "sort needs one dimension in range"))?;
