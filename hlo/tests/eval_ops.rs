@@ -564,3 +564,30 @@ fn malformed_uses_are_errors_not_panics() {
         assert!(evaluate(&m, &args).is_err(), "{text}");
     }
 }
+
+#[test]
+fn lexicographic_comparators_run_as_computations() {
+    let text = "HloModule m
+cmp {
+  a0 = s32[] parameter(0)
+  b0 = s32[] parameter(1)
+  a1 = f32[] parameter(2)
+  b1 = f32[] parameter(3)
+  lt0 = pred[] compare(a0, b0), direction=LT
+  eq0 = pred[] compare(a0, b0), direction=EQ
+  gt1 = pred[] compare(a1, b1), direction=GT
+  tie = pred[] and(eq0, gt1)
+  ROOT r = pred[] or(lt0, tie)
+}
+ENTRY e {
+  k = s32[5] parameter(0)
+  v = f32[5] parameter(1)
+  ROOT s = (s32[5], f32[5]) sort(k, v), dimensions={0}, to_apply=cmp
+}
+";
+    let k = Literal::from_vec(&[5], vec![2, 1, 2, 1, 0]).unwrap();
+    let v = Literal::from_vec(&[5], vec![0.5f32, 1.0, 3.0, 2.0, -1.0]).unwrap();
+    let r = run(text, &[k, v]).unwrap();
+    assert_eq!(s32s(&part(&r, 0)), vec![0, 1, 1, 2, 2]);
+    assert_eq!(f32s(&part(&r, 1)), vec![-1.0, 2.0, 1.0, 3.0, 0.5]);
+}

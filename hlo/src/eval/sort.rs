@@ -11,7 +11,7 @@ use super::value::map_buf;
 use super::{Arr, Buf, EvalError, Evaluator, Value};
 use crate::element_type::ElementType;
 use crate::ir::{
-    AttrList, AttrValue, CompId, ComparisonDirection, ComparisonType, Instruction, Module, Opcode, Payload,
+    AttrList, AttrValue, CompId, ComparisonDirection, ComparisonType, InstId, Instruction, Module, Opcode, Payload,
 };
 use crate::shape::Shape;
 use std::cmp::Ordering;
@@ -31,21 +31,27 @@ pub(crate) fn sort(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Arr]) -> Resu
     .ok_or_else(|| EvalError::invalid(inst, "sort needs one dimension in range"))?;
     let comp = inst.called("to_apply").ok_or_else(|| EvalError::invalid(inst, "sort without to_apply"))?;
     let fast = simple_comparator(ev.module, comp, ops.len());
+    let keyed = if fast.is_none() { key_comparator(ev.module, comp) } else { None };
     // Move the sorted dimension last so each line is contiguous, sort, and move it back.
     let rank = dims.len();
     let to_last: Vec<usize> = (0..rank).filter(|&i| i != d).chain(std::iter::once(d)).collect();
     let lines: Vec<Buf> = ops.iter().map(|a| permute(&a.buf, &dims, &to_last)).collect();
     let line_len = dims.get(d).copied().unwrap_or(1) as usize;
     let count = first.len().checked_div(line_len).unwrap_or(0);
+    let keys = match &keyed {
+        Some(k) => Some(k.keys(ev, comp, &lines, ops)?),
+        None => None,
+    };
     let mut order: Vec<usize> = Vec::with_capacity(first.len());
     for l in 0..count {
         let base = l * line_len;
-        let perm = match &fast {
-            Some(f) => {
+        let perm = match (&fast, &keyed, &keys) {
+            (_, Some(k), Some(keys)) => merge_sort(line_len, |a, b| Ok(k.less(keys, base + a, base + b)))?,
+            (Some(f), _, _) => {
                 let (keys, ty) = (&lines[f.operand], ops[f.operand].ty);
                 merge_sort(line_len, |a, b| Ok(f.less(keys, ty, base + a, base + b)))?
             }
-            None => merge_sort(line_len, |a, b| {
+            _ => merge_sort(line_len, |a, b| {
                 let mut args = Vec::with_capacity(2 * ops.len());
                 for (buf, op) in lines.iter().zip(ops) {
                     args.push(Value::Arr(Arr { ty: op.ty, dims: vec![], buf: buf.element(base + a) }));
@@ -164,6 +170,150 @@ impl SimpleCompare {
             Buf::Int(v) => Some(v[x].cmp(&v[y])),
             Buf::Pred(v) => Some(v[x].cmp(&v[y])),
             Buf::Complex(_) => None,
+        };
+        test(self.direction, ord)
+    }
+}
+
+/// A comparator whose root compares X and Y, where X reads only the left-hand parameters
+/// (0, 2, 4, ...) and Y only the right-hand ones (or the reverse, `swapped`). Then X and Y are
+/// keys of single elements: each is computed once per element, and "a before b" is
+/// compare(X(a), Y(b)). JAX's comparators (NaN and -0 canonicalization, then a total-order
+/// compare) have this form.
+struct KeyCompare {
+    x: InstId,
+    y: InstId,
+    swapped: bool,
+    direction: ComparisonDirection,
+    total: bool,
+}
+
+fn key_comparator(module: &Module, comp: CompId) -> Option<KeyCompare> {
+    let c = module.get(comp)?;
+    let root = c.root_inst();
+    if root.opcode != Opcode::Compare || root.operands.len() != 2 {
+        return None;
+    }
+    let (x, y) = (root.operands[0], root.operands[1]);
+    let (px, py) = (params_reaching(c, x)?, params_reaching(c, y)?);
+    let all = |ps: &[usize], parity: usize| ps.iter().all(|p| p % 2 == parity);
+    let swapped = if all(&px, 0) && all(&py, 1) {
+        false
+    } else if all(&px, 1) && all(&py, 0) {
+        true
+    } else {
+        return None;
+    };
+    let direction = root.attr_word("direction").and_then(ComparisonDirection::parse)?;
+    let total = root.attr_word("type").and_then(ComparisonType::parse) == Some(ComparisonType::TotalOrder);
+    Some(KeyCompare { x, y, swapped, direction, total })
+}
+
+/// The parameter numbers `id` depends on; None when it reaches anything whose value is not a
+/// pure function of its operands (so computing it once per element would change the result).
+fn params_reaching(c: &crate::ir::Computation, id: InstId) -> Option<Vec<usize>> {
+    let mut seen = vec![false; c.instructions.len()];
+    let mut stack = vec![id];
+    let mut params = Vec::new();
+    while let Some(cur) = stack.pop() {
+        let slot = seen.get_mut(cur.index())?;
+        if *slot {
+            continue;
+        }
+        *slot = true;
+        let inst = c.get(cur)?;
+        match (&inst.payload, inst.opcode) {
+            (Payload::Parameter(n), _) => params.push(usize::try_from(*n).ok()?),
+            (_, Opcode::Rng | Opcode::RngBitGenerator | Opcode::Infeed | Opcode::Outfeed | Opcode::CustomCall) => {
+                return None
+            }
+            _ => {}
+        }
+        if !inst.called_computations().is_empty() {
+            return None;
+        }
+        stack.extend(inst.operands.iter().copied());
+    }
+    Some(params)
+}
+
+struct Keys {
+    x: Buf,
+    y: Buf,
+    unsigned64: bool,
+}
+
+impl KeyCompare {
+    /// X and Y of every element: one evaluation of the comparator's key instructions per
+    /// element, with every parameter bound to that element of its operand.
+    fn keys(&self, ev: &Evaluator<'_>, comp: CompId, lines: &[Buf], ops: &[&Arr]) -> Result<Keys, EvalError> {
+        let c = ev.module.get(comp).ok_or_else(|| EvalError::Argument("missing comparator".into()))?;
+        let mut needed = vec![false; c.instructions.len()];
+        let mut stack = vec![self.x, self.y];
+        while let Some(cur) = stack.pop() {
+            if let Some(slot) = needed.get_mut(cur.index()) {
+                if !*slot {
+                    *slot = true;
+                    stack.extend(c.inst(cur).operands.iter().copied());
+                }
+            }
+        }
+        let order: Vec<InstId> = c.post_order().into_iter().filter(|id| needed[id.index()]).collect();
+        let n = ops.first().map_or(0, |a| a.len());
+        let (mut xs, mut ys): (Option<Buf>, Option<Buf>) = (None, None);
+        let mut unsigned64 = false;
+        let mut values: Vec<Option<Value>> = vec![None; c.instructions.len()];
+        for i in 0..n {
+            let args: Vec<Value> = lines
+                .iter()
+                .zip(ops)
+                .flat_map(|(b, a)| {
+                    let v = Value::Arr(Arr { ty: a.ty, dims: vec![], buf: b.element(i) });
+                    [v.clone(), v]
+                })
+                .collect();
+            for &id in &order {
+                let inst = c.inst(id);
+                let mut operands = Vec::with_capacity(inst.operands.len());
+                for o in &inst.operands {
+                    match values.get(o.index()).and_then(Option::as_ref) {
+                        Some(v) => operands.push(v),
+                        None => return Err(EvalError::invalid(inst, "operand evaluated out of order")),
+                    }
+                }
+                let v = ev.eval_inst(inst, &operands, &args)?;
+                values[id.index()] = Some(v);
+            }
+            for (id, out) in [(self.x, &mut xs), (self.y, &mut ys)] {
+                let Some(Value::Arr(a)) = &values[id.index()] else {
+                    return Err(EvalError::Argument("a sort comparator key is not an array".into()));
+                };
+                match out {
+                    Some(b) => {
+                        if a.len() != 1 || !b.extend_from(&a.buf) {
+                            return Err(EvalError::Argument("sort comparator keys change type".into()));
+                        }
+                    }
+                    None => {
+                        unsigned64 |= a.ty == ElementType::U64;
+                        *out = Some(a.buf.clone());
+                    }
+                }
+            }
+        }
+        let empty = || Buf::Int(Vec::new());
+        Ok(Keys { x: xs.unwrap_or_else(empty), y: ys.unwrap_or_else(empty), unsigned64 })
+    }
+
+    fn less(&self, keys: &Keys, a: usize, b: usize) -> bool {
+        let (a, b) = if self.swapped { (b, a) } else { (a, b) };
+        let ord = match (&keys.x, &keys.y) {
+            (Buf::Int(x), Buf::Int(y)) if keys.unsigned64 => Some((x[a] as u64).cmp(&(y[b] as u64))),
+            (Buf::Float(x), Buf::Float(y)) if self.total => Some(x[a].total_cmp(&y[b])),
+            (Buf::Float(x), Buf::Float(y)) => x[a].partial_cmp(&y[b]),
+            (Buf::Int(x), Buf::Int(y)) => Some(x[a].cmp(&y[b])),
+            (Buf::Pred(x), Buf::Pred(y)) => Some(x[a].cmp(&y[b])),
+            _ => None,
         };
         test(self.direction, ord)
     }
