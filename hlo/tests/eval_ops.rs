@@ -591,3 +591,19 @@ ENTRY e {
     assert_eq!(s32s(&part(&r, 0)), vec![0, 1, 1, 2, 2]);
     assert_eq!(f32s(&part(&r, 1)), vec![-1.0, 2.0, 1.0, 3.0, 0.5]);
 }
+
+#[test]
+fn complex_power_of_zero_follows_xla() {
+    let text = "HloModule m
+ENTRY e {
+  a = c64[4] parameter(0)
+  b = c64[4] parameter(1)
+  ROOT p = c64[4] power(a, b)
+}
+";
+    let a = Literal::from_vec(&[4], vec![(0.0f32, 0.0f32); 4]).unwrap();
+    let b = Literal::from_vec(&[4], vec![(0.0f32, 0.0f32), (1.0, 0.0), (-1.0, 0.0), (1.0, 1.0)]).unwrap();
+    let r = run(text, &[a, b]).unwrap().to_vec::<(f32, f32)>().unwrap();
+    assert_eq!(r[..2], [(1.0, 0.0), (0.0, 0.0)]);
+    assert!(r[2].0.is_nan() && r[3].1.is_nan());
+}

@@ -190,9 +190,17 @@ fn sqrt(a: C) -> C {
     }
 }
 
+/// a^b = exp(b log a); for a = 0, XLA:CPU gives 1 for b = 0, 0 for a positive real b and
+/// NaN otherwise.
 fn pow(a: C, b: C) -> C {
     if a == (0.0, 0.0) {
-        return if b == (0.0, 0.0) { (1.0, 0.0) } else { (0.0, 0.0) };
+        return if b == (0.0, 0.0) {
+            (1.0, 0.0)
+        } else if b.1 == 0.0 && b.0 > 0.0 {
+            (0.0, 0.0)
+        } else {
+            (f64::NAN, f64::NAN)
+        };
     }
     exp(mul(b, log(a)))
 }
