@@ -607,3 +607,19 @@ ENTRY e {
     assert_eq!(r[..2], [(1.0, 0.0), (0.0, 0.0)]);
     assert!(r[2].0.is_nan() && r[3].1.is_nan());
 }
+
+#[test]
+fn stochastic_convert_matches_xla() {
+    let text = "HloModule m
+ENTRY e {
+  x = f32[8] parameter(0)
+  r = u32[8] parameter(1)
+  ROOT c = s32[8] stochastic-convert(x, r)
+}
+";
+    let x = Literal::from_vec(&[8], vec![1.25f32, 1.25, -2.75, -2.75, 3e9, -3e9, f32::NAN, 0.5]).unwrap();
+    let q = 1u32 << 30;
+    let r = Literal::from_vec(&[8], vec![q - 1, q + 1, 3 * q - 1, 3 * q + 1, 0, 0, 5, 2 * q]).unwrap();
+    // XLA:CPU's result for the same inputs.
+    assert_eq!(s32s(&run(text, &[x, r]).unwrap()), vec![2, 1, -3, -2, i32::MAX, i32::MIN, 0, 0]);
+}

@@ -24,6 +24,7 @@ mod minifloat;
 mod reduce;
 mod rng;
 mod sort;
+mod stochastic;
 mod value;
 mod wrappers;
 
@@ -189,6 +190,7 @@ impl<'m> Evaluator<'m> {
             O::Sort => sort::sort(self, inst, &arrays(inst, ops)?),
             O::TopK => sort::topk(inst, &arrays(inst, ops)?),
             O::Fft => fft::fft(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::StochasticConvert => stochastic::stochastic_convert(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::Rng => rng::rng(inst, &arrays(inst, ops)?, &self.rng).map(Value::Arr),
             O::RngBitGenerator => rng::bit_generator(inst, &arrays(inst, ops)?),
             O::Infeed => host_io::infeed(self.options, inst),
