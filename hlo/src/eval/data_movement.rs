@@ -235,6 +235,8 @@ pub(crate) fn eval(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
             let index = |i: i64| (i / stride) % size.max(1);
             if ty.is_float() {
                 Buf::Float((0..n).map(|i| super::value::round_float(ty, index(i) as f64)).collect())
+            } else if ty.is_complex() {
+                Buf::Complex((0..n).map(|i| (index(i) as f64, 0.0)).collect())
             } else if ty == crate::element_type::ElementType::Pred {
                 Buf::Pred((0..n).map(|i| index(i) != 0).collect())
             } else {
@@ -278,6 +280,7 @@ fn place(
         (Buf::Pred(d), Buf::Pred(s)) => scatter(d, s, dims, strides, base),
         (Buf::Int(d), Buf::Int(s)) => scatter(d, s, dims, strides, base),
         (Buf::Float(d), Buf::Float(s)) => scatter(d, s, dims, strides, base),
+        (Buf::Complex(d), Buf::Complex(s)) => scatter(d, s, dims, strides, base),
         _ => return Err(EvalError::invalid(inst, "operands of different element types")),
     }
     Ok(())

@@ -83,6 +83,9 @@ pub(crate) fn eval(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
             convert(&ops[0].buf, ops[0].ty, ty)
         }
         O::BitcastConvert => {
+            if ops.iter().any(|o| o.ty == ElementType::C128) || ty == ElementType::C128 {
+                return Err(unsupported(inst, "c128"));
+            }
             // Checked first: a width change reshapes, so the element counts differ.
             if ops.len() == 1 && ops[0].ty.bit_width() != ty.bit_width() {
                 return Ok(Arr { ty, buf: bitcast_resize(inst, ops[0], ty, n)?, dims });
@@ -132,15 +135,11 @@ pub(crate) fn eval(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalError> {
 }
 
 /// Scalars stand for arrays of any size (select's predicate, clamp's bounds).
-fn broadcast_to(a: &Arr, n: usize) -> std::borrow::Cow<'_, Arr> {
-    if a.len() == n {
+pub(crate) fn broadcast_to(a: &Arr, n: usize) -> std::borrow::Cow<'_, Arr> {
+    if a.len() == n || a.len() == 0 {
         return std::borrow::Cow::Borrowed(a);
     }
-    let buf = match &a.buf {
-        Buf::Pred(v) => Buf::Pred(vec![v[0]; n]),
-        Buf::Int(v) => Buf::Int(vec![v[0]; n]),
-        Buf::Float(v) => Buf::Float(vec![v[0]; n]),
-    };
+    let buf = super::value::map_buf!(&a.buf, v => vec![v[0]; n]);
     std::borrow::Cow::Owned(Arr { ty: a.ty, dims: a.dims.clone(), buf })
 }
 
@@ -211,6 +210,7 @@ fn unary(inst: &Instruction, op: Opcode, a: &Arr, ty: ElementType) -> Result<Buf
             O::Not => Buf::Pred(v.iter().map(|x| !x).collect()),
             _ => return Err(unsupported(inst, "predicates")),
         },
+        Buf::Complex(_) => return Err(unsupported(inst, "complex numbers")),
     })
 }
 
@@ -390,10 +390,16 @@ pub(crate) fn convert(buf: &Buf, from: ElementType, to: ElementType) -> Buf {
         0
     } else if to.is_float() {
         2
+    } else if to.is_complex() {
+        3
     } else {
         1
     };
     match (buf, to_class) {
+        (Buf::Pred(_) | Buf::Int(_), 3) => match convert(buf, from, E::F64) {
+            Buf::Float(v) => Buf::Complex(v.iter().map(|&x| super::value::round_complex(to, (x, 0.0))).collect()),
+            other => other,
+        },
         (Buf::Pred(v), 0) => Buf::Pred(v.clone()),
         (Buf::Pred(v), 1) => Buf::Int(v.iter().map(|&b| i64::from(b)).collect()),
         (Buf::Pred(v), _) => Buf::Float(v.iter().map(|&b| if b { 1.0 } else { 0.0 }).collect()),
@@ -404,17 +410,18 @@ pub(crate) fn convert(buf: &Buf, from: ElementType, to: ElementType) -> Buf {
             Buf::Float(
                 v.iter()
                     .map(|&x| match to {
-                        // Converting straight to f32 rounds once, as XLA does.
-                        E::F32 | E::F16 | E::BF16 => {
-                            let f = if unsigned64 { (x as u64) as f32 } else { x as f32 };
-                            round_float(to, f64::from(f))
-                        }
-                        _ => {
+                        E::F64 => {
                             if unsigned64 {
                                 (x as u64) as f64
                             } else {
                                 x as f64
                             }
+                        }
+                        // Converting straight to f32 rounds once, as XLA does; narrower
+                        // formats round from that f32.
+                        _ => {
+                            let f = if unsigned64 { (x as u64) as f32 } else { x as f32 };
+                            round_float(to, f64::from(f))
                         }
                     })
                     .collect(),
@@ -431,31 +438,52 @@ pub(crate) fn convert(buf: &Buf, from: ElementType, to: ElementType) -> Buf {
                     E::U16 => x as u16 as i64,
                     E::U32 => x as u32 as i64,
                     E::U64 => x as u64 as i64,
-                    _ => x as i64,
+                    E::S64 => x as i64,
+                    // Sub-byte integers saturate to their range like the wider ones.
+                    t => {
+                        let (lo, hi) = int_range(t);
+                        if x.is_nan() {
+                            0
+                        } else {
+                            (x as i64).clamp(lo, hi)
+                        }
+                    }
                 })
                 .collect(),
         ),
+        (Buf::Float(v), 3) => Buf::Complex(v.iter().map(|&x| super::value::round_complex(to, (x, 0.0))).collect()),
         (Buf::Float(v), _) => Buf::Float(v.iter().map(|&x| round_float(to, x)).collect()),
+        (Buf::Complex(v), 3) => Buf::Complex(v.iter().map(|&c| super::value::round_complex(to, c)).collect()),
+        // Complex to real keeps the real part.
+        (Buf::Complex(v), _) => {
+            let part = from.complex_component().unwrap_or(E::F64);
+            convert(&Buf::Float(v.iter().map(|c| c.0).collect()), part, to)
+        }
+    }
+}
+
+/// The smallest and largest value of an integer type up to 32 bits wide.
+fn int_range(ty: ElementType) -> (i64, i64) {
+    let w = ty.bit_width().clamp(1, 63);
+    if ty.is_signed_integral() {
+        (-(1i64 << (w - 1)), (1i64 << (w - 1)) - 1)
+    } else {
+        (0, (1i64 << w) - 1)
     }
 }
 
 fn to_raw_bits(buf: &Buf, ty: ElementType) -> Vec<u64> {
-    use ElementType as E;
     match buf {
         Buf::Pred(v) => v.iter().map(|&b| u64::from(b)).collect(),
         Buf::Int(v) => {
             let m = int_mask(ty);
             v.iter().map(|&x| (x as u64) & m).collect()
         }
-        Buf::Float(v) => v
-            .iter()
-            .map(|&x| match ty {
-                E::F16 => u64::from(half::f16::from_f64(x).to_bits()),
-                E::BF16 => u64::from(half::bf16::from_f64(x).to_bits()),
-                E::F32 => u64::from((x as f32).to_bits()),
-                _ => x.to_bits(),
-            })
-            .collect(),
+        Buf::Float(v) => v.iter().map(|&x| super::value::float_to_bits(ty, x)).collect(),
+        // Only c64 fits; the caller refuses c128.
+        Buf::Complex(v) => {
+            v.iter().map(|&(r, i)| u64::from((r as f32).to_bits()) | (u64::from((i as f32).to_bits()) << 32)).collect()
+        }
     }
 }
 
@@ -468,6 +496,12 @@ fn bitcast(buf: &Buf, from: ElementType, to: ElementType) -> Buf {
         E::BF16 => Buf::Float(bits.iter().map(|&b| half::bf16::from_bits(b as u16).to_f64()).collect()),
         E::F32 => Buf::Float(bits.iter().map(|&b| f64::from(f32::from_bits(b as u32))).collect()),
         E::F64 => Buf::Float(bits.iter().map(|&b| f64::from_bits(b)).collect()),
+        E::C64 => Buf::Complex(
+            bits.iter()
+                .map(|&b| (f64::from(f32::from_bits(b as u32)), f64::from(f32::from_bits((b >> 32) as u32))))
+                .collect(),
+        ),
+        t if t.is_float() => Buf::Float(bits.iter().map(|&b| super::value::float_from_bits(t, b)).collect()),
         _ => Buf::Int(bits.iter().map(|&b| wrap_int(to, b as i64)).collect()),
     }
 }

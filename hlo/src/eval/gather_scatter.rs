@@ -199,7 +199,7 @@ pub(crate) fn scatter(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Value]) ->
         .iter()
         .map(|v| match v {
             Value::Arr(a) => Ok(a),
-            Value::Tuple(_) => Err(EvalError::invalid(inst, "scatter operand is a tuple")),
+            _ => Err(EvalError::invalid(inst, "scatter operand is not an array")),
         })
         .collect::<Result<_, _>>()?;
     if ops.len() < 3 || ops.len().is_multiple_of(2) {

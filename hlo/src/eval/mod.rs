@@ -1,28 +1,44 @@
 //! The reference interpreter: runs a module's entry computation on literals.
 //!
-//! Intermediate values are row-major arrays widened to one of three buffers (predicates,
-//! integers as i64, floats as f64) so each op is written once per class as a whole-array
-//! kernel. Every op re-narrows its result to the element type (integers wrap to their width,
-//! floats round to their format), so the values seen are exactly those of the narrow type:
-//! f32 add/sub/mul/div/sqrt computed in f64 and rounded once are correctly rounded, and f16/bf16
-//! go through f32 first because that is how XLA:CPU computes them.
+//! Intermediate values are row-major arrays widened to one of four buffers (predicates,
+//! integers as i64, floats as f64, complex numbers as f64 pairs) so each op is written once per
+//! class as a whole-array kernel. Every op re-narrows its result to the element type (integers
+//! wrap to their width, sub-byte ones included; floats round to their format, f8 and f4 ones
+//! included), so the values seen are exactly those of the narrow type: f32 add/sub/mul/div/sqrt
+//! computed in f64 and rounded once are correctly rounded, and f16/bf16 go through f32 first
+//! because that is how XLA:CPU computes them.
+//!
+//! Host-side state (the `rng` seed, infeed and outfeed queues, custom-call functions) comes in
+//! through [`EvalOptions`]; the interpreter is one device, so replica and partition ids are 0.
 
+mod batch_norm;
+mod collectives;
+mod complex;
 mod convolution;
 mod data_movement;
 mod dot;
 mod elementwise;
+mod fft;
 mod gather_scatter;
+mod host_io;
 mod kernels;
+mod linalg;
+mod minifloat;
 mod reduce;
+mod rng;
 mod scalar_fn;
+mod sort;
+mod stochastic;
 mod value;
 mod window;
+mod wrappers;
 
 use crate::element_type::ElementType;
 use crate::ir::{AttrList, CompId, Computation, Instruction, Module, Opcode, Payload};
 use crate::literal::{Literal, LiteralError};
 use crate::shape::Shape;
 
+pub use host_io::{CustomCallRegistry, EvalOptions, HostFn};
 pub(crate) use value::{Arr, Buf, Value};
 
 /// Why a module could not be evaluated.
@@ -51,6 +67,12 @@ impl EvalError {
 /// Runs the entry computation of `module` on `args` (one literal per entry parameter, in any
 /// layout) and returns its result in the layout the module declares for it.
 pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError> {
+    evaluate_with(module, args, &EvalOptions::default())
+}
+
+/// [`evaluate`] with a seed for `rng`, an infeed queue, an outfeed collector and custom-call
+/// host functions.
+pub fn evaluate_with(module: &Module, args: &[Literal], options: &EvalOptions) -> Result<Literal, EvalError> {
     // The evaluator indexes by the shapes the module declares; verification is what makes
     // those shapes agree, so an unverified module never reaches it.
     crate::verify::verify(module)?;
@@ -74,7 +96,8 @@ pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError>
         }
         values.push(Value::from_literal(arg, "parameter")?);
     }
-    let result = Evaluator { module }.run(entry, values)?;
+    let evaluator = Evaluator { module, options, rng: rng::RngStream::new(options.rng_seed) };
+    let result = evaluator.run(entry, values)?;
     let root_shape = match declared {
         Some(ps) if ps.result.compatible(&entry.root_inst().shape) => ps.result.clone(),
         _ => entry.root_inst().shape.clone(),
@@ -84,6 +107,8 @@ pub fn evaluate(module: &Module, args: &[Literal]) -> Result<Literal, EvalError>
 
 pub(crate) struct Evaluator<'m> {
     pub(crate) module: &'m Module,
+    options: &'m EvalOptions,
+    rng: rng::RngStream,
 }
 
 impl<'m> Evaluator<'m> {
@@ -108,7 +133,11 @@ impl<'m> Evaluator<'m> {
                     None => return Err(EvalError::invalid(inst, "operand evaluated out of order")),
                 }
             }
-            let v = self.eval_inst(inst, &ops, &args)?;
+            // bitcast reads the operand's physical buffer, so it needs the operand's layout.
+            let v = match (inst.opcode, inst.operands.first(), ops.first()) {
+                (Opcode::Bitcast, Some(&o), Some(v)) => wrappers::bitcast(inst, &comp.inst(o).shape, v)?,
+                _ => self.eval_inst(inst, &ops, &args)?,
+            };
             values[id.index()] = Some(v);
         }
         let root = root.ok_or_else(|| EvalError::Argument(format!("computation {} is empty", comp.name)))?;
@@ -155,7 +184,39 @@ impl<'m> Evaluator<'m> {
             O::While => self.eval_while(inst, ops),
             O::Conditional => self.eval_conditional(inst, ops),
             O::Map => self.eval_map(inst, &arrays(inst, ops)?),
-            O::Dot => dot::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Dot => {
+                let ops = arrays(inst, ops)?;
+                if ops.iter().any(|a| a.ty.is_complex()) {
+                    complex::dot(inst, &ops).map(Value::Arr)
+                } else {
+                    dot::dot(inst, &ops).map(Value::Arr)
+                }
+            }
+            O::Sort => sort::sort(self, inst, &arrays(inst, ops)?),
+            O::TopK => sort::topk(inst, &arrays(inst, ops)?),
+            O::Fft => fft::fft(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::StochasticConvert => stochastic::stochastic_convert(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::Rng => rng::rng(inst, &arrays(inst, ops)?, &self.rng).map(Value::Arr),
+            O::RngBitGenerator => rng::bit_generator(inst, &arrays(inst, ops)?),
+            O::Infeed => host_io::infeed(self.options, inst),
+            O::Outfeed => host_io::outfeed(self.options, inst, ops),
+            O::CustomCall
+                if inst.attr_word("custom_call_target") == Some("TopK")
+                    && !host_io::is_registered(self.options, inst) =>
+            {
+                sort::topk_custom_call(self, inst, &arrays(inst, ops)?)
+            }
+            O::CustomCall => host_io::custom_call(self.options, inst, ops),
+            O::AfterAll => Ok(Value::Token),
+            O::RngGetAndUpdateState => rng::get_and_update_state(inst, &self.rng),
+            op if collectives::handles(op) => collectives::eval(inst, ops),
+            op if wrappers::handles(op) => self.eval_wrapper(inst, ops),
+            O::Cholesky => linalg::cholesky(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::TriangularSolve => linalg::triangular_solve(inst, &arrays(inst, ops)?).map(Value::Arr),
+            O::BatchNormInference => batch_norm::inference(inst, &arrays(inst, ops)?),
+            O::BatchNormTraining => batch_norm::training(inst, &arrays(inst, ops)?),
+            O::BatchNormGrad => batch_norm::grad(inst, &arrays(inst, ops)?),
+            O::Complex | O::Real | O::Imag => complex::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::Convolution => convolution::convolution(inst, &arrays(inst, ops)?).map(Value::Arr),
             O::ReduceWindow => window::reduce_window(self, inst, ops),
             O::SelectAndScatter => window::select_and_scatter(self, inst, ops),
@@ -171,7 +232,14 @@ impl<'m> Evaluator<'m> {
             | O::Iota
             | O::DynamicSlice
             | O::DynamicUpdateSlice => data_movement::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
-            op if elementwise::handles(op) => elementwise::eval(inst, &arrays(inst, ops)?).map(Value::Arr),
+            op if elementwise::handles(op) => {
+                let ops = arrays(inst, ops)?;
+                if complex::handles(inst, &ops) {
+                    complex::eval(inst, &ops).map(Value::Arr)
+                } else {
+                    elementwise::eval(inst, &ops).map(Value::Arr)
+                }
+            }
             op => Err(EvalError::Unsupported { opcode: op.name().to_string() }),
         }
     }
@@ -231,31 +299,14 @@ impl Evaluator<'_> {
         if ops.iter().any(|a| a.len() != n) {
             return Err(EvalError::invalid(inst, "map operands differ from the result in size"));
         }
-        let mut out = match ty {
-            ElementType::Pred => Buf::Pred(Vec::with_capacity(n)),
-            t if t.is_float() => Buf::Float(Vec::with_capacity(n)),
-            _ => Buf::Int(Vec::with_capacity(n)),
-        };
+        let mut out = value::empty_buf(ty, n);
         for i in 0..n {
-            let args = ops
-                .iter()
-                .map(|a| {
-                    let buf = match &a.buf {
-                        Buf::Pred(v) => Buf::Pred(vec![v[i]]),
-                        Buf::Int(v) => Buf::Int(vec![v[i]]),
-                        Buf::Float(v) => Buf::Float(vec![v[i]]),
-                    };
-                    Value::Arr(Arr { ty: a.ty, dims: vec![], buf })
-                })
-                .collect();
+            let args = ops.iter().map(|a| Value::Arr(a.scalar_at(i))).collect();
             let Value::Arr(r) = self.run_comp(comp, args)? else {
                 return Err(EvalError::invalid(inst, "map computation returned a tuple"));
             };
-            match (&mut out, r.buf) {
-                (Buf::Pred(d), Buf::Pred(s)) if s.len() == 1 => d.extend(s),
-                (Buf::Int(d), Buf::Int(s)) if s.len() == 1 => d.extend(s),
-                (Buf::Float(d), Buf::Float(s)) if s.len() == 1 => d.extend(s),
-                _ => return Err(EvalError::invalid(inst, "map computation result does not match the map's type")),
+            if r.len() != 1 || !out.extend_from(&r.buf) {
+                return Err(EvalError::invalid(inst, "map computation result does not match the map's type"));
             }
         }
         Ok(Value::Arr(Arr { ty, dims, buf: out }))
@@ -268,6 +319,7 @@ fn arrays<'a>(inst: &Instruction, ops: &[&'a Value]) -> Result<Vec<&'a Arr>, Eva
         .map(|v| match v {
             Value::Arr(a) => Ok(a),
             Value::Tuple(_) => Err(EvalError::invalid(inst, "expected an array operand, found a tuple")),
+            Value::Token => Err(EvalError::invalid(inst, "expected an array operand, found a token")),
         })
         .collect()
 }

@@ -104,20 +104,13 @@ pub(crate) fn reduce(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Value]) -> 
             Some(Value::Arr(a)) => a.ty,
             _ => ty,
         };
-        let mut buf = match ty {
-            crate::element_type::ElementType::Pred => Buf::Pred(Vec::new()),
-            t if t.is_float() => Buf::Float(Vec::new()),
-            _ => Buf::Int(Vec::new()),
-        };
+        let mut buf = super::value::empty_buf(ty, vals.len());
         for v in vals {
             let Value::Arr(a) = v else {
                 return Err(EvalError::invalid(inst, "reducer returned a tuple element"));
             };
-            match (&mut buf, a.buf) {
-                (Buf::Pred(d), Buf::Pred(s)) => d.extend(s),
-                (Buf::Int(d), Buf::Int(s)) => d.extend(s),
-                (Buf::Float(d), Buf::Float(s)) => d.extend(s),
-                _ => return Err(EvalError::invalid(inst, "reducer changed the element type")),
+            if !buf.extend_from(&a.buf) {
+                return Err(EvalError::invalid(inst, "reducer changed the element type"));
             }
         }
         results.push(Value::Arr(Arr { ty, dims: out_dims.clone(), buf }));
@@ -129,11 +122,7 @@ pub(crate) fn reduce(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Value]) -> 
 }
 
 fn element(b: &Buf, i: usize) -> Buf {
-    match b {
-        Buf::Pred(v) => Buf::Pred(vec![v[i]]),
-        Buf::Int(v) => Buf::Int(vec![v[i]]),
-        Buf::Float(v) => Buf::Float(vec![v[i]]),
-    }
+    b.element(i)
 }
 
 /// The opcode of a reducer whose root is that binary op applied to its two parameters.

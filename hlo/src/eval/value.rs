@@ -1,6 +1,7 @@
-//! The interpreter's values: row-major arrays in one of three widened buffers, or tuples.
+//! The interpreter's values: row-major arrays in one of four widened buffers, tuples, or
+//! tokens.
 
-use super::EvalError;
+use super::{minifloat, EvalError};
 use crate::element_type::ElementType;
 use crate::literal::Literal;
 use crate::shape::Shape;
@@ -13,6 +14,8 @@ pub(crate) enum Buf {
     Int(Vec<i64>),
     /// Every value is exactly representable in the element type.
     Float(Vec<f64>),
+    /// (real, imaginary), each part exactly representable in the component type.
+    Complex(Vec<(f64, f64)>),
 }
 
 #[derive(Clone, Debug)]
@@ -26,6 +29,8 @@ pub(crate) struct Arr {
 pub(crate) enum Value {
     Arr(Arr),
     Tuple(Vec<Value>),
+    /// Tokens carry no data; they only order side effects, which evaluation order already does.
+    Token,
 }
 
 /// Applies `$e` to the vector inside any buffer, rebuilding the same kind of buffer.
@@ -35,32 +40,33 @@ macro_rules! map_buf {
             $crate::eval::Buf::Pred($v) => $crate::eval::Buf::Pred($e),
             $crate::eval::Buf::Int($v) => $crate::eval::Buf::Int($e),
             $crate::eval::Buf::Float($v) => $crate::eval::Buf::Float($e),
+            $crate::eval::Buf::Complex($v) => $crate::eval::Buf::Complex($e),
         }
     };
 }
 pub(crate) use map_buf;
 
+/// Every array element type can be held: token, tuple and opaque are not array types.
 pub(crate) fn check_type(ty: ElementType, inst: &str) -> Result<(), EvalError> {
-    use ElementType as E;
-    match ty {
-        E::Pred | E::S8 | E::S16 | E::S32 | E::S64 | E::U8 | E::U16 | E::U32 | E::U64 => Ok(()),
-        E::F16 | E::BF16 | E::F32 | E::F64 => Ok(()),
-        _ => Err(EvalError::UnsupportedType { element_type: ty, instruction: inst.to_string() }),
+    if ty.is_array_type() {
+        Ok(())
+    } else {
+        Err(EvalError::UnsupportedType { element_type: ty, instruction: inst.to_string() })
     }
 }
 
 /// Wraps an integer to the width and signedness of `ty` (two's complement, as XLA defines
-/// integer overflow).
+/// integer overflow); sub-byte types wrap to their 1, 2 or 4 bits.
 pub(crate) fn wrap_int(ty: ElementType, x: i64) -> i64 {
-    use ElementType as E;
-    match ty {
-        E::S8 => x as i8 as i64,
-        E::S16 => x as i16 as i64,
-        E::S32 => x as i32 as i64,
-        E::U8 => x as u8 as i64,
-        E::U16 => x as u16 as i64,
-        E::U32 => x as u32 as i64,
-        _ => x,
+    let w = ty.bit_width();
+    if w == 0 || w >= 64 {
+        return x;
+    }
+    let shift = 64 - w;
+    if ty.is_signed_integral() {
+        (x << shift) >> shift
+    } else {
+        ((x as u64) << shift >> shift) as i64
     }
 }
 
@@ -70,7 +76,52 @@ pub(crate) fn round_float(ty: ElementType, x: f64) -> f64 {
         ElementType::F32 => x as f32 as f64,
         ElementType::F16 => f16::from_f32(x as f32).to_f64(),
         ElementType::BF16 => bf16::from_f32(x as f32).to_f64(),
+        t if minifloat::is_minifloat(t) => minifloat::round(t, x),
         _ => x,
+    }
+}
+
+/// Rounds both parts of a complex number to the component type of `ty`.
+pub(crate) fn round_complex(ty: ElementType, (re, im): (f64, f64)) -> (f64, f64) {
+    if ty == ElementType::C64 {
+        (re as f32 as f64, im as f32 as f64)
+    } else {
+        (re, im)
+    }
+}
+
+/// The buffer class that holds values of `ty`.
+pub(crate) fn empty_buf(ty: ElementType, capacity: usize) -> Buf {
+    if ty == ElementType::Pred {
+        Buf::Pred(Vec::with_capacity(capacity))
+    } else if ty.is_float() {
+        Buf::Float(Vec::with_capacity(capacity))
+    } else if ty.is_complex() {
+        Buf::Complex(Vec::with_capacity(capacity))
+    } else {
+        Buf::Int(Vec::with_capacity(capacity))
+    }
+}
+
+/// A float element's value from its raw bits.
+pub(crate) fn float_from_bits(ty: ElementType, bits: u64) -> f64 {
+    match ty {
+        ElementType::F16 => f16::from_bits(bits as u16).to_f64(),
+        ElementType::BF16 => bf16::from_bits(bits as u16).to_f64(),
+        ElementType::F32 => f64::from(f32::from_bits(bits as u32)),
+        ElementType::F64 => f64::from_bits(bits),
+        t => minifloat::decode(t, bits),
+    }
+}
+
+/// A float element's raw bits (the value is already exact in `ty`).
+pub(crate) fn float_to_bits(ty: ElementType, x: f64) -> u64 {
+    match ty {
+        ElementType::F16 => u64::from(f16::from_f64(x).to_bits()),
+        ElementType::BF16 => u64::from(bf16::from_f64(x).to_bits()),
+        ElementType::F32 => u64::from((x as f32).to_bits()),
+        ElementType::F64 => x.to_bits(),
+        t => minifloat::encode(t, x),
     }
 }
 
@@ -78,13 +129,47 @@ pub(crate) fn is_unsigned(ty: ElementType) -> bool {
     ty.class() == crate::element_type::TypeClass::Unsigned
 }
 
-impl Arr {
+impl Buf {
     pub fn len(&self) -> usize {
-        match &self.buf {
+        match self {
             Buf::Pred(v) => v.len(),
             Buf::Int(v) => v.len(),
             Buf::Float(v) => v.len(),
+            Buf::Complex(v) => v.len(),
         }
+    }
+
+    /// The one-element buffer of element `i`.
+    pub fn element(&self, i: usize) -> Buf {
+        map_buf!(self, v => vec![v[i]])
+    }
+
+    /// The elements at `indices`, in that order.
+    pub fn take(&self, indices: &[usize]) -> Buf {
+        map_buf!(self, v => indices.iter().map(|&i| v[i]).collect())
+    }
+
+    /// Appends `other` when both are the same class; false otherwise.
+    pub fn extend_from(&mut self, other: &Buf) -> bool {
+        match (self, other) {
+            (Buf::Pred(d), Buf::Pred(s)) => d.extend_from_slice(s),
+            (Buf::Int(d), Buf::Int(s)) => d.extend_from_slice(s),
+            (Buf::Float(d), Buf::Float(s)) => d.extend_from_slice(s),
+            (Buf::Complex(d), Buf::Complex(s)) => d.extend_from_slice(s),
+            _ => return false,
+        }
+        true
+    }
+}
+
+impl Arr {
+    /// A scalar of `ty` holding element `i` of this array.
+    pub fn scalar_at(&self, i: usize) -> Arr {
+        Arr { ty: self.ty, dims: vec![], buf: self.buf.element(i) }
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.len()
     }
 
     pub fn from_literal(lit: &Literal, inst: &str) -> Result<Arr, EvalError> {
@@ -126,6 +211,14 @@ impl Arr {
             E::BF16 => Buf::Float(lit.to_vec::<bf16>()?.into_iter().map(bf16::to_f64).collect()),
             E::F32 => Buf::Float(lit.to_vec::<f32>()?.into_iter().map(f64::from).collect()),
             E::F64 => Buf::Float(lit.to_vec::<f64>()?),
+            E::C64 => Buf::Complex(
+                lit.to_vec::<(f32, f32)>()?.into_iter().map(|(r, i)| (f64::from(r), f64::from(i))).collect(),
+            ),
+            E::C128 => Buf::Complex(lit.to_vec::<(f64, f64)>()?),
+            t if t.is_float() => {
+                Buf::Float(lit.to_bits_vec()?.into_iter().map(|b| float_from_bits(t, b as u64)).collect())
+            }
+            t if t.is_integral() => Buf::Int(lit.to_bits_vec()?.into_iter().map(|b| wrap_int(t, b as i64)).collect()),
             _ => return Err(EvalError::UnsupportedType { element_type: ty, instruction: inst.to_string() }),
         };
         Ok(Arr { ty, dims: shape.dims.clone(), buf })
@@ -156,6 +249,17 @@ impl Arr {
             }
             (Buf::Float(v), E::F32) => Literal::from_vec_with_shape(s, v.iter().map(|&x| x as f32).collect()),
             (Buf::Float(v), E::F64) => Literal::from_vec_with_shape(s, v.clone()),
+            (Buf::Float(v), t) if t.is_float() => {
+                Literal::from_bits_vec(s, v.iter().map(|&x| u128::from(float_to_bits(t, x))).collect())
+            }
+            // Sub-byte integers: the literal keeps the low bits.
+            (Buf::Int(v), t) if t.is_integral() => {
+                Literal::from_bits_vec(s, v.iter().map(|&x| x as u64 as u128).collect())
+            }
+            (Buf::Complex(v), E::C64) => {
+                Literal::from_vec_with_shape(s, v.iter().map(|&(r, i)| (r as f32, i as f32)).collect())
+            }
+            (Buf::Complex(v), E::C128) => Literal::from_vec_with_shape(s, v.clone()),
             _ => return Err(EvalError::UnsupportedType { element_type: self.ty, instruction: "result".to_string() }),
         };
         Ok(lit?)
@@ -164,6 +268,9 @@ impl Arr {
 
 impl Value {
     pub fn from_literal(lit: &Literal, inst: &str) -> Result<Value, EvalError> {
+        if matches!(lit.shape(), Shape::Token) {
+            return Ok(Value::Token);
+        }
         match lit.tuple_elements() {
             Some(elems) => {
                 Ok(Value::Tuple(elems.iter().map(|e| Value::from_literal(e, inst)).collect::<Result<_, _>>()?))
@@ -175,6 +282,7 @@ impl Value {
     pub fn to_literal(&self, shape: &Shape) -> Result<Literal, EvalError> {
         match (self, shape) {
             (Value::Arr(a), Shape::Array(_)) => a.to_literal(shape),
+            (Value::Token, Shape::Token) => Ok(Literal::zeros(Shape::Token)?),
             (Value::Tuple(vs), Shape::Tuple(ss)) if vs.len() == ss.len() => {
                 Ok(Literal::tuple(vs.iter().zip(ss).map(|(v, s)| v.to_literal(s)).collect::<Result<_, _>>()?))
             }

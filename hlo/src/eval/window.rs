@@ -98,7 +98,7 @@ fn window_attr(inst: &Instruction) -> Result<Window, EvalError> {
 fn arr<'a>(inst: &Instruction, v: &'a Value) -> Result<&'a Arr, EvalError> {
     match v {
         Value::Arr(a) => Ok(a),
-        Value::Tuple(_) => Err(EvalError::invalid(inst, "expected an array operand, found a tuple")),
+        _ => Err(EvalError::invalid(inst, "expected an array operand")),
     }
 }
 
