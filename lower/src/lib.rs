@@ -2,9 +2,11 @@
 //! pipeline, and the kernel IR: loop nests over physical buffers whose index arithmetic is
 //! specialized to the buffers' layouts.
 
+pub mod buffer_assign;
 pub mod error;
 pub mod kernel;
 pub mod program;
 
+pub use buffer_assign::{assign_buffers, CapacityError};
 pub use error::LowerError;
 pub use program::{Buffer, BufferId, BufferKind, Launch, Program};
