@@ -5,6 +5,8 @@
 //! one [`KernelFn`] per kernel, plus the owner of the machine code, which must outlive every
 //! call through those pointers (the runtime executable keeps it).
 
+pub mod cranelift;
+
 use std::any::Any;
 use std::time::Duration;
 
