@@ -6,6 +6,7 @@
 //! call through those pointers (the runtime executable keeps it).
 
 pub mod assemble;
+pub mod cranelift;
 
 use std::any::Any;
 use std::time::Duration;

@@ -3,10 +3,13 @@
 //! specialized to the buffers' layouts.
 
 pub mod buffer_assign;
+pub mod emit;
 pub mod error;
 pub mod kernel;
 pub mod program;
+mod program_text;
 
 pub use buffer_assign::{assign_buffers, CapacityError};
+pub use emit::emit_kernel;
 pub use error::LowerError;
 pub use program::{Buffer, BufferId, BufferKind, Launch, Program};

@@ -23,8 +23,18 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+/// The reference interpreter (kernels and whole programs).
+pub mod interp;
+/// Random valid kernels for differential tests of the tiers.
+pub mod random;
+/// The text form (`Display` for kernels, statements, ops and index expressions).
+mod text;
+/// The verifier of this module's contract.
+pub mod verify;
 
 pub use builder::KernelBuilder;
+pub use interp::{run_kernel, run_program, Fault, KernelRunError};
+pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
 /// A loop induction variable (or the grid variable). Unique within a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
