@@ -8,6 +8,8 @@
 use std::any::Any;
 use std::time::Duration;
 
+pub mod llvm;
+
 pub use tessera_runtime::KernelFn;
 
 /// The code generator that compiles kernels.
