@@ -46,3 +46,31 @@ pub fn run(kernel: &Kernel, bufs: &mut [Vec<u8>]) {
     let compiled = compile(std::slice::from_ref(kernel));
     call(compiled.functions[0], bufs, &[(0, kernel.grid.extent)]);
 }
+
+pub mod values;
+
+use tessera_lower::kernel::{IndexExpr, KernelBuilder, Ty, ValueId};
+
+/// Runs `f` over columns of inputs: element `i` of the result is `f` applied to element `i`
+/// of every input, inside a loop over a 1-element grid (so LLVM sees and vectorizes a loop).
+pub fn elementwise(
+    name: &str,
+    inputs: &[(Ty, Vec<u64>)],
+    out: Ty,
+    f: impl FnOnce(&mut KernelBuilder, &[ValueId]) -> ValueId,
+) -> Vec<u64> {
+    let n = inputs.first().map_or(0, |(_, v)| v.len());
+    let mut b = KernelBuilder::new(name, 1);
+    let bufs: Vec<_> = inputs.iter().map(|(t, _)| b.buffer("in", values::mem_of(*t), n as i64, false)).collect();
+    let o = b.buffer("out", values::mem_of(out), n as i64, true);
+    let i = b.begin_loop(0, n as i64);
+    let args: Vec<ValueId> = bufs.iter().map(|buf| b.load(*buf, IndexExpr::var(i, 1))).collect();
+    let r = f(&mut b, &args);
+    b.store(o, IndexExpr::var(i, 1), r);
+    b.end_loop_vectorized(8, tessera_lower::kernel::Tail::Peel);
+    let kernel = b.finish();
+    let mut data: Vec<Vec<u8>> = inputs.iter().map(|(t, v)| values::encode(*t, v)).collect();
+    data.push(vec![0xAB; n * values::bytes(out)]);
+    run(&kernel, &mut data);
+    values::decode(out, &data[inputs.len()])
+}
