@@ -5,6 +5,7 @@
 pub mod error;
 pub mod kernel;
 pub mod program;
+mod program_text;
 
 pub use error::LowerError;
 pub use program::{Buffer, BufferId, BufferKind, Launch, Program};

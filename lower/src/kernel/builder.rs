@@ -112,7 +112,14 @@ impl KernelBuilder {
     /// Opens `for var in start..end`; statements go into its body until [`Self::end_loop`].
     pub fn begin_loop(&mut self, start: i64, end: i64) -> VarId {
         let var = self.fresh_var();
-        self.stack.push(vec![Stmt::Loop(Loop { var, start, end, vector_width: 1, tail: Tail::None, body: Vec::new() })]);
+        self.stack.push(vec![Stmt::Loop(Loop {
+            var,
+            start,
+            end,
+            vector_width: 1,
+            tail: Tail::None,
+            body: Vec::new(),
+        })]);
         self.stack.push(Vec::new());
         var
     }

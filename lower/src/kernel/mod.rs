@@ -23,8 +23,14 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+pub mod interp;
+pub mod random;
+mod text;
+pub mod verify;
 
 pub use builder::KernelBuilder;
+pub use interp::{run_kernel, run_program, Fault, KernelRunError};
+pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
 /// A loop induction variable (or the grid variable). Unique within a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -161,7 +167,10 @@ pub enum Const {
     Pred(bool),
     /// An integer of type `ty`, given as its bits sign-extended to 64 (only the low
     /// `ty.bits()` bits matter).
-    Int { ty: Ty, bits: i64 },
+    Int {
+        ty: Ty,
+        bits: i64,
+    },
     F32(u32),
     F64(u64),
 }
@@ -344,20 +353,52 @@ impl MathFn {
 pub enum Op {
     Const(Const),
     /// Element `index` of buffer `buf`, read as `mem`; the result type is `mem.reg()`.
-    Load { buf: BufId, index: IndexExpr, mem: MemType },
+    Load {
+        buf: BufId,
+        index: IndexExpr,
+        mem: MemType,
+    },
     /// The value of an index expression as an `I64` (iota, data-dependent index math).
     Index(IndexExpr),
     /// The current value of a local.
     GetLocal(LocalId),
-    Unary { op: UnOp, ty: Ty, a: ValueId },
-    Binary { op: BinOp, ty: Ty, a: ValueId, b: ValueId },
+    Unary {
+        op: UnOp,
+        ty: Ty,
+        a: ValueId,
+    },
+    Binary {
+        op: BinOp,
+        ty: Ty,
+        a: ValueId,
+        b: ValueId,
+    },
     /// Compares two values of type `ty`; the result is `Pred`.
-    Cmp { op: CmpOp, ty: Ty, a: ValueId, b: ValueId },
+    Cmp {
+        op: CmpOp,
+        ty: Ty,
+        a: ValueId,
+        b: ValueId,
+    },
     /// `cond ? a : b`, all of type `ty` (`cond` is `Pred`).
-    Select { ty: Ty, cond: ValueId, a: ValueId, b: ValueId },
-    Cast { op: CastOp, from: Ty, to: Ty, a: ValueId },
+    Select {
+        ty: Ty,
+        cond: ValueId,
+        a: ValueId,
+        b: ValueId,
+    },
+    Cast {
+        op: CastOp,
+        from: Ty,
+        to: Ty,
+        a: ValueId,
+    },
     /// A scalar math function on floats of type `ty`.
-    Math { func: MathFn, ty: Ty, args: Vec<ValueId> },
+    Math {
+        func: MathFn,
+        ty: Ty,
+        args: Vec<ValueId>,
+    },
 }
 
 /// An argument of a runtime call.
@@ -377,14 +418,33 @@ pub enum Stmt {
     Let(ValueId, Op),
     /// `for var in start..end { body }` (step 1; empty when `end <= start`).
     Loop(Loop),
-    DeclLocal { local: LocalId, ty: Ty, init: ValueId },
-    SetLocal { local: LocalId, value: ValueId },
+    DeclLocal {
+        local: LocalId,
+        ty: Ty,
+        init: ValueId,
+    },
+    SetLocal {
+        local: LocalId,
+        value: ValueId,
+    },
     /// Writes `value` (of type `mem.reg()`) as element `index` of `buf`.
-    Store { buf: BufId, index: IndexExpr, mem: MemType, value: ValueId },
-    If { cond: ValueId, then_body: Vec<Stmt>, else_body: Vec<Stmt> },
+    Store {
+        buf: BufId,
+        index: IndexExpr,
+        mem: MemType,
+        value: ValueId,
+    },
+    If {
+        cond: ValueId,
+        then_body: Vec<Stmt>,
+        else_body: Vec<Stmt>,
+    },
     /// Calls runtime function `func` (a C symbol of the runtime library, e.g.
     /// `tessera_rt_gemm_f32`), returning nothing.
-    Call { func: String, args: Vec<CallArg> },
+    Call {
+        func: String,
+        args: Vec<CallArg>,
+    },
 }
 
 /// How a loop's trip count relates to the vector width it asks for.

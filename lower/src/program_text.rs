@@ -1,0 +1,163 @@
+//! The text form of a [`Program`]: its buffer table, arenas, kernels and launches, for
+//! filetests and diagnostics. Kernels print in their own text form (`kernel::text`).
+//!
+//! ```text
+//! program {
+//!   B0 "p0": f32[1200]{0} param(0) bytes=4800 space=0
+//!   B1 "out": f32[1200]{0} result(0) bytes=4800 space=0
+//!   B2 "t": f32[1200]{0} temp bytes=4800 space=0 offset=0
+//!   arena space=0 bytes=4800
+//!
+//!   kernel fused_add(...) grid g0 in 0..2 {
+//!     ...
+//!   }
+//!
+//!   launch fused_add(B0, B1)
+//!   parameters B0
+//!   results B1
+//! }
+//! ```
+
+use std::fmt::{self, Write};
+
+use tessera_hlo::Shape;
+
+use crate::program::{BufferKind, Program};
+
+/// Constants longer than this print their first bytes only, followed by `...`.
+const CONSTANT_BYTES_SHOWN: usize = 32;
+
+impl fmt::Display for Program {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("program {\n")?;
+        for (i, b) in self.buffers.iter().enumerate() {
+            let shape = Shape::Array(b.shape.clone());
+            write!(f, "  B{i} {:?}: {shape} ", b.name)?;
+            match &b.kind {
+                BufferKind::Parameter(n) => write!(f, "param({n})")?,
+                BufferKind::Result(n) => write!(f, "result({n})")?,
+                BufferKind::Temp => f.write_str("temp")?,
+                BufferKind::Constant(data) => {
+                    f.write_str("constant(0x")?;
+                    for byte in data.iter().take(CONSTANT_BYTES_SHOWN) {
+                        write!(f, "{byte:02x}")?;
+                    }
+                    if data.len() > CONSTANT_BYTES_SHOWN {
+                        f.write_str("...")?;
+                    }
+                    f.write_char(')')?;
+                }
+            }
+            write!(f, " bytes={} space={}", b.bytes, b.memory_space)?;
+            if let Some(offset) = b.offset {
+                write!(f, " offset={offset}")?;
+            }
+            f.write_char('\n')?;
+        }
+        for (space, bytes) in &self.arenas {
+            writeln!(f, "  arena space={space} bytes={bytes}")?;
+        }
+        for k in &self.kernels {
+            f.write_char('\n')?;
+            for line in k.to_string().lines() {
+                writeln!(f, "  {line}")?;
+            }
+        }
+        if !self.launches.is_empty() {
+            f.write_char('\n')?;
+        }
+        for l in &self.launches {
+            // A launch of a kernel that does not exist still prints, so diagnostics can show it.
+            match self.kernels.get(l.kernel) {
+                Some(k) => write!(f, "  launch {}(", k.name)?,
+                None => write!(f, "  launch <kernel {}>(", l.kernel)?,
+            }
+            for (i, a) in l.args.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(", ")?;
+                }
+                write!(f, "B{}", a.0)?;
+            }
+            f.write_str(")\n")?;
+        }
+        let list = |f: &mut fmt::Formatter<'_>, what: &str, ids: &[crate::BufferId]| -> fmt::Result {
+            write!(f, "  {what}")?;
+            for id in ids {
+                write!(f, " B{}", id.0)?;
+            }
+            f.write_char('\n')
+        };
+        list(f, "parameters", &self.parameters)?;
+        list(f, "results", &self.results)?;
+        f.write_str("}\n")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tessera_hlo::{ArrayShape, ElementType};
+
+    use super::*;
+    use crate::kernel::{IndexExpr, KernelBuilder, MemType, Ty};
+    use crate::program::{Buffer, BufferId, Launch};
+
+    fn buffer(name: &str, dims: &[i64], kind: BufferKind, offset: Option<u64>) -> Buffer {
+        let mut shape = ArrayShape::new(ElementType::F32, dims);
+        shape.layout = Some(shape.layout_or_default());
+        let bytes = 4 * dims.iter().product::<i64>() as u64;
+        Buffer { name: name.into(), shape, bytes, memory_space: 0, kind, offset }
+    }
+
+    #[test]
+    fn program_prints_buffers_kernels_and_launches() {
+        let mut b = KernelBuilder::new("copy", 1);
+        let src = b.buffer("p0", MemType::Scalar(Ty::F32), 2, false);
+        let dst = b.buffer("out", MemType::Scalar(Ty::F32), 2, true);
+        let v = b.begin_loop(0, 2);
+        let x = b.load(src, IndexExpr::var(v, 1));
+        b.store(dst, IndexExpr::var(v, 1), x);
+        b.end_loop();
+        let mut big = vec![0u8; 40];
+        big[0] = 0xab;
+        let program = Program {
+            buffers: vec![
+                buffer("p0", &[2], BufferKind::Parameter(0), None),
+                buffer("out", &[2], BufferKind::Result(0), None),
+                buffer("t", &[2], BufferKind::Temp, Some(64)),
+                buffer("c", &[1], BufferKind::Constant(vec![0, 0, 0x80, 0x3f]), None),
+                buffer("big", &[10], BufferKind::Constant(big), None),
+            ],
+            kernels: vec![b.finish()],
+            launches: vec![Launch { kernel: 0, args: vec![BufferId(0), BufferId(1)] }],
+            parameters: vec![BufferId(0)],
+            results: vec![BufferId(1)],
+            arenas: vec![(0, 128)],
+        };
+        let expected = r#"program {
+  B0 "p0": f32[2]{0} param(0) bytes=8 space=0
+  B1 "out": f32[2]{0} result(0) bytes=8 space=0
+  B2 "t": f32[2]{0} temp bytes=8 space=0 offset=64
+  B3 "c": f32[1]{0} constant(0x0000803f) bytes=4 space=0
+  B4 "big": f32[10]{0} constant(0xab00000000000000000000000000000000000000000000000000000000000000...) bytes=40 space=0
+  arena space=0 bytes=128
+
+  kernel copy(b0: f32[2] ro "p0", b1: f32[2] rw "out") grid g0 in 0..1 {
+    for v1 in 0..2 {
+      %0 = load.f32 b0[v1]
+      store.f32 b1[v1], %0
+    }
+  }
+
+  launch copy(B0, B1)
+  parameters B0
+  results B1
+}
+"#;
+        assert_eq!(program.to_string(), expected);
+    }
+
+    #[test]
+    fn empty_program_prints() {
+        assert_eq!(Program::default().to_string(), "program {\n  parameters\n  results\n}\n");
+    }
+}
