@@ -62,7 +62,7 @@ fn packed_loads() {
             let v = b.load(src, IndexExpr::var(i, 1));
             let v = if pred { b.cast(CastOp::ZExt, Ty::Pred, Ty::I8, v) } else { v };
             b.store(dst, IndexExpr::var(i, 1), v);
-            b.end_loop_vectorized(16, Tail::None);
+            b.end_loop_vectorized(16, Tail::Peel);
             let mut bufs = vec![input.clone(), vec![0xEE; n]];
             common::run(&b.finish(), &mut bufs);
             let want: Vec<u8> = (0..n)

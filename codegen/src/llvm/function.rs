@@ -11,7 +11,7 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
-use tessera_lower::kernel::{CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
+use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
 
 use super::target::Host;
 use crate::CodegenError;
@@ -57,6 +57,9 @@ pub fn translate<'ctx>(
     symbols: &HashSet<&'static str>,
 ) -> Result<(), CodegenError> {
     let unsupported = |what: String| CodegenError::Unsupported { tier: "llvm", kernel: kernel.name.clone(), what };
+    // The verifier proves the contract the translation relies on (scopes, types, static
+    // bounds); the checks below stay as a second line so an unverified path cannot panic.
+    verify_kernel(kernel).map_err(|e| unsupported(format!("the kernel does not verify: {e}")))?;
     if kernel.name.is_empty() || kernel.name.contains('\0') {
         return Err(unsupported(format!("kernel name {:?} is not a symbol", kernel.name)));
     }

@@ -41,10 +41,41 @@ pub fn compile(kernels: &[Kernel]) -> CompiledKernels {
     }
 }
 
-/// Compiles `kernel` alone and runs its whole grid over `bufs`.
+/// Compiles `kernel` alone and runs its whole grid over `bufs`, checking that the kernel
+/// interpreter leaves identical buffers.
 pub fn run(kernel: &Kernel, bufs: &mut [Vec<u8>]) {
+    let mut reference = bufs.to_vec();
+    let mut views: Vec<&mut [u8]> = reference.iter_mut().map(|b| b.as_mut_slice()).collect();
+    if let Err(e) = tessera_lower::kernel::run_kernel(kernel, &mut views) {
+        panic!("the interpreter cannot run the test kernel: {e}\n{kernel}");
+    }
     let compiled = compile(std::slice::from_ref(kernel));
     call(compiled.functions[0], bufs, &[(0, kernel.grid.extent)]);
+    if let Err(e) = same_buffers(kernel, bufs, &reference) {
+        panic!("LLVM tier and interpreter differ: {e}\n{kernel}");
+    }
+}
+
+/// Buffers equal byte for byte, except that float elements compare NaN-ness rather than NaN
+/// payloads (which the kernel IR leaves open for FMax/FMin).
+pub fn same_buffers(kernel: &Kernel, got: &[Vec<u8>], want: &[Vec<u8>]) -> Result<(), String> {
+    use tessera_lower::kernel::{MemType, Ty};
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ty = match kernel.buffers.get(i).map(|b| b.mem) {
+            Some(MemType::Scalar(t)) if t.is_float() => t,
+            _ => Ty::I8,
+        };
+        let size = values::bytes(ty);
+        for (e, (a, b)) in values::decode(ty, g).iter().zip(values::decode(ty, w)).enumerate() {
+            if !values::same(ty, *a, b) {
+                return Err(format!("buffer {i} element {e}: got {a:#x}, want {b:#x}"));
+            }
+        }
+        if g.len() != w.len() || g.len() % size != 0 {
+            return Err(format!("buffer {i}: {} bytes vs {}", g.len(), w.len()));
+        }
+    }
+    Ok(())
 }
 
 pub mod values;
