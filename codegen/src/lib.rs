@@ -7,6 +7,7 @@
 
 pub mod assemble;
 pub mod cranelift;
+pub mod llvm;
 
 use std::any::Any;
 use std::time::Duration;
