@@ -4,8 +4,13 @@
 
 pub mod error;
 pub mod kernel;
+pub mod pass;
+pub mod passes;
+pub mod pipeline;
 pub mod program;
 mod program_text;
 
 pub use error::LowerError;
+pub use pass::Pass;
+pub use pipeline::Pipeline;
 pub use program::{Buffer, BufferId, BufferKind, Launch, Program};
