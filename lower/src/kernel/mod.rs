@@ -23,9 +23,13 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+pub mod interp;
 mod text;
+pub mod verify;
 
 pub use builder::KernelBuilder;
+pub use interp::{run_kernel, run_program, Fault, KernelRunError};
+pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
 /// A loop induction variable (or the grid variable). Unique within a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

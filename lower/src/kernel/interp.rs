@@ -1,0 +1,1012 @@
+//! The kernel IR's reference interpreter: runs a [`Kernel`] (or a whole [`Program`]) on byte
+//! buffers with exactly the semantics documented on each op in `kernel/mod.rs`, so the
+//! lowering can be tested against `hlo::eval` without a JIT tier and the tiers can be tested
+//! against it.
+//!
+//! Floats are computed natively in their own width (f32 in f32, never via f64), and math
+//! functions call the same libm symbols [`MathFn::symbol`] names, so results match machine
+//! code bit for bit. Two places where machine code may legitimately differ: the payload of a
+//! NaN produced by `FMax`/`FMin` (the contract only says it is a NaN), and the runtime GEMM,
+//! which here sums `p` in order with separate multiply and add while a tuned micro-kernel
+//! blocks and fuses; float results are compared within tolerance there.
+//!
+//! A kernel is verified first, then compiled once into a tree with every value, local and
+//! variable resolved to a slot of a flat register file. Registers hold a value's bits in a
+//! `u64`: integers sign-extended from their width, `Pred` as 0 or 1, floats as their bits.
+//! Anything a bad kernel could do wrong at run time (an out-of-range data-dependent index,
+//! integer division by zero, an oversized shift, a call the interpreter does not know) is a
+//! [`KernelRunError`], never a panic or an out-of-bounds access.
+
+use std::collections::HashMap;
+
+use super::verify::{verify_kernel, KernelVerifyError};
+use super::*;
+use crate::program::{BufferKind, Program};
+
+/// Why a kernel or program could not run to completion.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum KernelRunError {
+    #[error("{0}")]
+    Verify(#[from] KernelVerifyError),
+    /// The buffers handed in do not fit the kernel, or a call's arguments do not fit its
+    /// function.
+    #[error("kernel '{kernel}': {message}")]
+    Setup { kernel: String, message: String },
+    #[error("kernel '{kernel}' calls '{func}', which the interpreter does not implement")]
+    UnknownFunction { kernel: String, func: String },
+    /// A statement failed at run time.
+    #[error("kernel '{kernel}', grid index {grid}, at `{stmt}`: {fault}")]
+    Fault { kernel: String, grid: i64, stmt: String, fault: Fault },
+    /// The program's buffer table, launches or arguments are inconsistent.
+    #[error("program: {0}")]
+    Program(String),
+}
+
+/// What went wrong at run time (see [`KernelRunError::Fault`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    #[error("index {index} is outside buffer b{buf} of {len} elements")]
+    OutOfBounds { buf: u32, index: i64, len: i64 },
+    #[error("index source %{value} is {x}, negative under / or %")]
+    NegativeIndexSource { value: u32, x: i64 },
+    #[error("index arithmetic overflows i64")]
+    IndexOverflow,
+    #[error("integer division by zero")]
+    DivisionByZero,
+    #[error("signed division overflow (MIN / -1)")]
+    DivisionOverflow,
+    #[error("shift by {amount} is not below the bit width {bits}")]
+    ShiftOutOfRange { amount: u64, bits: u32 },
+    #[error("{0}")]
+    Call(String),
+}
+
+/// Runs `kernel` for every grid index, `buffers[i]` being its buffer `i` (at least as many
+/// bytes as the buffer's physical size).
+pub fn run_kernel(kernel: &Kernel, buffers: &mut [&mut [u8]]) -> Result<(), KernelRunError> {
+    let compiled = Compiled::new(kernel)?;
+    let map: Vec<usize> = (0..kernel.buffers.len()).collect();
+    compiled.run(buffers, &map)
+}
+
+/// Runs `program` on `args` (entry parameters in order, each exactly its buffer's bytes) and
+/// returns the result buffers' bytes. Every buffer gets its own allocation (arena offsets are
+/// ignored); temps and results start zeroed.
+pub fn run_program(program: &Program, args: &[&[u8]]) -> Result<Vec<Vec<u8>>, KernelRunError> {
+    let err = |m: String| KernelRunError::Program(m);
+    if args.len() != program.parameters.len() {
+        return Err(err(format!(
+            "{} arguments given, the program has {} parameters",
+            args.len(),
+            program.parameters.len()
+        )));
+    }
+    let mut storage: Vec<Vec<u8>> = Vec::with_capacity(program.buffers.len());
+    for (i, b) in program.buffers.iter().enumerate() {
+        let bytes = usize::try_from(b.bytes).map_err(|_| err(format!("buffer B{i} of {} bytes", b.bytes)))?;
+        let data = match &b.kind {
+            BufferKind::Parameter(n) => {
+                let arg =
+                    args.get(*n).ok_or_else(|| err(format!("buffer B{i} is parameter {n}, beyond the arguments")))?;
+                if arg.len() != bytes {
+                    return Err(err(format!(
+                        "argument {n} has {} bytes, parameter buffer B{i} needs {bytes}",
+                        arg.len()
+                    )));
+                }
+                arg.to_vec()
+            }
+            BufferKind::Constant(data) => {
+                if data.len() != bytes {
+                    return Err(err(format!("constant buffer B{i} holds {} bytes but declares {bytes}", data.len())));
+                }
+                data.clone()
+            }
+            BufferKind::Result(_) | BufferKind::Temp => {
+                let mut v = Vec::new();
+                v.try_reserve_exact(bytes)
+                    .map_err(|_| err(format!("cannot allocate {bytes} bytes for buffer B{i}")))?;
+                v.resize(bytes, 0);
+                v
+            }
+        };
+        storage.push(data);
+    }
+    let check_id = |id: crate::BufferId| {
+        if (id.0 as usize) < program.buffers.len() {
+            Ok(id.0 as usize)
+        } else {
+            Err(err(format!("buffer B{} does not exist", id.0)))
+        }
+    };
+    for id in program.parameters.iter().chain(&program.results) {
+        check_id(*id)?;
+    }
+    let compiled: Vec<Compiled> = program.kernels.iter().map(Compiled::new).collect::<Result<_, _>>()?;
+    for (li, launch) in program.launches.iter().enumerate() {
+        let c =
+            compiled.get(launch.kernel).ok_or_else(|| err(format!("launch {li} names kernel {}", launch.kernel)))?;
+        let k = c.kernel;
+        if launch.args.len() != k.buffers.len() {
+            return Err(err(format!(
+                "launch {li} binds {} buffers to kernel '{}' of {}",
+                launch.args.len(),
+                k.name,
+                k.buffers.len()
+            )));
+        }
+        let mut map = Vec::with_capacity(launch.args.len());
+        for (kb, id) in k.buffers.iter().zip(&launch.args) {
+            let pi = check_id(*id)?;
+            let read_only = matches!(program.buffers[pi].kind, BufferKind::Parameter(_) | BufferKind::Constant(_));
+            if kb.writable && read_only {
+                return Err(err(format!(
+                    "launch {li} binds read-only buffer B{pi} to writable buffer '{}' of kernel '{}'",
+                    kb.name, k.name
+                )));
+            }
+            map.push(pi);
+        }
+        let mut views: Vec<&mut [u8]> = storage.iter_mut().map(|v| v.as_mut_slice()).collect();
+        c.run(&mut views, &map)?;
+    }
+    Ok(program.results.iter().map(|id| storage[id.0 as usize].clone()).collect())
+}
+
+type Slot = u32;
+
+/// An index term with its source resolved; `modulo == 0` means none.
+struct CTerm {
+    slot: Slot,
+    /// The source is a data value: its sign is checked at run time.
+    value: Option<ValueId>,
+    div: i64,
+    modulo: i64,
+    scale: i64,
+}
+
+struct CIndex {
+    terms: Vec<CTerm>,
+    offset: i64,
+}
+
+enum COp {
+    Const(u64),
+    Load { buf: usize, index: CIndex, mem: MemType },
+    Index(CIndex),
+    Copy(Slot),
+    Unary { op: UnOp, ty: Ty, a: Slot },
+    Binary { op: BinOp, ty: Ty, a: Slot, b: Slot },
+    Cmp { op: CmpOp, ty: Ty, a: Slot, b: Slot },
+    Select { cond: Slot, a: Slot, b: Slot },
+    Cast { op: CastOp, from: Ty, to: Ty, a: Slot },
+    Math { func: MathFn, ty: Ty, a: Slot, b: Slot },
+}
+
+enum CArg {
+    Imm(i64),
+    Reg(Slot),
+    Ptr { buf: usize, index: CIndex },
+}
+
+enum CStmt<'k> {
+    Let {
+        dst: Slot,
+        op: COp,
+        src: &'k Stmt,
+    },
+    Loop {
+        var: Slot,
+        start: i64,
+        end: i64,
+        body: Vec<CStmt<'k>>,
+    },
+    Set {
+        dst: Slot,
+        value: Slot,
+    },
+    Store {
+        buf: usize,
+        index: CIndex,
+        mem: MemType,
+        value: Slot,
+        src: &'k Stmt,
+    },
+    If {
+        cond: Slot,
+        then_body: Vec<CStmt<'k>>,
+        else_body: Vec<CStmt<'k>>,
+    },
+    /// `tessera_rt_gemm_f32`/`_f64` with its 12 arguments in contract order.
+    Gemm {
+        f64: bool,
+        args: Vec<CArg>,
+        src: &'k Stmt,
+    },
+}
+
+struct Compiled<'k> {
+    kernel: &'k Kernel,
+    body: Vec<CStmt<'k>>,
+    slots: usize,
+    grid: Slot,
+}
+
+/// Slot assignment and the types needed to check call arguments, built in one walk.
+struct Resolver<'k> {
+    kernel: &'k Kernel,
+    values: HashMap<ValueId, (Slot, Ty)>,
+    locals: HashMap<LocalId, (Slot, Ty)>,
+    vars: HashMap<VarId, Slot>,
+    next: Slot,
+}
+
+impl<'k> Compiled<'k> {
+    fn new(kernel: &'k Kernel) -> Result<Compiled<'k>, KernelRunError> {
+        verify_kernel(kernel)?;
+        let mut r = Resolver { kernel, values: HashMap::new(), locals: HashMap::new(), vars: HashMap::new(), next: 0 };
+        let grid = r.fresh();
+        r.vars.insert(kernel.grid.var, grid);
+        let body = r.body(&kernel.body)?;
+        Ok(Compiled { kernel, body, slots: r.next as usize, grid })
+    }
+
+    fn run(&self, buffers: &mut [&mut [u8]], map: &[usize]) -> Result<(), KernelRunError> {
+        let k = self.kernel;
+        let setup = |message: String| KernelRunError::Setup { kernel: k.name.clone(), message };
+        if map.len() != k.buffers.len() {
+            return Err(setup(format!("{} buffers given, the kernel has {}", map.len(), k.buffers.len())));
+        }
+        let mut lens = Vec::with_capacity(map.len());
+        for (i, (b, &m)) in k.buffers.iter().zip(map).enumerate() {
+            let needed = byte_len(b.mem, b.len).ok_or_else(|| setup(format!("buffer b{i} is too large")))?;
+            let given = buffers.get(m).map(|s| s.len()).ok_or_else(|| setup(format!("buffer b{i} is not given")))?;
+            if (given as u128) < needed {
+                return Err(setup(format!("buffer b{i} ('{}') needs {needed} bytes, {given} given", b.name)));
+            }
+            lens.push(b.len);
+        }
+        let mut m = Machine { regs: vec![0; self.slots], bufs: buffers, map, lens, kernel: k, grid: 0 };
+        for g in 0..k.grid.extent {
+            m.grid = g;
+            m.regs[self.grid as usize] = g as u64;
+            m.body(&self.body)?;
+        }
+        Ok(())
+    }
+}
+
+/// Bytes holding `len` elements of `mem`, if that fits in memory at all.
+fn byte_len(mem: MemType, len: i64) -> Option<u128> {
+    let len = u128::try_from(len).ok()?;
+    let bits = len * u128::from(mem.bits());
+    Some(bits.div_ceil(8))
+}
+
+impl<'k> Resolver<'k> {
+    fn fresh(&mut self) -> Slot {
+        self.next += 1;
+        self.next - 1
+    }
+
+    fn setup(&self, message: String) -> KernelRunError {
+        KernelRunError::Setup { kernel: self.kernel.name.clone(), message }
+    }
+
+    // The verifier has checked that every id used is defined, so lookups cannot miss; a miss
+    // would be a verifier bug and is reported rather than panicking.
+    fn value(&self, v: ValueId) -> Result<(Slot, Ty), KernelRunError> {
+        self.values.get(&v).copied().ok_or_else(|| self.setup(format!("internal: %{} unresolved", v.0)))
+    }
+
+    fn slot(&self, v: ValueId) -> Result<Slot, KernelRunError> {
+        Ok(self.value(v)?.0)
+    }
+
+    fn index(&self, e: &IndexExpr) -> Result<CIndex, KernelRunError> {
+        let mut terms = Vec::with_capacity(e.terms.len());
+        for t in &e.terms {
+            let (slot, value) = match t.src {
+                IndexSrc::Var(v) => {
+                    (*self.vars.get(&v).ok_or_else(|| self.setup(format!("internal: v{} unresolved", v.0)))?, None)
+                }
+                IndexSrc::Value(v) => (self.slot(v)?, Some(v)),
+            };
+            terms.push(CTerm { slot, value, div: t.div, modulo: t.modulo.unwrap_or(0), scale: t.scale });
+        }
+        Ok(CIndex { terms, offset: e.offset })
+    }
+
+    fn body(&mut self, body: &'k [Stmt]) -> Result<Vec<CStmt<'k>>, KernelRunError> {
+        body.iter().map(|s| self.stmt(s)).collect()
+    }
+
+    fn stmt(&mut self, stmt: &'k Stmt) -> Result<CStmt<'k>, KernelRunError> {
+        Ok(match stmt {
+            Stmt::Let(v, op) => {
+                let (op, ty) = self.op(op)?;
+                let dst = self.fresh();
+                self.values.insert(*v, (dst, ty));
+                CStmt::Let { dst, op, src: stmt }
+            }
+            Stmt::Loop(l) => {
+                let var = self.fresh();
+                self.vars.insert(l.var, var);
+                CStmt::Loop { var, start: l.start, end: l.end, body: self.body(&l.body)? }
+            }
+            Stmt::DeclLocal { local, ty, init } => {
+                let dst = self.fresh();
+                self.locals.insert(*local, (dst, *ty));
+                CStmt::Set { dst, value: self.slot(*init)? }
+            }
+            Stmt::SetLocal { local, value } => {
+                let (dst, _) =
+                    *self.locals.get(local).ok_or_else(|| self.setup(format!("internal: l{} unresolved", local.0)))?;
+                CStmt::Set { dst, value: self.slot(*value)? }
+            }
+            Stmt::Store { buf, index, mem, value } => CStmt::Store {
+                buf: buf.0 as usize,
+                index: self.index(index)?,
+                mem: *mem,
+                value: self.slot(*value)?,
+                src: stmt,
+            },
+            Stmt::If { cond, then_body, else_body } => CStmt::If {
+                cond: self.slot(*cond)?,
+                then_body: self.body(then_body)?,
+                else_body: self.body(else_body)?,
+            },
+            Stmt::Call { func, args } => self.call(stmt, func, args)?,
+        })
+    }
+
+    fn op(&mut self, op: &Op) -> Result<(COp, Ty), KernelRunError> {
+        Ok(match op {
+            Op::Const(c) => {
+                let bits = match *c {
+                    Const::Pred(b) => u64::from(b),
+                    Const::Int { ty, bits } => norm(ty, bits as u64),
+                    Const::F32(b) => u64::from(b),
+                    Const::F64(b) => b,
+                };
+                (COp::Const(bits), c.ty())
+            }
+            Op::Load { buf, index, mem } => {
+                (COp::Load { buf: buf.0 as usize, index: self.index(index)?, mem: *mem }, mem.reg())
+            }
+            Op::Index(e) => (COp::Index(self.index(e)?), Ty::I64),
+            Op::GetLocal(l) => {
+                let (slot, ty) =
+                    *self.locals.get(l).ok_or_else(|| self.setup(format!("internal: l{} unresolved", l.0)))?;
+                (COp::Copy(slot), ty)
+            }
+            Op::Unary { op, ty, a } => (COp::Unary { op: *op, ty: *ty, a: self.slot(*a)? }, *ty),
+            Op::Binary { op, ty, a, b } => {
+                (COp::Binary { op: *op, ty: *ty, a: self.slot(*a)?, b: self.slot(*b)? }, *ty)
+            }
+            Op::Cmp { op, ty, a, b } => (COp::Cmp { op: *op, ty: *ty, a: self.slot(*a)?, b: self.slot(*b)? }, Ty::Pred),
+            Op::Select { ty, cond, a, b } => {
+                (COp::Select { cond: self.slot(*cond)?, a: self.slot(*a)?, b: self.slot(*b)? }, *ty)
+            }
+            Op::Cast { op, from, to, a } => (COp::Cast { op: *op, from: *from, to: *to, a: self.slot(*a)? }, *to),
+            Op::Math { func, ty, args } => {
+                let a = self.slot(args[0])?;
+                let b = match args.get(1) {
+                    Some(v) => self.slot(*v)?,
+                    None => a,
+                };
+                (COp::Math { func: *func, ty: *ty, a, b }, *ty)
+            }
+        })
+    }
+
+    /// Checks a call against the contract of the runtime function it names: only the GEMMs
+    /// are known here.
+    fn call(&mut self, stmt: &'k Stmt, func: &str, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
+        let f64 = match func {
+            "tessera_rt_gemm_f32" => false,
+            "tessera_rt_gemm_f64" => true,
+            _ => return Err(KernelRunError::UnknownFunction { kernel: self.kernel.name.clone(), func: func.into() }),
+        };
+        let bad = |m: String| self.setup(format!("`{}`: {m}", self.kernel.stmt_head(stmt)));
+        if args.len() != 12 {
+            return Err(bad(format!("{func} takes 12 arguments, given {}", args.len())));
+        }
+        let elem = MemType::Scalar(if f64 { Ty::F64 } else { Ty::F32 });
+        let mut out = Vec::with_capacity(12);
+        for (i, a) in args.iter().enumerate() {
+            let pointer = matches!(i, 3 | 6 | 9);
+            out.push(match (a, pointer) {
+                (CallArg::Ptr { buf, index }, true) => {
+                    let b = &self.kernel.buffers[buf.0 as usize];
+                    if b.mem != elem {
+                        return Err(bad(format!("argument {i} points into b{} of {}, expected {elem}", buf.0, b.mem)));
+                    }
+                    if i == 9 && !b.writable {
+                        return Err(bad(format!("the result matrix points into read-only buffer b{}", buf.0)));
+                    }
+                    CArg::Ptr { buf: buf.0 as usize, index: self.index(index)? }
+                }
+                (CallArg::I64(n), false) => CArg::Imm(*n),
+                (CallArg::Value(v), false) => {
+                    let (slot, ty) = self.value(*v)?;
+                    if ty != Ty::I64 {
+                        return Err(bad(format!("argument {i} is {ty}, expected i64")));
+                    }
+                    CArg::Reg(slot)
+                }
+                (_, true) => return Err(bad(format!("argument {i} must be a buffer pointer"))),
+                (_, false) => return Err(bad(format!("argument {i} must be an i64"))),
+            });
+        }
+        Ok(CStmt::Gemm { f64, args: out, src: stmt })
+    }
+}
+
+/// A value of type `ty` in canonical register form.
+fn norm(ty: Ty, x: u64) -> u64 {
+    match ty {
+        Ty::Pred => x & 1,
+        Ty::I8 | Ty::I16 | Ty::I32 | Ty::I64 => sext(x, ty.bits()),
+        Ty::F32 => x & 0xffff_ffff,
+        Ty::F64 => x,
+    }
+}
+
+fn sext(x: u64, bits: u32) -> u64 {
+    let s = 64 - bits;
+    (((x << s) as i64) >> s) as u64
+}
+
+fn zext(x: u64, bits: u32) -> u64 {
+    if bits >= 64 {
+        x
+    } else {
+        x & ((1u64 << bits) - 1)
+    }
+}
+
+fn f32_of(x: u64) -> f32 {
+    f32::from_bits(x as u32)
+}
+
+fn f64_of(x: u64) -> f64 {
+    f64::from_bits(x)
+}
+
+fn of_f32(x: f32) -> u64 {
+    u64::from(x.to_bits())
+}
+
+fn of_f64(x: f64) -> u64 {
+    x.to_bits()
+}
+
+// The same C symbols the tiers call (`MathFn::symbol`, `runtime::abi::symbols`).
+extern "C" {
+    fn expf(x: f32) -> f32;
+    fn exp(x: f64) -> f64;
+    fn expm1f(x: f32) -> f32;
+    fn expm1(x: f64) -> f64;
+    fn logf(x: f32) -> f32;
+    fn log(x: f64) -> f64;
+    fn log1pf(x: f32) -> f32;
+    fn log1p(x: f64) -> f64;
+    fn sinf(x: f32) -> f32;
+    fn sin(x: f64) -> f64;
+    fn cosf(x: f32) -> f32;
+    fn cos(x: f64) -> f64;
+    fn tanf(x: f32) -> f32;
+    fn tan(x: f64) -> f64;
+    fn tanhf(x: f32) -> f32;
+    fn tanh(x: f64) -> f64;
+    fn atan2f(y: f32, x: f32) -> f32;
+    fn atan2(y: f64, x: f64) -> f64;
+    fn powf(x: f32, y: f32) -> f32;
+    fn pow(x: f64, y: f64) -> f64;
+    fn cbrtf(x: f32) -> f32;
+    fn cbrt(x: f64) -> f64;
+    fn erff(x: f32) -> f32;
+    fn erf(x: f64) -> f64;
+    fn roundf(x: f32) -> f32;
+    fn round(x: f64) -> f64;
+    fn fmodf(x: f32, y: f32) -> f32;
+    fn fmod(x: f64, y: f64) -> f64;
+}
+
+fn math32(func: MathFn, a: f32, b: f32) -> f32 {
+    // SAFETY: pure libm functions of plain floats, defined for every input.
+    unsafe {
+        match func {
+            MathFn::Exp => expf(a),
+            MathFn::Expm1 => expm1f(a),
+            MathFn::Log => logf(a),
+            MathFn::Log1p => log1pf(a),
+            MathFn::Sin => sinf(a),
+            MathFn::Cos => cosf(a),
+            MathFn::Tan => tanf(a),
+            MathFn::Tanh => tanhf(a),
+            MathFn::Atan2 => atan2f(a, b),
+            MathFn::Pow => powf(a, b),
+            MathFn::Cbrt => cbrtf(a),
+            MathFn::Erf => erff(a),
+            MathFn::Round => roundf(a),
+            MathFn::Fmod => fmodf(a, b),
+        }
+    }
+}
+
+fn math64(func: MathFn, a: f64, b: f64) -> f64 {
+    // SAFETY: pure libm functions of plain floats, defined for every input.
+    unsafe {
+        match func {
+            MathFn::Exp => exp(a),
+            MathFn::Expm1 => expm1(a),
+            MathFn::Log => log(a),
+            MathFn::Log1p => log1p(a),
+            MathFn::Sin => sin(a),
+            MathFn::Cos => cos(a),
+            MathFn::Tan => tan(a),
+            MathFn::Tanh => tanh(a),
+            MathFn::Atan2 => atan2(a, b),
+            MathFn::Pow => pow(a, b),
+            MathFn::Cbrt => cbrt(a),
+            MathFn::Erf => erf(a),
+            MathFn::Round => round(a),
+            MathFn::Fmod => fmod(a, b),
+        }
+    }
+}
+
+/// IEEE-754 2019 `maximum`/`minimum`: NaN if either side is NaN, and -0.0 < +0.0.
+macro_rules! fmaxmin {
+    ($name:ident, $t:ty, $bits:ty, $max:expr) => {
+        fn $name(a: $t, b: $t) -> $t {
+            if a.is_nan() || b.is_nan() {
+                a + b
+            } else if a == b {
+                // Equal values differ only for zeros: max keeps +0.0 (sign bits ANDed), min
+                // keeps -0.0 (ORed).
+                let (x, y) = (a.to_bits(), b.to_bits());
+                <$t>::from_bits(if $max { x & y } else { x | y })
+            } else if (a > b) == $max {
+                a
+            } else {
+                b
+            }
+        }
+    };
+}
+fmaxmin!(fmax32, f32, u32, true);
+fmaxmin!(fmin32, f32, u32, false);
+fmaxmin!(fmax64, f64, u64, true);
+fmaxmin!(fmin64, f64, u64, false);
+
+struct Machine<'a, 'b, 'k> {
+    regs: Vec<u64>,
+    bufs: &'a mut [&'b mut [u8]],
+    map: &'a [usize],
+    /// Kernel buffer lengths in elements; the byte slices were checked to hold them.
+    lens: Vec<i64>,
+    kernel: &'k Kernel,
+    grid: i64,
+}
+
+impl Machine<'_, '_, '_> {
+    fn fault(&self, src: &Stmt, fault: Fault) -> KernelRunError {
+        KernelRunError::Fault {
+            kernel: self.kernel.name.clone(),
+            grid: self.grid,
+            stmt: self.kernel.stmt_head(src),
+            fault,
+        }
+    }
+
+    fn body(&mut self, body: &[CStmt]) -> Result<(), KernelRunError> {
+        for s in body {
+            match s {
+                CStmt::Let { dst, op, src } => {
+                    let x = self.op(op).map_err(|f| self.fault(src, f))?;
+                    self.regs[*dst as usize] = x;
+                }
+                CStmt::Loop { var, start, end, body } => {
+                    for i in *start..*end {
+                        self.regs[*var as usize] = i as u64;
+                        self.body(body)?;
+                    }
+                }
+                CStmt::Set { dst, value } => self.regs[*dst as usize] = self.regs[*value as usize],
+                CStmt::Store { buf, index, mem, value, src } => {
+                    let x = self.regs[*value as usize];
+                    self.store(*buf, index, *mem, x).map_err(|f| self.fault(src, f))?;
+                }
+                CStmt::If { cond, then_body, else_body } => {
+                    if self.regs[*cond as usize] != 0 {
+                        self.body(then_body)?;
+                    } else {
+                        self.body(else_body)?;
+                    }
+                }
+                CStmt::Gemm { f64, args, src } => self.gemm(*f64, args).map_err(|f| self.fault(src, f))?,
+            }
+        }
+        Ok(())
+    }
+
+    fn index(&self, e: &CIndex) -> Result<i64, Fault> {
+        let mut acc = e.offset;
+        for t in &e.terms {
+            let mut x = self.regs[t.slot as usize] as i64;
+            if t.div != 1 || t.modulo != 0 {
+                if let Some(v) = t.value {
+                    if x < 0 {
+                        return Err(Fault::NegativeIndexSource { value: v.0, x });
+                    }
+                }
+                // The verifier rejects negative variables under / and %, and div, modulo >= 1.
+                x /= t.div;
+                if t.modulo != 0 {
+                    x %= t.modulo;
+                }
+            }
+            acc = x.checked_mul(t.scale).and_then(|y| acc.checked_add(y)).ok_or(Fault::IndexOverflow)?;
+        }
+        Ok(acc)
+    }
+
+    /// The element index `e` gives in kernel buffer `buf`, checked against its length.
+    fn element(&self, buf: usize, e: &CIndex) -> Result<usize, Fault> {
+        let index = self.index(e)?;
+        let len = self.lens[buf];
+        if index < 0 || index >= len {
+            return Err(Fault::OutOfBounds { buf: buf as u32, index, len });
+        }
+        Ok(index as usize)
+    }
+
+    fn bytes(&self, buf: usize, at: usize, n: usize) -> &[u8] {
+        // In range: `element` checked the index against the length, and `run` checked that
+        // the slice holds that many elements.
+        &self.bufs[self.map[buf]][at..at + n]
+    }
+
+    fn load(&self, buf: usize, e: &CIndex, mem: MemType) -> Result<u64, Fault> {
+        let i = self.element(buf, e)?;
+        Ok(match mem {
+            MemType::Pred => u64::from(self.bytes(buf, i, 1)[0] != 0),
+            MemType::Scalar(t) => {
+                let n = (t.bits() / 8) as usize;
+                let mut raw = [0u8; 8];
+                raw[..n].copy_from_slice(self.bytes(buf, i * n, n));
+                norm(t, u64::from_le_bytes(raw))
+            }
+            MemType::Packed { bits, pred } => {
+                let (byte, shift, mask) = packed_pos(i, bits);
+                let x = (self.bytes(buf, byte, 1)[0] >> shift) & mask;
+                if pred {
+                    u64::from(x != 0)
+                } else {
+                    u64::from(x)
+                }
+            }
+        })
+    }
+
+    fn store(&mut self, buf: usize, e: &CIndex, mem: MemType, x: u64) -> Result<(), Fault> {
+        let i = self.element(buf, e)?;
+        let data = &mut self.bufs[self.map[buf]];
+        match mem {
+            MemType::Pred => data[i] = (x & 1) as u8,
+            MemType::Scalar(t) => {
+                let n = (t.bits() / 8) as usize;
+                data[i * n..i * n + n].copy_from_slice(&x.to_le_bytes()[..n]);
+            }
+            MemType::Packed { bits, .. } => {
+                let (byte, shift, mask) = packed_pos(i, bits);
+                data[byte] = (data[byte] & !(mask << shift)) | (((x as u8) & mask) << shift);
+            }
+        }
+        Ok(())
+    }
+
+    fn op(&self, op: &COp) -> Result<u64, Fault> {
+        let r = |s: &Slot| self.regs[*s as usize];
+        Ok(match op {
+            COp::Const(x) => *x,
+            COp::Load { buf, index, mem } => self.load(*buf, index, *mem)?,
+            COp::Index(e) => self.index(e)? as u64,
+            COp::Copy(s) => r(s),
+            COp::Unary { op, ty, a } => unary(*op, *ty, r(a)),
+            COp::Binary { op, ty, a, b } => binary(*op, *ty, r(a), r(b))?,
+            COp::Cmp { op, ty, a, b } => u64::from(cmp(*op, *ty, r(a), r(b))),
+            COp::Select { cond, a, b } => {
+                if r(cond) != 0 {
+                    r(a)
+                } else {
+                    r(b)
+                }
+            }
+            COp::Cast { op, from, to, a } => cast(*op, *from, *to, r(a)),
+            COp::Math { func, ty, a, b } => match ty {
+                Ty::F32 => of_f32(math32(*func, f32_of(r(a)), f32_of(r(b)))),
+                _ => of_f64(math64(*func, f64_of(r(a)), f64_of(r(b)))),
+            },
+        })
+    }
+
+    fn gemm(&mut self, f64: bool, args: &[CArg]) -> Result<(), Fault> {
+        let call = |m: String| Fault::Call(format!("tessera_rt_gemm_{}: {m}", if f64 { "f64" } else { "f32" }));
+        let mut ints = [0i64; 12];
+        let mut ptrs = [(0usize, 0i64); 3];
+        for (i, a) in args.iter().enumerate() {
+            match a {
+                CArg::Imm(n) => ints[i] = *n,
+                CArg::Reg(s) => ints[i] = self.regs[*s as usize] as i64,
+                CArg::Ptr { buf, index } => ptrs[i / 3 - 1] = (*buf, self.index(index)?),
+            }
+        }
+        let (m, n, k) = (ints[0], ints[1], ints[2]);
+        if m < 0 || n < 0 || k < 0 {
+            return Err(call(format!("negative size m={m} n={n} k={k}")));
+        }
+        // Distinct result elements: an m x n product cannot fit in fewer (and the scratch
+        // matrix below stays as small as the buffer).
+        if m.checked_mul(n).is_none_or(|mn| mn > self.lens[ptrs[2].0]) {
+            return Err(call(format!("an {m} x {n} result does not fit buffer b{}", ptrs[2].0)));
+        }
+        let strides = [(ints[4], ints[5]), (ints[7], ints[8]), (ints[10], ints[11])];
+        let extents = [(m, k), (k, n), (m, n)];
+        // The affine element index reaches its extremes at the corners of the index box.
+        for (w, ((buf, base), ((rows, cols), (rs, cs)))) in ptrs.iter().zip(extents.iter().zip(strides)).enumerate() {
+            if *rows == 0 || *cols == 0 {
+                continue;
+            }
+            let (r, c) = (i128::from(rows - 1) * i128::from(rs), i128::from(cols - 1) * i128::from(cs));
+            let lo = i128::from(*base) + r.min(0) + c.min(0);
+            let hi = i128::from(*base) + r.max(0) + c.max(0);
+            if lo < 0 || hi >= i128::from(self.lens[*buf]) {
+                let which = ["A", "B", "C"][w];
+                return Err(call(format!(
+                    "{which} spans elements {lo}..={hi} of buffer b{buf} with {} elements",
+                    self.lens[*buf]
+                )));
+            }
+        }
+        let at = |base: i64, i: i64, rs: i64, j: i64, cs: i64| (base + i * rs + j * cs) as usize;
+        let ((a, ab), (b, bb), (c, cb)) = (ptrs[0], ptrs[1], ptrs[2]);
+        let [(ars, acs), (brs, bcs), (crs, ccs)] = strides;
+        // Computed into a scratch matrix first, so C may overlap A or B.
+        let mut out = Vec::with_capacity((m * n) as usize);
+        let width = if f64 { 8 } else { 4 };
+        let read = |s: &Self, buf: usize, e: usize| {
+            let raw = s.bytes(buf, e * width, width);
+            let mut x = [0u8; 8];
+            x[..width].copy_from_slice(raw);
+            u64::from_le_bytes(x)
+        };
+        for i in 0..m {
+            for j in 0..n {
+                let bits = if f64 {
+                    let mut acc = 0.0f64;
+                    for p in 0..k {
+                        acc += f64_of(read(self, a, at(ab, i, ars, p, acs)))
+                            * f64_of(read(self, b, at(bb, p, brs, j, bcs)));
+                    }
+                    of_f64(acc)
+                } else {
+                    let mut acc = 0.0f32;
+                    for p in 0..k {
+                        acc += f32_of(read(self, a, at(ab, i, ars, p, acs)))
+                            * f32_of(read(self, b, at(bb, p, brs, j, bcs)));
+                    }
+                    of_f32(acc)
+                };
+                out.push(bits);
+            }
+        }
+        let data = &mut self.bufs[self.map[c]];
+        for i in 0..m {
+            for j in 0..n {
+                let e = at(cb, i, crs, j, ccs) * width;
+                data[e..e + width].copy_from_slice(&out[(i * n + j) as usize].to_le_bytes()[..width]);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Byte, bit shift and mask of packed element `i` of `bits` bits (low bits first).
+fn packed_pos(i: usize, bits: u8) -> (usize, u32, u8) {
+    let per = 8 / usize::from(bits);
+    (i / per, ((i % per) * usize::from(bits)) as u32, ((1u16 << bits) - 1) as u8)
+}
+
+fn unary(op: UnOp, ty: Ty, x: u64) -> u64 {
+    match ty {
+        Ty::F32 => {
+            let f = f32_of(x);
+            let y = match op {
+                UnOp::Neg => -f,
+                UnOp::Abs => f.abs(),
+                UnOp::Sqrt => f.sqrt(),
+                UnOp::Floor => f.floor(),
+                UnOp::Ceil => f.ceil(),
+                UnOp::Trunc => f.trunc(),
+                // The verifier allows no other op on floats.
+                _ => f.round_ties_even(),
+            };
+            of_f32(y)
+        }
+        Ty::F64 => {
+            let f = f64_of(x);
+            let y = match op {
+                UnOp::Neg => -f,
+                UnOp::Abs => f.abs(),
+                UnOp::Sqrt => f.sqrt(),
+                UnOp::Floor => f.floor(),
+                UnOp::Ceil => f.ceil(),
+                UnOp::Trunc => f.trunc(),
+                _ => f.round_ties_even(),
+            };
+            of_f64(y)
+        }
+        _ => {
+            let bits = ty.bits();
+            let y = match op {
+                UnOp::Neg => (x as i64).wrapping_neg() as u64,
+                UnOp::Abs => (x as i64).wrapping_abs() as u64,
+                UnOp::Not => !x,
+                UnOp::Popcnt => u64::from(zext(x, bits).count_ones()),
+                _ => u64::from(zext(x, bits).leading_zeros() - (64 - bits)),
+            };
+            norm(ty, y)
+        }
+    }
+}
+
+fn binary(op: BinOp, ty: Ty, a: u64, b: u64) -> Result<u64, Fault> {
+    if ty == Ty::F32 {
+        let (x, y) = (f32_of(a), f32_of(b));
+        return Ok(of_f32(match op {
+            BinOp::Add => x + y,
+            BinOp::Sub => x - y,
+            BinOp::Mul => x * y,
+            BinOp::FDiv => x / y,
+            BinOp::FMax => fmax32(x, y),
+            _ => fmin32(x, y),
+        }));
+    }
+    if ty == Ty::F64 {
+        let (x, y) = (f64_of(a), f64_of(b));
+        return Ok(of_f64(match op {
+            BinOp::Add => x + y,
+            BinOp::Sub => x - y,
+            BinOp::Mul => x * y,
+            BinOp::FDiv => x / y,
+            BinOp::FMax => fmax64(x, y),
+            _ => fmin64(x, y),
+        }));
+    }
+    let bits = ty.bits();
+    let (sa, sb) = (a as i64, b as i64);
+    let (ua, ub) = (zext(a, bits), zext(b, bits));
+    let min = sext(1u64 << (bits - 1), bits) as i64;
+    let shift = || if ub < u64::from(bits) { Ok(ub as u32) } else { Err(Fault::ShiftOutOfRange { amount: ub, bits }) };
+    let sdiv_ok = || {
+        if sb == 0 {
+            Err(Fault::DivisionByZero)
+        } else if sa == min && sb == -1 {
+            Err(Fault::DivisionOverflow)
+        } else {
+            Ok(())
+        }
+    };
+    let y = match op {
+        BinOp::Add => a.wrapping_add(b),
+        BinOp::Sub => a.wrapping_sub(b),
+        BinOp::Mul => a.wrapping_mul(b),
+        BinOp::SDiv => {
+            sdiv_ok()?;
+            (sa / sb) as u64
+        }
+        BinOp::SRem => {
+            sdiv_ok()?;
+            (sa % sb) as u64
+        }
+        BinOp::UDiv | BinOp::URem if ub == 0 => return Err(Fault::DivisionByZero),
+        BinOp::UDiv => ua / ub,
+        BinOp::URem => ua % ub,
+        BinOp::And => a & b,
+        BinOp::Or => a | b,
+        BinOp::Xor => a ^ b,
+        BinOp::Shl => ua << shift()?,
+        BinOp::LShr => ua >> shift()?,
+        BinOp::AShr => (sa >> shift()?) as u64,
+        BinOp::SMax => sa.max(sb) as u64,
+        BinOp::SMin => sa.min(sb) as u64,
+        BinOp::UMax => ua.max(ub),
+        BinOp::UMin => ua.min(ub),
+        // Float-only ops; the verifier keeps them off integers.
+        BinOp::FDiv | BinOp::FMax | BinOp::FMin => a,
+    };
+    Ok(norm(ty, y))
+}
+
+fn cmp(op: CmpOp, ty: Ty, a: u64, b: u64) -> bool {
+    let (fa, fb) = match ty {
+        Ty::F32 => (f64::from(f32_of(a)), f64::from(f32_of(b))),
+        Ty::F64 => (f64_of(a), f64_of(b)),
+        _ => (0.0, 0.0),
+    };
+    let (ua, ub) = (zext(a, ty.bits()), zext(b, ty.bits()));
+    let (sa, sb) = (a as i64, b as i64);
+    match op {
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+        CmpOp::Slt => sa < sb,
+        CmpOp::Sle => sa <= sb,
+        CmpOp::Sgt => sa > sb,
+        CmpOp::Sge => sa >= sb,
+        CmpOp::Ult => ua < ub,
+        CmpOp::Ule => ua <= ub,
+        CmpOp::Ugt => ua > ub,
+        CmpOp::Uge => ua >= ub,
+        // Widening f32 to f64 is exact, so comparing in f64 gives the f32 answer.
+        CmpOp::FEq => fa == fb,
+        CmpOp::FLt => fa < fb,
+        CmpOp::FLe => fa <= fb,
+        CmpOp::FGt => fa > fb,
+        CmpOp::FGe => fa >= fb,
+        CmpOp::FNe => fa != fb,
+    }
+}
+
+fn cast(op: CastOp, from: Ty, to: Ty, x: u64) -> u64 {
+    match op {
+        CastOp::SExt => {
+            if from == Ty::Pred {
+                norm(to, 0u64.wrapping_sub(x))
+            } else {
+                norm(to, x)
+            }
+        }
+        CastOp::ZExt => norm(to, zext(x, from.bits())),
+        CastOp::Trunc => norm(to, x),
+        CastOp::SIToFP => match to {
+            Ty::F32 => of_f32(x as i64 as f32),
+            _ => of_f64(x as i64 as f64),
+        },
+        CastOp::UIToFP => match to {
+            Ty::F32 => of_f32(zext(x, from.bits()) as f32),
+            _ => of_f64(zext(x, from.bits()) as f64),
+        },
+        // Rust's float-to-int `as` saturates and maps NaN to 0, as the contract asks.
+        CastOp::FPToSISat => {
+            let f = if from == Ty::F32 { f64::from(f32_of(x)) } else { f64_of(x) };
+            let y = match to {
+                Ty::I8 => i64::from(f as i8),
+                Ty::I16 => i64::from(f as i16),
+                Ty::I32 => i64::from(f as i32),
+                _ => f as i64,
+            };
+            y as u64
+        }
+        CastOp::FPToUISat => {
+            let f = if from == Ty::F32 { f64::from(f32_of(x)) } else { f64_of(x) };
+            let y = match to {
+                Ty::I8 => u64::from(f as u8),
+                Ty::I16 => u64::from(f as u16),
+                Ty::I32 => u64::from(f as u32),
+                _ => f as u64,
+            };
+            norm(to, y)
+        }
+        CastOp::FPExt => of_f64(f64::from(f32_of(x))),
+        CastOp::FPTrunc => of_f32(f64_of(x) as f32),
+        CastOp::Bitcast => norm(to, x),
+    }
+}
+
+#[cfg(test)]
+#[path = "interp_tests.rs"]
+mod tests;
