@@ -6,14 +6,18 @@
 //! - `// RUN: passes` runs the standard pipeline; `// RUN: passes dce,fusion` runs the named
 //!   passes in order. Output: the module in XLA's short form, then each pass's report (fusion
 //!   decisions with their reasons) as `//` lines.
+//! - `// RUN: kernels` lowers the module (`lower_module`, fusion on; `kernels nofusion` turns
+//!   it off) and prints the kernels, then any kernel verifier finding as a `//` line.
+//! - `// RUN: program` prints the whole program (buffers, kernels, launches).
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
 use tessera_hlo::text::{parse_module, print_module, PrintOptions};
 use tessera_hlo::verify::verify;
+use tessera_lower::kernel::verify_kernel;
 use tessera_lower::passes;
-use tessera_lower::Pipeline;
+use tessera_lower::{lower_module, LowerOptions, Pipeline};
 
 const MARKER: &str = "// ----- expected output -----";
 
@@ -46,6 +50,26 @@ fn run_directive(directive: &str, hlo: &str) -> Result<String, String> {
             for (_, lines) in pipeline.reports() {
                 for l in lines {
                     out.push_str(&format!("// {l}\n"));
+                }
+            }
+            Ok(out)
+        }
+        "kernels" | "program" => {
+            let options = LowerOptions { fusion: !args.contains(&"nofusion"), dump_dir: None };
+            let program = match lower_module(&module, &options) {
+                Ok(p) => p,
+                Err(e) => return Ok(format!("error: {e}\n")),
+            };
+            let mut out = if mode == "program" {
+                format!("{program}")
+            } else {
+                program.kernels.iter().map(|k| format!("{k}\n")).collect()
+            };
+            // A verifier finding is part of the output: it is blessed only knowingly, and
+            // the file changes when the kernel or the verifier does.
+            for k in &program.kernels {
+                if let Err(e) = verify_kernel(k) {
+                    out.push_str(&format!("// kernel verifier: {e}\n"));
                 }
             }
             Ok(out)
