@@ -38,14 +38,14 @@ enum Outcome {
     Failed(String),
 }
 
-fn run_case(case: &Path) -> Outcome {
+fn run_case(case: &Path, fusion: bool) -> Outcome {
     let meta = fs::read(case.join("case.json")).expect("case.json");
     let meta = parse_json(&meta, &mut 0);
     let Ok(text) = fs::read_to_string(case.join("module.hlo")) else {
         return Outcome::Skipped("no module.hlo".into());
     };
     let module = parse_module(&text).expect("corpus modules parse");
-    let program = match lower_module(&module, &LowerOptions { fusion: true, dump_dir: None }) {
+    let program = match lower_module(&module, &LowerOptions { fusion, dump_dir: None }) {
         Ok(p) => p,
         Err(LowerError::Unsupported { what, .. }) => return Outcome::Unsupported(what),
         Err(e) => return Outcome::Failed(format!("lowering: {e}")),
@@ -115,10 +115,18 @@ fn corpus_lowers_and_matches_xla_through_the_kernel_interpreter() {
             skipped += 1;
             "skipped (bench)".to_string()
         } else {
-            match run_case(case) {
+            match run_case(case, true) {
                 Outcome::Pass(kernels) => {
                     pass += 1;
-                    format!("pass ({kernels} kernels)")
+                    // Without fusion every op is its own kernel: the same answers, so a
+                    // fusion bug shows as a disagreement.
+                    match run_case(case, false) {
+                        Outcome::Pass(unfused) => format!("pass ({kernels} kernels; unfused {unfused})"),
+                        Outcome::Failed(m) | Outcome::Unsupported(m) | Outcome::Skipped(m) => {
+                            failures.push(format!("{name}: passes fused but not unfused: {m}"));
+                            format!("FAILED unfused: {m}")
+                        }
+                    }
                 }
                 Outcome::Skipped(why) => {
                     skipped += 1;
