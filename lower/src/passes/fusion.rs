@@ -95,10 +95,12 @@ impl Fusion {
             depth[id.index()] = fused_depth;
             let blocker: Option<&'static str> = if id == comp.root {
                 Some("the entry result is materialized")
+            } else if let Some(reason) = producer_blocker(p) {
+                Some(reason)
             } else if !p.control_predecessors.is_empty() || control.contains(&id) {
                 Some("control dependencies pin it")
             } else {
-                producer_blocker(p)
+                None
             };
             let mut verdicts: Vec<(InstId, Result<(), &'static str>)> = Vec::new();
             for &u in own_users {
