@@ -70,6 +70,10 @@ fn read_arguments(exe: &Executable, dir: &Path, physical: bool) -> Result<Vec<De
 
 /// How many of `0.npy, 1.npy, ...` exist without a gap.
 fn numbered_npy_files(dir: &Path) -> Result<usize, String> {
+    if !dir.exists() {
+        // A module without parameters needs no argument folder (corpus cases have none).
+        return Ok(0);
+    }
     if !dir.is_dir() {
         return Err(format!("{}: not a folder", dir.display()));
     }
