@@ -127,7 +127,7 @@ impl Client {
                 };
                 let executable = tessera_codegen::assemble(&program, compiled, &self.spaces, self.pool.clone())?;
                 signature.check_program(&program)?;
-                Engine::Compiled(executable)
+                Engine::Compiled(Box::new(executable))
             }
         };
         Ok(Executable::new(self.backend, engine, signature, start.elapsed()))

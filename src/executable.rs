@@ -107,7 +107,7 @@ impl Signature {
 /// What runs the module.
 pub(crate) enum Engine {
     Interp(Box<Module>),
-    Compiled(tessera_runtime::Executable),
+    Compiled(Box<tessera_runtime::Executable>),
 }
 
 pub struct Executable {

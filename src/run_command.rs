@@ -193,3 +193,17 @@ impl Drop for Progress {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timing_json_has_the_contract_keys_and_a_true_median() {
+        let us = |v: &[u64]| v.iter().map(|&x| Duration::from_micros(x)).collect::<Vec<_>>();
+        let line = timing_json(Backend::Llvm, Duration::from_micros(1500), &us(&[30, 10, 20]));
+        assert_eq!(line, r#"{"backend":"llvm","compile_us":1500.0,"median_us":20.0,"min_us":10.0,"runs":3}"#);
+        let line = timing_json(Backend::Cranelift, Duration::ZERO, &us(&[40, 10, 20, 30]));
+        assert_eq!(line, r#"{"backend":"cranelift","compile_us":0.0,"median_us":25.0,"min_us":10.0,"runs":4}"#);
+    }
+}

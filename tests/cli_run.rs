@@ -143,7 +143,7 @@ fn with_garbage_padding(lit: &Literal) -> Literal {
     let bits = map.element_size_bits() as usize;
     let mut bytes = vec![0xA5u8; lit.physical_bytes().unwrap().len()];
     let data = lit.physical_bytes().unwrap();
-    if bits % 8 == 0 {
+    if bits.is_multiple_of(8) {
         let size = bits / 8;
         for slot in map.offsets() {
             let at = slot as usize * size;

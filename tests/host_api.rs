@@ -92,7 +92,7 @@ fn raw_buffers_may_be_unaligned() {
     let b = Literal::from_vec(&[3, 4], b_values()).unwrap().relayout(&Layout::new(&[0, 1])).unwrap();
     for backend in BACKENDS {
         let exe = compile(backend, TUPLE_MODULE);
-        let mut storage = vec![0u8; 4 * 48 + 3];
+        let mut storage = [0u8; 4 * 48 + 3];
         let (ins, outs) = storage.split_at_mut(2 * 48 + 1);
         ins[1..49].copy_from_slice(a.physical_bytes().unwrap());
         ins[49..97].copy_from_slice(b.physical_bytes().unwrap());
@@ -223,4 +223,28 @@ fn thread_counts_are_options() {
     assert_eq!(exe.runtime().unwrap().threads(), 3);
     let zero = ClientOptions { threads: Some(0), ..ClientOptions::default() };
     assert!(Client::with_options(Backend::Llvm, &zero).is_err());
+}
+
+#[test]
+fn executables_run_from_several_threads_at_once() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<tessera::Executable>();
+    shareable::<Client>();
+    shareable::<DeviceBuffer>();
+    let a = Literal::from_vec(&[3, 4], a_values()).unwrap();
+    let b = Literal::from_vec(&[3, 4], b_values()).unwrap();
+    let sum: Vec<f32> = a_values().iter().zip(b_values()).map(|(x, y)| x + y).collect();
+    for backend in BACKENDS {
+        let exe = compile(backend, TUPLE_MODULE);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..50 {
+                        let out = exe.run(&[a.clone(), b.clone()]).unwrap();
+                        assert_eq!(out[0].to_vec::<f32>().unwrap(), sum);
+                    }
+                });
+            }
+        });
+    }
 }
