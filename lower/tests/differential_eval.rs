@@ -35,15 +35,16 @@ const KNOWN: &[(&str, &str)] = &[
 
 const GUARD: &str = "kernel verifier: does not narrow index ranges under the emitter's if-guards";
 
-/// The corpus case folder for `corpus/<case>/module.hlo`, else the file stem.
+/// The corpus case folder for `corpus/<case>/module.hlo` (`<case>/xla_optimized` for XLA's
+/// optimized dump beside it), else the file stem.
 fn case_name(path: &std::path::Path) -> String {
     let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_default();
-    if stem == "module" {
-        if let Some(dir) = path.parent().and_then(|d| d.file_name()) {
-            return dir.to_string_lossy().to_string();
-        }
+    let dir = path.parent().and_then(|d| d.file_name()).map(|d| d.to_string_lossy().to_string());
+    match (stem.as_str(), dir) {
+        ("module", Some(dir)) => dir,
+        ("xla_optimized", Some(dir)) => format!("{dir}/xla_optimized"),
+        _ => stem,
     }
-    stem
 }
 
 fn hlo_files(dir: PathBuf, out: &mut Vec<PathBuf>) {
