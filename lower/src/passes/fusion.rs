@@ -121,7 +121,7 @@ impl Fusion {
                 (false, "another user cannot fuse it: materialized once")
             } else if own_users.len() == 1 {
                 (true, "single user")
-            } else if is_cheap(p, fused_depth) {
+            } else if !expensive[id.index()] && is_cheap(p, fused_depth) {
                 (true, "cheap: duplicated into every user")
             } else {
                 (false, "several users and not cheap: materialized once")
