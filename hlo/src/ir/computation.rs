@@ -239,6 +239,56 @@ impl Computation {
         remap
     }
 
+    /// Reorders the instructions so that every operand and control predecessor comes before
+    /// its users, keeping the stored order otherwise: an instruction that must move is pulled
+    /// in just before its first user. Passes that append instructions call it so that a
+    /// scheduled module, which prints in stored order, stays printable. Returns whether
+    /// anything moved; a computation with a dependency cycle is left as it is.
+    pub fn order_operands_first(&mut self) -> bool {
+        if self.find_cycle().is_some() {
+            return false;
+        }
+        let n = self.instructions.len();
+        let mut placed = vec![false; n];
+        let mut order: Vec<usize> = Vec::with_capacity(n);
+        for start in 0..n {
+            // Depth-first: dependencies in operand order, then the instruction itself.
+            let mut stack = vec![(start, false)];
+            while let Some((i, expanded)) = stack.pop() {
+                if placed[i] {
+                    continue;
+                }
+                if expanded {
+                    placed[i] = true;
+                    order.push(i);
+                    continue;
+                }
+                stack.push((i, true));
+                let inst = &self.instructions[i];
+                let deps = inst.operands.iter().chain(&inst.control_predecessors).map(|d| d.index());
+                let deps: Vec<usize> = deps.filter(|&d| d < n && !placed[d]).collect();
+                stack.extend(deps.into_iter().rev().map(|d| (d, false)));
+            }
+        }
+        if order.iter().enumerate().all(|(k, &i)| k == i) {
+            return false;
+        }
+        let mut new_id = vec![InstId(0); n];
+        for (k, &i) in order.iter().enumerate() {
+            new_id[i] = InstId(k as u32);
+        }
+        let mut old: Vec<Option<Instruction>> = std::mem::take(&mut self.instructions).into_iter().map(Some).collect();
+        for &i in &order {
+            let mut inst = old[i].take().expect("each instruction is placed once");
+            for o in inst.operands.iter_mut().chain(inst.control_predecessors.iter_mut()) {
+                *o = new_id[o.index()];
+            }
+            self.instructions.push(inst);
+        }
+        self.root = new_id.get(self.root.index()).copied().unwrap_or(self.root);
+        true
+    }
+
     /// `base` if no instruction has that name, else `base.1`, `base.2`, ...
     pub fn unique_name(&self, base: &str) -> String {
         if self.find(base).is_none() {

@@ -89,3 +89,23 @@ fn retain_computations_remaps_calls_and_entry() {
     assert_eq!(m.unique_computation_name("c"), "c.1");
     assert_eq!(m.unique_computation_name("d"), "d");
 }
+
+#[test]
+fn order_operands_first_moves_only_what_must_move() {
+    let mut c = chain();
+    assert!(!c.order_operands_first(), "an already ordered computation stays as it is");
+    // An appended instruction used by an earlier one moves before its user.
+    let late = c.add(Instruction::new("late", Opcode::Abs, scalar(), vec![InstId(0)]));
+    c.inst_mut(InstId(3)).operands = vec![late];
+    assert!(c.order_operands_first());
+    let names: Vec<&str> = c.instructions.iter().map(|i| i.name.as_str()).collect();
+    assert_eq!(names, vec!["p0", "p1", "a", "late", "n", "m"]);
+    assert_eq!(c.root_inst().name, "n");
+    assert_eq!(c.root_inst().operands, vec![InstId(3)]);
+    assert_eq!(c.inst(InstId(5)).operands, vec![InstId(2), InstId(2)]);
+    // A cycle cannot be ordered: nothing changes.
+    c.inst_mut(InstId(0)).operands = vec![InstId(4)];
+    let before = c.clone();
+    assert!(!c.order_operands_first());
+    assert_eq!(c, before);
+}

@@ -25,8 +25,15 @@ impl Pass for CallInline {
         loop {
             let mut round = false;
             for comp in module.comp_ids().collect::<Vec<_>>() {
+                let mut inlined = false;
                 while let Some(call) = next_call(module, comp) {
                     inline_call(module, comp, call)?;
+                    inlined = true;
+                }
+                if inlined {
+                    // Cloned instructions were appended; a scheduled module prints in stored
+                    // order, so they must come before their users.
+                    module.comp_mut(comp).order_operands_first();
                     round = true;
                 }
             }

@@ -8,6 +8,8 @@
 //! producers and scalar constants (its init values). With one user it is always inlined; with
 //! several only when it is cheap (scalar constants, iota, and cheap elementwise ops or
 //! broadcasts of small fused depth), because inlining then duplicates its work per user.
+//! For the same reason a broadcast that repeats elements does not absorb a producer that
+//! contains an expensive op (exp, divide, tanh, ...): that op would run once per copy.
 //! `dot` keeps plain operands (they are computed by their own kernels), a reduce's result is
 //! never inlined (it is the root of its kernel), and every other op is never fused.
 //!
@@ -84,6 +86,8 @@ impl Fusion {
         }
         let mut inlined = vec![false; comp.instructions.len()];
         let mut depth = vec![0usize; comp.instructions.len()];
+        // Whether an instruction, with what is inlined into it, contains an expensive op.
+        let mut expensive = vec![false; comp.instructions.len()];
         for id in comp.post_order() {
             let p = comp.inst(id);
             if !computes(p) && !is_scalar_constant(p) {
@@ -93,6 +97,8 @@ impl Fusion {
             let fused_depth =
                 1 + p.operands.iter().filter(|o| inlined[o.index()]).map(|o| depth[o.index()]).max().unwrap_or(0);
             depth[id.index()] = fused_depth;
+            expensive[id.index()] =
+                is_expensive(p.opcode) || p.operands.iter().any(|o| inlined[o.index()] && expensive[o.index()]);
             let blocker: Option<&'static str> = if id == comp.root {
                 Some("the entry result is materialized")
             } else if let Some(reason) = producer_blocker(p) {
@@ -106,7 +112,7 @@ impl Fusion {
             for &u in own_users {
                 let verdict = match blocker {
                     Some(reason) => Err(reason),
-                    None => consumer_accepts(comp.inst(u), p),
+                    None => consumer_accepts(comp.inst(u), p, expensive[id.index()]),
                 };
                 verdicts.push((u, verdict));
             }
@@ -115,7 +121,7 @@ impl Fusion {
                 (false, "another user cannot fuse it: materialized once")
             } else if own_users.len() == 1 {
                 (true, "single user")
-            } else if is_cheap(p, fused_depth) {
+            } else if !expensive[id.index()] && is_cheap(p, fused_depth) {
                 (true, "cheap: duplicated into every user")
             } else {
                 (false, "several users and not cheap: materialized once")
@@ -187,8 +193,11 @@ fn producer_blocker(p: &Instruction) -> Option<&'static str> {
 }
 
 /// Whether consumer `u` can absorb producer `p` (already known loop-fusible).
-fn consumer_accepts(u: &Instruction, p: &Instruction) -> Result<(), &'static str> {
+fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Result<(), &'static str> {
     match u.opcode {
+        Opcode::Broadcast if p_expensive && repeats_elements(u, p) => {
+            Err("a broadcast would recompute an expensive producer for every repeated element")
+        }
         Opcode::Tuple | Opcode::GetTupleElement => Err("consumed by a tuple: the value is materialized"),
         Opcode::Dot => Err("a dot keeps plain parameters"),
         Opcode::Reduce if !is_array(u) => Err("a variadic reduce is not fused"),
@@ -196,6 +205,16 @@ fn consumer_accepts(u: &Instruction, p: &Instruction) -> Result<(), &'static str
         Opcode::Reduce => Err("a reduce absorbs only elementwise producers"),
         _ if is_loop_fusible(u) && !is_scalar_constant(u) => Ok(()),
         _ => Err("the consumer's op is never fused"),
+    }
+}
+
+/// Whether `u` has more elements than its operand `p`, so that fused into `u`, `p` would be
+/// evaluated several times per element of its own (XLA's `ReusesOperandElements`).
+fn repeats_elements(u: &Instruction, p: &Instruction) -> bool {
+    let count = |i: &Instruction| i.shape.as_array().and_then(|a| a.element_count());
+    match (count(u), count(p)) {
+        (Some(a), Some(b)) => a > b,
+        _ => true,
     }
 }
 

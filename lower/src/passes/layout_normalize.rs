@@ -52,6 +52,8 @@ impl Pass for LayoutNormalize {
             comp.root = new_root;
             changed = true;
         }
+        // Copies were appended; keep stored order a valid schedule.
+        comp.order_operands_first();
         if module.entry_computation_layout() != Some(&program) {
             module.set_attr("entry_computation_layout", AttrValue::ProgramShape(program));
             changed = true;

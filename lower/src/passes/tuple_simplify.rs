@@ -19,30 +19,39 @@ impl Pass for TupleSimplify {
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
         let mut changed = false;
         for comp in &mut module.computations {
+            // Operands come first in post order, so a get-tuple-element whose tuple operand
+            // is itself forwarded resolves through the already-known target.
+            let mut target: Vec<Option<InstId>> = vec![None; comp.instructions.len()];
             for id in comp.post_order() {
-                let Some(target) = forwarded(comp, id) else { continue };
-                let uses = comp.root == id
-                    || comp
-                        .instructions
-                        .iter()
-                        .any(|i| i.operands.contains(&id) || i.control_predecessors.contains(&id));
-                if uses {
-                    comp.replace_all_uses(id, target);
-                    changed = true;
+                let resolve = |t: InstId| target.get(t.index()).copied().flatten().unwrap_or(t);
+                if let Some(t) = forwarded(comp, id, &resolve) {
+                    target[id.index()] = Some(resolve(t));
                 }
             }
+            let resolve = |t: InstId| target.get(t.index()).copied().flatten().unwrap_or(t);
+            for inst in &mut comp.instructions {
+                for o in inst.operands.iter_mut().chain(inst.control_predecessors.iter_mut()) {
+                    let r = resolve(*o);
+                    changed |= r != *o;
+                    *o = r;
+                }
+            }
+            let root = resolve(comp.root);
+            changed |= root != comp.root;
+            comp.root = root;
         }
         Ok(changed)
     }
 }
 
-/// The tuple operand a get-tuple-element reads, when its operand is a `tuple` instruction.
-fn forwarded(comp: &tessera_hlo::Computation, id: InstId) -> Option<InstId> {
+/// The tuple operand a get-tuple-element reads, when its operand is (after forwarding) a
+/// `tuple` instruction.
+fn forwarded(comp: &tessera_hlo::Computation, id: InstId, resolve: &impl Fn(InstId) -> InstId) -> Option<InstId> {
     let inst = comp.inst(id);
     if inst.opcode != Opcode::GetTupleElement {
         return None;
     }
-    let tuple = comp.get(*inst.operands.first()?)?;
+    let tuple = comp.get(resolve(*inst.operands.first()?))?;
     if tuple.opcode != Opcode::Tuple {
         return None;
     }
