@@ -47,5 +47,14 @@ fn random_kernels_match_the_interpreter() {
             }
         }
     }
+    // Few random kernels meet the vector loop's conditions (their bodies mix every type);
+    // the vector path has its own random test in cranelift_vector.rs. Reported, not asserted.
+    let vectorized = (0..KERNELS)
+        .filter(|&seed| {
+            let text = tessera_codegen::cranelift::clif(&random_kernel(seed)).unwrap();
+            text.contains("f32x4") || text.contains("i32x4") || text.contains("f64x2")
+        })
+        .count();
+    eprintln!("{vectorized} of {KERNELS} random kernels got a vector loop");
     assert!(failures.is_empty(), "{} of {KERNELS} kernels differ; first:\n{}", failures.len(), failures[0]);
 }

@@ -125,7 +125,9 @@ impl Translator<'_, '_> {
         let r = if max { self.b.ins().fmax(x, y) } else { self.b.ins().fmin(x, y) };
         let nan = self.b.ins().fcmp(FloatCC::Unordered, x, y);
         let sum = self.b.ins().fadd(x, y);
-        if self.b.func.dfg.value_type(x).is_vector() {
+        let ty = self.b.func.dfg.value_type(x);
+        if ty.is_vector() {
+            let nan = self.b.ins().bitcast(ty, super::vector::lane_cast_flags(), nan);
             self.b.ins().bitselect(nan, sum, r)
         } else {
             self.b.ins().select(nan, sum, r)
