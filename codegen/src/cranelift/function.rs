@@ -244,6 +244,10 @@ impl Translator<'_, '_> {
         }
     }
 
+    pub(crate) fn local_type(&self, id: LocalId) -> Option<Ty> {
+        self.locals.get(id.0 as usize).copied().flatten().map(|(_, ty)| ty)
+    }
+
     fn local(&self, id: LocalId) -> Result<(Variable, Ty)> {
         self.locals
             .get(id.0 as usize)
@@ -252,7 +256,7 @@ impl Translator<'_, '_> {
             .ok_or_else(|| Failure::Malformed(format!("local l{} is used where it is not declared", id.0)))
     }
 
-    fn op(&mut self, op: &Op) -> Result<(Value, Ty)> {
+    pub(crate) fn op(&mut self, op: &Op) -> Result<(Value, Ty)> {
         match op {
             Op::Const(c) => Ok(self.constant(*c)),
             Op::Load { buf, index, mem } => self.load(*buf, index, *mem),
@@ -287,6 +291,9 @@ impl Translator<'_, '_> {
 
     fn translate_loop(&mut self, l: &Loop) -> Result<()> {
         if l.end <= l.start {
+            return Ok(());
+        }
+        if l.vector_width > 1 && self.vector_loop(l)? {
             return Ok(());
         }
         self.hoist(&l.body)?;

@@ -9,6 +9,7 @@ mod function;
 mod index;
 mod memory;
 mod ops;
+mod vector;
 
 use std::time::Instant;
 
@@ -139,6 +140,21 @@ pub fn compile(kernels: &[Kernel]) -> std::result::Result<CompiledKernels, Codeg
         })
         .collect();
     Ok(CompiledKernels { functions, code: Box::new(JitCode { module: Some(module) }), compile_time: started.elapsed() })
+}
+
+/// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for
+/// tests that check what shape of code a kernel gets, e.g. vector loops).
+pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
+    let mut module = host_module()?;
+    let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
+    let mut ctx = module.make_context();
+    ctx.func.signature = kernel_signature(&module);
+    function::translate(kernel, &mut module, &mut ctx, &mut FunctionBuilderContext::new(), &symbols)
+        .map_err(|f| f.for_kernel(&kernel.name))?;
+    let text = ctx.func.display().to_string();
+    // SAFETY: nothing was defined in this module, so no code pointer into it exists.
+    unsafe { module.free_memory() };
+    Ok(text)
 }
 
 fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {

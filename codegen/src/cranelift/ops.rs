@@ -110,13 +110,28 @@ impl Translator<'_, '_> {
             BinOp::SMin if int => ins.smin(x, y),
             BinOp::UMax if int => ins.umax(x, y),
             BinOp::UMin if int => ins.umin(x, y),
-            // Cranelift's fmax/fmin follow WebAssembly: NaN if either side is NaN, and
-            // -0.0 < +0.0, which is the IR's definition.
-            BinOp::FMax if float => ins.fmax(x, y),
-            BinOp::FMin if float => ins.fmin(x, y),
+            BinOp::FMax | BinOp::FMin if float => return Ok((self.fmaxmin(op == BinOp::FMax, x, y), ty)),
             _ => return unsupported(format!("binary {op:?} on {ty:?}")),
         };
         Ok((v, ty))
+    }
+
+    /// Cranelift's fmax/fmin follow WebAssembly: NaN if either side is NaN, and -0.0 < +0.0,
+    /// which is the IR's definition. The NaN's payload is left open there and in the IR; this
+    /// tier returns `x + y` for it (the first NaN operand, quieted), as the interpreter does,
+    /// so the two agree bit for bit even when the NaN is later bitcast to an integer. Works on
+    /// scalars and vectors alike.
+    pub(crate) fn fmaxmin(&mut self, max: bool, x: Value, y: Value) -> Value {
+        let r = if max { self.b.ins().fmax(x, y) } else { self.b.ins().fmin(x, y) };
+        let nan = self.b.ins().fcmp(FloatCC::Unordered, x, y);
+        let sum = self.b.ins().fadd(x, y);
+        let ty = self.b.func.dfg.value_type(x);
+        if ty.is_vector() {
+            let nan = self.b.ins().bitcast(ty, super::vector::lane_cast_flags(), nan);
+            self.b.ins().bitselect(nan, sum, r)
+        } else {
+            self.b.ins().select(nan, sum, r)
+        }
     }
 
     pub(crate) fn compare(&mut self, op: CmpOp, ty: Ty, a: ValueId, b: ValueId) -> Result<(Value, Ty)> {
@@ -167,14 +182,9 @@ impl Translator<'_, '_> {
                 self.b.ins().band_imm_s(low, 1)
             }
             CastOp::Trunc if from.is_int() && to.is_int() && to.bits() < from.bits() => ins.ireduce(to_t, x),
-            CastOp::SIToFP | CastOp::UIToFP if int_like(from) && to.is_float() => {
+            CastOp::SIToFP | CastOp::UIToFP if from.is_int() && to.is_float() => {
                 let signed = op == CastOp::SIToFP;
                 let x = match from {
-                    Ty::Pred if signed => {
-                        let w = ins.uextend(types::I32, x);
-                        self.b.ins().ineg(w)
-                    }
-                    Ty::Pred => ins.uextend(types::I32, x),
                     Ty::I8 | Ty::I16 if signed => ins.sextend(types::I32, x),
                     // Every u8/u16/u32 is a non-negative i64, so the signed conversion of the
                     // widened value is exact and cheaper than an unsigned one.

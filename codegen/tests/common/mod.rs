@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use tessera_codegen::{CodegenError, CompiledKernels};
-use tessera_lower::kernel::{Kernel, Ty};
+use tessera_lower::kernel::{run_kernel, Kernel, MemType, Ty};
 
 pub fn compile(kernels: &[Kernel]) -> CompiledKernels {
     match tessera_codegen::cranelift::compile(kernels) {
@@ -27,10 +27,44 @@ pub fn call(compiled: &CompiledKernels, i: usize, buffers: &mut [Vec<u8>], lo: i
     unsafe { (compiled.functions[i])(ptrs.as_ptr(), lo, hi) };
 }
 
-/// Compiles one kernel and runs its whole grid.
+/// Compiles one kernel and runs its whole grid, then checks that the kernel IR interpreter
+/// gives the same buffers from the same starting contents.
 pub fn run(kernel: &Kernel, buffers: &mut [Vec<u8>]) {
     let compiled = compile(std::slice::from_ref(kernel));
+    let mut expect = buffers.to_vec();
     call(&compiled, 0, buffers, 0, kernel.grid.extent);
+    let mut refs: Vec<&mut [u8]> = expect.iter_mut().map(|b| b.as_mut_slice()).collect();
+    if let Err(e) = run_kernel(kernel, &mut refs) {
+        panic!("the interpreter refuses kernel {}: {e}", kernel.name);
+    }
+    if let Err(e) = same_buffers(kernel, &expect, buffers) {
+        panic!("kernel {}: the interpreter and the tier disagree: {e}", kernel.name);
+    }
+}
+
+/// Byte-identical buffers, except that float NaNs compare as NaNs (their payloads are not
+/// specified for FMax/FMin).
+pub fn same_buffers(kernel: &Kernel, expect: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
+    for (i, (e, g)) in expect.iter().zip(got).enumerate() {
+        let ty = match kernel.buffers.get(i).map(|b| b.mem) {
+            Some(MemType::Scalar(t)) if t.is_float() => t,
+            _ => Ty::I8,
+        };
+        let width = bytes(ty);
+        for (j, (a, b)) in e.chunks(width).zip(g.chunks(width)).enumerate() {
+            let (a, b) = (decode(ty, a)[0], decode(ty, b)[0]);
+            if !same(ty, a, b) {
+                return Err(format!(
+                    "buffer {i} ({:?}) element {j}: interpreter {a:#x}, tier {b:#x}",
+                    kernel.buffers[i].mem
+                ));
+            }
+        }
+        if e.len() != g.len() {
+            return Err(format!("buffer {i} changed length"));
+        }
+    }
+    Ok(())
 }
 
 pub fn bytes(ty: Ty) -> usize {
