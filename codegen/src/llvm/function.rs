@@ -87,8 +87,8 @@ pub fn translate<'ctx>(
     }
     let nounwind = inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind");
     function.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(nounwind, 0));
-    // The buffer table is only read, and nothing else writes it during the call.
-    for attr in ["noalias", "nocapture", "readonly"] {
+    // The buffer table is only read, and nothing else accesses it during the call.
+    for attr in ["noalias", "readonly"] {
         let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
         if kind != 0 {
             function.add_attribute(AttributeLoc::Param(0), ctx.create_enum_attribute(kind, 0));
@@ -103,9 +103,11 @@ pub fn translate<'ctx>(
         function.get_nth_param(0).ok_or_else(|| unsupported("no buffer parameter".into()))?.into_pointer_value();
     // All base pointers are loaded up front: loaded inside loops, each load would have to be
     // repeated after every store (LLVM cannot tell the table from the data), which blocks
-    // vectorization. Buffers of one launch are distinct allocations (buffer assignment never
-    // overlaps live buffers), but they are not marked `noalias`: an in-place update may pass
-    // one buffer twice, so the vectorizer's runtime overlap checks stay.
+    // vectorization. The bases are not marked `noalias`: the lowering never passes one buffer
+    // twice to a launch, but buffer assignment may let an output reuse a dead input's memory
+    // (an in-place elementwise update), and `noalias` would make that undefined. The
+    // vectorizer's runtime overlap checks (a few compares per loop entry) keep both cases
+    // correct and vectorized.
     let mut bases = Vec::with_capacity(kernel.buffers.len());
     for i in 0..kernel.buffers.len() {
         // SAFETY: `i` is below the table's length, which is the kernel's buffer count.
