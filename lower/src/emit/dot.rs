@@ -90,8 +90,7 @@ impl<'m> Emitter<'m> {
         };
         let acc = self.b.local(acc_ty, zero);
         if dd.lhs_contract.iter().all(|&d| lhs_dims[d] > 0) {
-            let snapshot = self.cache.clone();
-            let multi_snapshot = self.multi_cache.clone();
+            let mark = self.mark();
             let mut opened = 0;
             for (&l, &r) in dd.lhs_contract.iter().zip(&dd.rhs_contract) {
                 let e = if lhs_dims[l] == 1 {
@@ -117,8 +116,7 @@ impl<'m> Emitter<'m> {
             for _ in 0..opened {
                 self.b.end_loop();
             }
-            self.cache = snapshot;
-            self.multi_cache = multi_snapshot;
+            self.forget_since(mark);
             step?;
         }
         let v = self.b.get_local(acc);

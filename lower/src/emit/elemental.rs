@@ -23,6 +23,11 @@ fn dim(inst: &tessera_hlo::Instruction, d: i64, rank: usize) -> Result<usize, Lo
         .ok_or_else(|| LowerError::invalid(&inst.name, format!("dimension {d} out of range")))
 }
 
+/// Element generation inlines each use of an instruction at its own index, so a DAG whose
+/// reductions feed reductions grows multiplicatively; beyond this many generated elements the
+/// computation is refused rather than emitted as a huge kernel.
+const GENERATED_LIMIT: usize = 20_000;
+
 impl<'m> Emitter<'m> {
     /// The register value of element `idx` of instruction `id` (cached within the scope).
     pub(crate) fn elem(&mut self, f: &Frame<'m>, id: InstId, idx: &[IndexExpr]) -> Result<ValueId, LowerError> {
@@ -30,7 +35,15 @@ impl<'m> Emitter<'m> {
         if let Some(&v) = self.cache.get(&key) {
             return Ok(v);
         }
+        self.generated += 1;
+        if self.generated > GENERATED_LIMIT {
+            return Err(LowerError::unsupported(
+                &f.comp.inst(id).name,
+                format!("a fused computation needing more than {GENERATED_LIMIT} inlined element computations (fusion should split it)"),
+            ));
+        }
         let v = self.elem_uncached(f, id, idx)?;
+        self.cache_log.push(key.clone());
         self.cache.insert(key, v);
         Ok(v)
     }
@@ -250,6 +263,19 @@ impl<'m> Emitter<'m> {
         Ok(oi)
     }
 
+    /// `e` as an operand index known (from an enclosing branch condition) to lie in `0..n`:
+    /// kept as is when its bounds already say so, otherwise held in an index value with those
+    /// bounds, which the kernel verifier accepts as checked at run time.
+    fn guarded(&mut self, e: &IndexExpr, n: i64) -> IndexExpr {
+        let (lo, hi) = self.bounds.range(e);
+        if lo >= 0 && hi < n {
+            return e.clone();
+        }
+        let v = self.b.let_(Op::Index(e.clone()));
+        self.bounds.set_value(v, 0, n - 1);
+        index::value(v)
+    }
+
     /// A scalar `I64` register holding `e`.
     fn index_value(&mut self, e: &IndexExpr) -> ValueId {
         self.b.let_(Op::Index(e.clone()))
@@ -320,15 +346,22 @@ impl<'m> Emitter<'m> {
         };
         let pv = self.elem(f, pad_value, &[])?;
         let local = self.b.local(ty, pv);
-        let snapshot = self.cache.clone();
+        let mark = self.mark();
         self.b.begin_if(cond);
-        let oi: Vec<IndexExpr> = pos.iter().map(|(t, k)| self.idiv(t, *k)).collect();
+        let oi: Vec<IndexExpr> = pos
+            .iter()
+            .zip(&op_dims)
+            .map(|((t, k), &n)| {
+                let t = self.guarded(t, (n - 1) * k + 1);
+                self.idiv(&t, *k)
+            })
+            .collect();
         let r = self.elem(f, op, &oi);
         if let Ok(v) = r {
             self.b.set_local(local, v);
         }
         self.b.end_if();
-        self.cache = snapshot;
+        self.forget_since(mark);
         r?;
         Ok(self.b.get_local(local))
     }
@@ -349,16 +382,17 @@ impl<'m> Emitter<'m> {
             }
             start += n;
         }
-        let at = |idx: &[IndexExpr], start: i64| {
+        let at = |em: &mut Self, idx: &[IndexExpr], start: i64, n: i64| {
             let mut oi = idx.to_vec();
-            oi[d] = index::add_const(&idx[d], -start);
+            oi[d] = em.guarded(&index::add_const(&idx[d], -start), n);
             oi
         };
         match pieces.as_slice() {
             [] => Err(LowerError::invalid(&inst.name, "concatenate index outside every operand")),
-            [(o, s, _)] => {
-                let (o, s) = (*o, *s);
-                self.elem(f, o, &at(idx, s))
+            [(o, s, n)] => {
+                let (o, s, n) = (*o, *s, *n);
+                let oi = at(self, idx, s, n);
+                self.elem(f, o, &oi)
             }
             _ => {
                 let zero = match ty {
@@ -367,7 +401,7 @@ impl<'m> Emitter<'m> {
                 };
                 let local = self.b.local(ty, zero);
                 let iv = self.index_value(&idx[d]);
-                let snapshot = self.cache.clone();
+                let mark = self.mark();
                 let mut opened = 0;
                 let mut result = Ok(());
                 for (i, &(o, s, n)) in pieces.iter().enumerate() {
@@ -378,11 +412,12 @@ impl<'m> Emitter<'m> {
                         self.b.begin_if(c);
                         opened += 1;
                     }
-                    match self.elem(f, o, &at(idx, s)) {
+                    let oi = at(self, idx, s, n);
+                    match self.elem(f, o, &oi) {
                         Ok(v) => self.b.set_local(local, v),
                         Err(e) => result = Err(e),
                     }
-                    self.cache = snapshot.clone();
+                    self.forget_since(mark);
                     if !last {
                         self.b.begin_else();
                     }

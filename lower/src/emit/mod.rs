@@ -63,14 +63,26 @@ pub(crate) struct Emitter<'m> {
     pub params: Vec<ArrayBuf>,
     pub outputs: Vec<ArrayBuf>,
     /// Element values already generated in the current scope, by (frame, instruction, index).
-    pub cache: HashMap<(usize, InstId, Vec<IndexExpr>), ValueId>,
+    pub cache: HashMap<CacheKey, ValueId>,
     /// The same for instructions with several values (variadic reduces).
-    pub multi_cache: HashMap<(usize, InstId, Vec<IndexExpr>), Vec<ValueId>>,
+    pub multi_cache: HashMap<CacheKey, Vec<ValueId>>,
     next_frame: usize,
     grid_extent: i64,
     /// Loops opened so far; a loop whose body opened none is innermost.
     loops_opened: usize,
+    /// Cache keys in insertion order, so leaving a scope forgets what was generated in it.
+    cache_log: Vec<CacheKey>,
+    multi_log: Vec<CacheKey>,
+    /// Element computations generated so far (a guard against exponential inlining).
+    pub generated: usize,
 }
+
+/// An element of an instruction in a frame: (frame, instruction, logical index).
+pub(crate) type CacheKey = (usize, InstId, Vec<IndexExpr>);
+
+/// Where a scope began in the cache logs.
+#[derive(Clone, Copy)]
+pub(crate) struct Mark(usize, usize);
 
 pub(crate) fn array_shape<'a>(shape: &'a Shape, inst: &str) -> Result<&'a ArrayShape, LowerError> {
     shape.as_array().ok_or_else(|| LowerError::unsupported(inst, format!("a value of shape {shape} here")))
@@ -115,6 +127,9 @@ impl<'m> Emitter<'m> {
             next_frame: 1,
             grid_extent: 1,
             loops_opened: 0,
+            generated: 0,
+            cache_log: Vec::new(),
+            multi_log: Vec::new(),
         })
     }
 
@@ -301,29 +316,32 @@ impl<'m> Emitter<'m> {
         let result = if grid_free && count > 1 {
             self.grid_extent = count;
             let gv = self.b.grid_var();
-            let snapshot = self.cache.clone();
+            let mark = self.mark();
             match partial {
-                Some(r) => {
-                    let gi = self.b.let_(Op::Index(index::var(gv)));
-                    let lim = self.b.constant(Const::Int { ty: crate::kernel::Ty::I64, bits: full });
-                    let cond = self.b.cmp(CmpOp::Slt, crate::kernel::Ty::I64, gi, lim);
-                    self.b.begin_if(cond);
+                // The last grid index also runs the peeled partial nest, so every index in
+                // the full nest stays provably inside the buffers with the grid's bounds.
+                Some(r) if full > 0 => {
+                    self.grid_extent = full;
                     self.bounds.set_var(gv, 0, full - 1);
                     limits[g.dim] = None;
                     vals.push(index::var(gv));
                     let r1 = self.digit_loops(ctx, k + 1, limits, vals, false, body);
                     vals.pop();
-                    self.cache = snapshot.clone();
-                    self.b.begin_else();
+                    self.forget_since(mark);
+                    let gi = self.b.let_(Op::Index(index::var(gv)));
+                    let last = self.b.constant(Const::Int { ty: crate::kernel::Ty::I64, bits: full - 1 });
+                    let cond = self.b.cmp(CmpOp::Eq, crate::kernel::Ty::I64, gi, last);
+                    self.b.begin_if(cond);
                     limits[g.dim] = Some(r);
                     vals.push(index::constant(full));
                     let r2 = self.digit_loops(ctx, k + 1, limits, vals, false, body);
                     vals.pop();
                     self.b.end_if();
-                    self.cache = snapshot;
+                    self.forget_since(mark);
                     r1.and(r2)
                 }
-                None => {
+                // (A partial digit with no full part has one value: never the grid.)
+                _ => {
                     self.bounds.set_var(gv, 0, full - 1);
                     limits[g.dim] = None;
                     vals.push(index::var(gv));
@@ -341,7 +359,7 @@ impl<'m> Emitter<'m> {
                 r = self.digit_loops(ctx, k + 1, limits, vals, grid_free, body);
                 vals.pop();
             } else if full > 1 {
-                let snapshot = self.cache.clone();
+                let mark = self.mark();
                 let before = self.loops_opened;
                 let v = self.open_loop(0, full);
                 limits[g.dim] = None;
@@ -352,7 +370,7 @@ impl<'m> Emitter<'m> {
                 let width = if innermost && g.coef == 1 { nest::vector_width(ctx.bits) } else { 1 };
                 let tail = if width > 1 && full % i64::from(width) != 0 { Tail::Peel } else { Tail::None };
                 self.b.end_loop_vectorized(width, tail);
-                self.cache = snapshot;
+                self.forget_since(mark);
             }
             if let (Some(rem), Ok(())) = (partial, &r) {
                 limits[g.dim] = Some(rem);
@@ -364,6 +382,22 @@ impl<'m> Emitter<'m> {
         };
         limits[g.dim] = saved;
         result
+    }
+
+    /// The start of a scope (a loop body or branch): values generated after it are not
+    /// visible once the scope is closed.
+    pub(crate) fn mark(&self) -> Mark {
+        Mark(self.cache_log.len(), self.multi_log.len())
+    }
+
+    /// Forgets the cached elements generated since `m` (their values went out of scope).
+    pub(crate) fn forget_since(&mut self, m: Mark) {
+        for k in self.cache_log.drain(m.0..) {
+            self.cache.remove(&k);
+        }
+        for k in self.multi_log.drain(m.1..) {
+            self.multi_cache.remove(&k);
+        }
     }
 
     /// Opens a loop over `start..end` whose variable's bounds the simplifier knows.

@@ -67,8 +67,7 @@ impl<'m> Emitter<'m> {
                 .filter_map(|d| usize::try_from(d).ok())
                 .filter(|&d| reduced[d])
                 .collect();
-            let snapshot = self.cache.clone();
-            let multi_snapshot = self.multi_cache.clone();
+            let mark = self.mark();
             let mut opened = 0;
             for &d in &order {
                 full[d] = if in_dims[d] == 1 {
@@ -82,11 +81,11 @@ impl<'m> Emitter<'m> {
             for _ in 0..opened {
                 self.b.end_loop();
             }
-            self.cache = snapshot;
-            self.multi_cache = multi_snapshot;
+            self.forget_since(mark);
             r?;
         }
         let out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        self.multi_log.push(key.clone());
         self.multi_cache.insert(key, out.clone());
         Ok(out)
     }
