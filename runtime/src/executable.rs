@@ -491,6 +491,59 @@ mod tests {
         }
     }
 
+    const N: usize = 128;
+
+    /// C = A·B for N×N row-major f32 through the runtime GEMM, buffers (a, b, c).
+    unsafe extern "C" fn gemm_kernel(buffers: *const *mut u8, _lo: i64, _hi: i64) {
+        let n = N as i64;
+        unsafe {
+            crate::gemm::tessera_rt_gemm_f32(
+                n,
+                n,
+                n,
+                *buffers as *const f32,
+                n,
+                1,
+                *buffers.add(1) as *const f32,
+                n,
+                1,
+                *buffers.add(2) as *mut f32,
+                n,
+                1,
+            )
+        }
+    }
+
+    #[test]
+    fn kernels_calling_gemm_use_the_executable_threads() {
+        let bytes = (4 * N * N) as u64;
+        for threads in [1, 2] {
+            let parts = ExecutableParts {
+                buffers: vec![
+                    entry("a", bytes, BufferRole::Parameter(0)),
+                    entry("b", bytes, BufferRole::Parameter(1)),
+                    entry("c", bytes, BufferRole::Result(0)),
+                ],
+                launches: vec![LaunchEntry {
+                    name: "dot".into(),
+                    function: gemm_kernel,
+                    extent: 1,
+                    buffers: vec![0, 1, 2],
+                }],
+                arenas: vec![],
+                code: Box::new(()),
+            };
+            let pool = Arc::new(ThreadPool::new(Some(threads)).unwrap());
+            let exe = Executable::new(parts, &MemorySpaces::new(), pool).unwrap();
+            let a: Vec<f32> = (0..N * N).map(|i| (i % 7) as f32 - 3.0).collect();
+            // B = 2·I, so C = 2·A exactly.
+            let b: Vec<f32> = (0..N * N).map(|i| if i / N == i % N { 2.0 } else { 0.0 }).collect();
+            let mut out = vec![0u8; 4 * N * N];
+            exe.run(&[&f32_bytes(&a), &f32_bytes(&b)], &mut [&mut out]).unwrap();
+            assert_eq!(floats(&out), a.iter().map(|x| 2.0 * x).collect::<Vec<_>>(), "threads {threads}");
+        }
+    }
+
     #[test]
     fn empty_executable_runs() {
         let parts = ExecutableParts { buffers: vec![], launches: vec![], arenas: vec![], code: Box::new(()) };
