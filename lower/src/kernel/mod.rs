@@ -23,8 +23,13 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+/// The reference interpreter (kernels and whole programs).
 pub mod interp;
+/// Random valid kernels for differential tests of the tiers.
+pub mod random;
+/// The text form (`Display` for kernels, statements, ops and index expressions).
 mod text;
+/// The verifier of this module's contract.
 pub mod verify;
 
 pub use builder::KernelBuilder;
