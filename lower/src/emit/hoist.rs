@@ -7,9 +7,9 @@
 //! from read-only buffers, and loops here always run at least once, so a moved statement never
 //! executes where the original would not have been meaningful.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
-use crate::kernel::{IndexExpr, IndexSrc, Kernel, Op, Stmt, ValueId, VarId};
+use crate::kernel::{CallArg, Const, IndexExpr, IndexSrc, Kernel, Op, Stmt, ValueId, VarId};
 
 pub fn hoist(kernel: &mut Kernel) {
     let read_only: HashSet<u32> =
@@ -93,5 +93,110 @@ fn movable(op: &Op, read_only: &HashSet<u32>, values: &HashSet<ValueId>, vars: &
         Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => free(a) && free(b),
         Op::Select { cond, a, b, .. } => free(cond) && free(a) && free(b),
         Op::Math { args, .. } => args.iter().all(free),
+    }
+}
+
+/// Moves every constant to the top of the kernel, one definition per distinct constant:
+/// constants are pure and cheap, and the element generators create the same ones in many
+/// places (f16/bf16 conversions, guards), which would otherwise repeat in the text form.
+pub fn pool_constants(kernel: &mut Kernel) {
+    let mut first: HashMap<Const, ValueId> = HashMap::new();
+    let mut order: Vec<(ValueId, Const)> = Vec::new();
+    let mut rename: HashMap<ValueId, ValueId> = HashMap::new();
+    let body = std::mem::take(&mut kernel.body);
+    let mut rest = take_consts(body, &mut first, &mut order, &mut rename);
+    rename_all(&mut rest, &rename);
+    let mut out: Vec<Stmt> = order.into_iter().map(|(v, c)| Stmt::Let(v, Op::Const(c))).collect();
+    out.extend(rest);
+    kernel.body = out;
+}
+
+fn take_consts(
+    stmts: Vec<Stmt>,
+    first: &mut HashMap<Const, ValueId>,
+    order: &mut Vec<(ValueId, Const)>,
+    rename: &mut HashMap<ValueId, ValueId>,
+) -> Vec<Stmt> {
+    let mut out = Vec::with_capacity(stmts.len());
+    for s in stmts {
+        match s {
+            Stmt::Let(v, Op::Const(c)) => match first.get(&c) {
+                Some(&f) => {
+                    rename.insert(v, f);
+                }
+                None => {
+                    first.insert(c, v);
+                    order.push((v, c));
+                }
+            },
+            Stmt::Loop(mut l) => {
+                l.body = take_consts(std::mem::take(&mut l.body), first, order, rename);
+                out.push(Stmt::Loop(l));
+            }
+            Stmt::If { cond, then_body, else_body } => out.push(Stmt::If {
+                cond,
+                then_body: take_consts(then_body, first, order, rename),
+                else_body: take_consts(else_body, first, order, rename),
+            }),
+            s => out.push(s),
+        }
+    }
+    out
+}
+
+fn rename_all(stmts: &mut [Stmt], map: &HashMap<ValueId, ValueId>) {
+    let r = |v: &mut ValueId| {
+        if let Some(&n) = map.get(v) {
+            *v = n;
+        }
+    };
+    let ri = |e: &mut IndexExpr| {
+        for t in &mut e.terms {
+            if let IndexSrc::Value(v) = &mut t.src {
+                if let Some(&n) = map.get(v) {
+                    *v = n;
+                }
+            }
+        }
+    };
+    for s in stmts {
+        match s {
+            Stmt::Let(_, op) => match op {
+                Op::Const(_) | Op::GetLocal(_) => {}
+                Op::Load { index, .. } | Op::Index(index) => ri(index),
+                Op::Unary { a, .. } | Op::Cast { a, .. } => r(a),
+                Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => {
+                    r(a);
+                    r(b);
+                }
+                Op::Select { cond, a, b, .. } => {
+                    r(cond);
+                    r(a);
+                    r(b);
+                }
+                Op::Math { args, .. } => args.iter_mut().for_each(r),
+            },
+            Stmt::Loop(l) => rename_all(&mut l.body, map),
+            Stmt::DeclLocal { init, .. } => r(init),
+            Stmt::SetLocal { value, .. } => r(value),
+            Stmt::Store { index, value, .. } => {
+                ri(index);
+                r(value);
+            }
+            Stmt::If { cond, then_body, else_body } => {
+                r(cond);
+                rename_all(then_body, map);
+                rename_all(else_body, map);
+            }
+            Stmt::Call { args, .. } => {
+                for a in args {
+                    match a {
+                        CallArg::Ptr { index, .. } => ri(index),
+                        CallArg::Value(v) => r(v),
+                        CallArg::I64(_) => {}
+                    }
+                }
+            }
+        }
     }
 }
