@@ -451,6 +451,19 @@ impl<'m> Emitter<'m> {
         result
     }
 
+    /// Loops over `digits` (of an array with logical bounds `limits`) on the current grid
+    /// index, calling `body` at each logical index: the inner loops of reductions.
+    pub(crate) fn reduce_loops(
+        &mut self,
+        digits: &[Digit],
+        mut limits: Vec<Option<i64>>,
+        body: &mut NestBody<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let ctx = NestCtx { digits, rank: limits.len(), bits: 0 };
+        let mut vals = Vec::new();
+        self.digit_loops(&ctx, 0, &mut limits, &mut vals, false, body)
+    }
+
     /// The start of a scope (a loop body or branch): values generated after it are not
     /// visible once the scope is closed.
     pub(crate) fn mark(&self) -> Mark {
