@@ -192,7 +192,6 @@ fn map_inlines_its_computation() {
 fn unsupported_ops_and_types_are_errors_naming_them() {
     let cases = [
         ("HloModule m\nENTRY e {\n  p = c64[4]{0} parameter(0)\n  ROOT r = c64[4]{0} negate(p)\n}\n", "complex"),
-        ("HloModule m\nENTRY e {\n  p = f32[4]{0} parameter(0)\n  ROOT r = f32[4]{0} reduce-precision(p), exponent_bits=5, mantissa_bits=10\n}\n", "reduce-precision"),
         ("HloModule m\nENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT r = u8[8,4]{1,0} bitcast-convert(p)\n}\n", "bitcast-convert"),
         ("HloModule m\nENTRY e {\n  p = f32[3,4]{1,0} parameter(0)\n  c = f32[3,4]{1,0} constant({{1,2,3,4},{5,6,7,8},{9,10,11,12}})\n  ROOT r = f32[3,4]{1,0} add(p, c)\n}\n", "array constant"),
     ];
@@ -214,4 +213,15 @@ fn broadcast_scalars_are_loaded_once_per_row() {
     let scalar_load = text.lines().position(|l| l.contains("load.f32 b1[0]")).expect("a load of the scalar");
     let inner_loop = text.lines().position(|l| l.contains("vector(")).expect("a vector loop");
     assert!(scalar_load < inner_loop, "the scalar's load stays in the inner loop:\n{text}");
+}
+
+#[test]
+fn reduce_precision_on_every_float_type() {
+    for ty in FLOATS {
+        for (e, m) in [(5, 10), (8, 7), (11, 52), (4, 3), (8, 23), (2, 0), (11, 20)] {
+            check(&format!(
+                "HloModule m\nENTRY e {{\n  p = {ty}[7,9]{{1,0}} parameter(0)\n  ROOT r = {ty}[7,9]{{1,0}} reduce-precision(p), exponent_bits={e}, mantissa_bits={m}\n}}\n"
+            ));
+        }
+    }
 }

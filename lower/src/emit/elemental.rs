@@ -177,7 +177,17 @@ impl<'m> Emitter<'m> {
                 let lo = scalar::binary(&mut self.b, O::Maximum, et, ops[1].0, ops[0].0, name)?;
                 scalar::binary(&mut self.b, O::Minimum, et, lo, ops[2].0, name)
             }
-            O::ReducePrecision => Err(LowerError::unsupported(name, "reduce-precision")),
+            O::ReducePrecision => {
+                let (e, m) = (inst.attr_int("exponent_bits"), inst.attr_int("mantissa_bits"));
+                let (Some(e), Some(m)) = (e, m) else {
+                    return Err(LowerError::invalid(name, "reduce-precision without bit counts"));
+                };
+                if !(1..=11).contains(&e) || !(0..=52).contains(&m) || !et.is_float() {
+                    return Err(LowerError::invalid(name, "reduce-precision bit counts out of range"));
+                }
+                let ops = self.operand_values(f, id, idx)?;
+                Ok(scalar::reduce_precision(&mut self.b, et, ops[0].0, e as u32, m as u32))
+            }
             op if op.is_elementwise_unary() => {
                 let ops = self.operand_values(f, id, idx)?;
                 let (v, oet) = ops[0];
