@@ -8,7 +8,7 @@
 use tessera_hlo::ir::{AttrList, AttrValue, ComparisonDirection, ComparisonType};
 use tessera_hlo::{InstId, Opcode};
 
-use super::{index, scalar, types, Emitter, Frame};
+use super::{index, scalar, types, Emitter, Frame, Params};
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, IndexExpr, Op, Ty, ValueId};
 use crate::LowerError;
 
@@ -79,13 +79,45 @@ impl<'m> Emitter<'m> {
         use Opcode as O;
         let inst = f.comp.inst(id);
         let name = inst.name.as_str();
+        if idx.len() != inst.shape.rank() {
+            return Err(LowerError::invalid(
+                name,
+                format!("indexed with {} coordinates at rank {}", idx.len(), inst.shape.rank()),
+            ));
+        }
+        if inst.operands.iter().any(|o| f.comp.get(*o).is_none()) {
+            return Err(LowerError::invalid(name, "an operand does not exist"));
+        }
+        let arity = match inst.opcode {
+            O::Parameter | O::Constant | O::Iota => 0,
+            O::Select | O::Clamp => 3,
+            O::Pad | O::Dot => 2,
+            op if op.is_elementwise_binary() => 2,
+            O::Concatenate | O::Reduce | O::Call | O::Map => 1,
+            _ => 1,
+        };
+        let exact = !matches!(inst.opcode, O::Concatenate | O::Reduce | O::Call | O::Map);
+        if inst.operands.len() < arity || (exact && inst.operands.len() != arity) {
+            return Err(LowerError::invalid(name, format!("{} operands for {}", inst.operands.len(), inst.opcode)));
+        }
         let et = self.et(f, id)?;
         let ty = types::reg(et, name)?;
         match inst.opcode {
             O::Parameter => {
                 let n = inst.parameter_number().and_then(|n| usize::try_from(n).ok());
-                if let Some(s) = &f.scalars {
-                    return n.and_then(|n| s.get(n).copied()).ok_or_else(|| LowerError::invalid(name, "bad parameter"));
+                match &f.params {
+                    Params::Scalars(s) => {
+                        return n
+                            .and_then(|n| s.get(n).copied())
+                            .ok_or_else(|| LowerError::invalid(name, "bad parameter"))
+                    }
+                    Params::Caller(caller, operands) => {
+                        let o = n.and_then(|n| operands.get(n).copied());
+                        let o = o.ok_or_else(|| LowerError::invalid(name, "bad parameter"))?;
+                        let caller = (**caller).clone();
+                        return self.elem(&caller, o, idx);
+                    }
+                    Params::Buffers => {}
                 }
                 let p = n.and_then(|n| self.params.get(n)).ok_or_else(|| LowerError::invalid(name, "bad parameter"))?;
                 let (buf, map) = (p.buf, p.map.clone());
@@ -112,6 +144,13 @@ impl<'m> Emitter<'m> {
             }
             O::Copy => self.elem(f, inst.operands[0], idx),
             O::Convert | O::BitcastConvert => {
+                let from = self.et(f, inst.operands[0])?;
+                if inst.opcode == O::BitcastConvert && from.bit_width() != et.bit_width() {
+                    return Err(LowerError::unsupported(
+                        name,
+                        format!("bitcast-convert between widths ({} to {})", from.name(), et.name()),
+                    ));
+                }
                 let ops = self.operand_values(f, id, idx)?;
                 let (v, from) = ops[0];
                 if inst.opcode == O::Convert {
@@ -138,7 +177,17 @@ impl<'m> Emitter<'m> {
                 let lo = scalar::binary(&mut self.b, O::Maximum, et, ops[1].0, ops[0].0, name)?;
                 scalar::binary(&mut self.b, O::Minimum, et, lo, ops[2].0, name)
             }
-            O::ReducePrecision => Err(LowerError::unsupported(name, "reduce-precision")),
+            O::ReducePrecision => {
+                let (e, m) = (inst.attr_int("exponent_bits"), inst.attr_int("mantissa_bits"));
+                let (Some(e), Some(m)) = (e, m) else {
+                    return Err(LowerError::invalid(name, "reduce-precision without bit counts"));
+                };
+                if !(1..=11).contains(&e) || !(0..=52).contains(&m) || !et.is_float() {
+                    return Err(LowerError::invalid(name, "reduce-precision bit counts out of range"));
+                }
+                let ops = self.operand_values(f, id, idx)?;
+                Ok(scalar::reduce_precision(&mut self.b, et, ops[0].0, e as u32, m as u32))
+            }
             op if op.is_elementwise_unary() => {
                 let ops = self.operand_values(f, id, idx)?;
                 let (v, oet) = ops[0];
@@ -157,6 +206,9 @@ impl<'m> Emitter<'m> {
             }
             O::Transpose => {
                 let perm = ints(inst, "dimensions")?;
+                if perm.len() != idx.len() {
+                    return Err(LowerError::invalid(name, "transpose permutation does not match the rank"));
+                }
                 let mut oi = vec![IndexExpr::default(); perm.len()];
                 for (i, &p) in perm.iter().enumerate() {
                     let p = dim(inst, p, perm.len())?;
@@ -196,9 +248,27 @@ impl<'m> Emitter<'m> {
             O::Pad => self.elem_pad(f, id, idx, ty),
             O::Concatenate => self.elem_concat(f, id, idx, ty),
             O::Reduce => Ok(self.reduce_values(f, id, idx)?[0]),
+            O::Call => {
+                let callee = self.call_frame(f, id)?;
+                let root = callee.comp.root;
+                self.elem(&callee, root, idx)
+            }
             O::GetTupleElement => {
                 let src = inst.operands[0];
                 let i = inst.attr_int("index").and_then(|i| usize::try_from(i).ok()).unwrap_or(0);
+                if f.comp.inst(src).opcode == O::Call {
+                    let callee = self.call_frame(f, src)?;
+                    let root = callee.comp.root_inst();
+                    if root.opcode != O::Tuple {
+                        return Err(LowerError::unsupported(name, "get-tuple-element of a call without a tuple root"));
+                    }
+                    let o = root
+                        .operands
+                        .get(i)
+                        .copied()
+                        .ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))?;
+                    return self.elem(&callee, o, idx);
+                }
                 if f.comp.inst(src).opcode != O::Reduce {
                     return Err(LowerError::unsupported(name, "get-tuple-element of anything but a variadic reduce"));
                 }
@@ -206,6 +276,15 @@ impl<'m> Emitter<'m> {
                 vals.get(i).copied().ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))
             }
             O::Dot => self.elem_dot(f, id, idx),
+            O::Map => {
+                let comp = inst.called("to_apply").ok_or_else(|| LowerError::invalid(name, "map without to_apply"))?;
+                let ops = self.operand_values(f, id, idx)?;
+                let vals = self.call_scalar(comp, ops.into_iter().map(|(v, _)| v).collect())?;
+                match vals.as_slice() {
+                    [v] => Ok(*v),
+                    _ => Err(LowerError::unsupported(name, "a map computation returning a tuple")),
+                }
+            }
             op => Err(LowerError::unsupported(name, format!("opcode {}", op.name()))),
         }
     }
@@ -300,6 +379,9 @@ impl<'m> Emitter<'m> {
         let cfg = cfg.clone();
         let op = inst.operands[0];
         let op_dims = f.comp.inst(op).shape.dims().to_vec();
+        if cfg.len() != idx.len() || op_dims.len() != idx.len() {
+            return Err(LowerError::invalid(&inst.name, "padding configuration does not match the rank"));
+        }
         let mut cond: Option<ValueId> = None;
         let mut never = op_dims.contains(&0);
         let mut pos = Vec::with_capacity(idx.len());
