@@ -23,17 +23,7 @@ const MAX_ELEMENTS: i64 = 1 << 18;
 /// Files known to disagree for reasons outside the passes and program construction, by file
 /// stem (the module's folder for corpus cases). An unlisted disagreement fails the test, and
 /// so does a listed file that agrees (delete its line then).
-const KNOWN: &[(&str, &str)] = &[
-    ("concatenate", GUARD),
-    ("pad", GUARD),
-    ("hand_tiled_relayout_copy", GUARD),
-    ("hand_tiled_transpose", GUARD),
-    ("049_Concat", GUARD),
-    ("069_Pad", GUARD),
-    ("070_PadHasInterior", GUARD),
-];
-
-const GUARD: &str = "kernel verifier: does not narrow index ranges under the emitter's if-guards";
+const KNOWN: &[(&str, &str)] = &[];
 
 /// The corpus case folder for `corpus/<case>/module.hlo` (`<case>/xla_optimized` for XLA's
 /// optimized dump beside it), else the file stem.
