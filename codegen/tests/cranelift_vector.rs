@@ -274,3 +274,43 @@ fn random_vectorizable_bodies_match_the_interpreter() {
     }
     assert!(vectorized > 250, "only {vectorized} of 400 got vector loops");
 }
+
+#[test]
+fn uniform_calls_locals_and_writable_loads_in_vector_loops() {
+    // out[g, i] = x[g, i] * pow(0.9, t + 1) + acc + w[g] where acc is a local from outside the
+    // loop and w a buffer the kernel also writes (so its load stays in the loop).
+    let (rows, cols) = (3i64, 11i64);
+    let mut k = KernelBuilder::new("adam_like", rows);
+    let x = k.buffer("x", MemType::Scalar(Ty::F32), rows * cols, false);
+    let tb = k.buffer("t", MemType::Scalar(Ty::I32), 1, false);
+    let w = k.buffer("w", MemType::Scalar(Ty::F32), rows, true);
+    let out = k.buffer("out", MemType::Scalar(Ty::F32), rows * cols, true);
+    let g = k.grid_var();
+    let half = k.constant(Const::F32(0.5f32.to_bits()));
+    let acc = k.local(Ty::F32, half);
+    let i = k.begin_loop(0, cols);
+    let at = IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(i), 1)], offset: 0 };
+    let xv = k.load(x, at.clone());
+    let tv = k.load(tb, IndexExpr::constant(0));
+    let one = k.constant(Const::Int { ty: Ty::I32, bits: 1 });
+    let t1 = k.binary(BinOp::Add, Ty::I32, tv, one);
+    let tf = k.cast(CastOp::SIToFP, Ty::I32, Ty::F32, t1);
+    let base = k.constant(Const::F32(0.9f32.to_bits()));
+    let p = k.math(MathFn::Pow, Ty::F32, vec![base, tf]);
+    let a = k.get_local(acc);
+    let wv = k.load(w, IndexExpr::var(g, 1));
+    let s = k.binary(BinOp::Add, Ty::F32, a, wv);
+    let m = k.binary(BinOp::Mul, Ty::F32, xv, p);
+    let r = k.binary(BinOp::Add, Ty::F32, m, s);
+    k.store(out, at, r);
+    k.end_loop_vectorized(8, Tail::Peel);
+    let kernel = k.finish();
+    assert!(has_vectors(&kernel));
+    let mut bufs = vec![
+        float_data(Ty::F32, (rows * cols) as usize, 11),
+        encode(Ty::I32, &[6]),
+        float_data(Ty::F32, rows as usize, 12),
+        vec![0; (rows * cols) as usize * 4],
+    ];
+    run(&kernel, &mut bufs);
+}

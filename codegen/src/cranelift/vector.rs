@@ -269,7 +269,54 @@ fn uniform_type(t: &Translator, op: &Op) -> Option<Ty> {
     })
 }
 
+/// Every value `op` reads, index sources included.
+fn operands(op: &Op) -> Vec<ValueId> {
+    let sources = |index: &IndexExpr| {
+        index
+            .terms
+            .iter()
+            .filter_map(|t| match t.src {
+                IndexSrc::Value(v) => Some(v),
+                IndexSrc::Var(_) => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    match op {
+        Op::Const(_) | Op::GetLocal(_) => Vec::new(),
+        Op::Load { index, .. } | Op::Index(index) => sources(index),
+        Op::Unary { a, .. } | Op::Cast { a, .. } => vec![*a],
+        Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
+        Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
+        Op::Math { args, .. } => args.clone(),
+    }
+}
+
 impl Translator<'_, '_> {
+    /// Computes the uniform values of a vector loop's body before the loop (it runs at least
+    /// once, so this is safe): Cranelift does not move calls or loads out of loops, and a
+    /// uniform `pow` per vector iteration costs more than the whole vector body. Loads from
+    /// buffers the kernel writes stay in the loop, and so does everything computed from them.
+    fn hoist_uniform(&mut self, l: &Loop, plan: &Plan) -> Result<()> {
+        let mut pinned: Vec<ValueId> = Vec::new();
+        for stmt in &l.body {
+            let Stmt::Let(id, op) = stmt else { continue };
+            if plan.varying.contains_key(id) {
+                continue;
+            }
+            let writable_load = match op {
+                Op::Load { buf, .. } => self.kernel.buffers.get(buf.0 as usize).is_none_or(|b| b.writable),
+                _ => false,
+            };
+            if writable_load || operands(op).iter().any(|v| pinned.contains(v)) {
+                pinned.push(*id);
+                continue;
+            }
+            let (v, ty) = self.op(op)?;
+            self.define(*id, v, ty)?;
+        }
+        Ok(())
+    }
+
     /// Translates `l` as a vector loop plus scalar tail if its body allows it (module doc);
     /// false if it stays scalar (nothing was emitted then).
     pub(crate) fn vector_loop(&mut self, l: &Loop) -> Result<bool> {
@@ -282,6 +329,7 @@ impl Translator<'_, '_> {
         let main_end = l.start + trip / plan.lanes * plan.lanes;
         // One preheader for both loops, so the hoisted index parts dominate the tail too.
         self.hoist(&l.body)?;
+        self.hoist_uniform(l, &plan)?;
         let var = self.b.declare_var(types::I64);
         let first = self.b.ins().iconst(types::I64, l.start);
         self.b.def_var(var, first);
@@ -301,6 +349,7 @@ impl Translator<'_, '_> {
         let mut vectors: HashMap<ValueId, (Value, Ty)> = HashMap::new();
         for stmt in &l.body {
             match stmt {
+                Stmt::Let(id, _) if !plan.varying.contains_key(id) && self.is_defined(*id) => {}
                 Stmt::Let(id, op) => match plan.varying.get(id) {
                     None => {
                         let (v, ty) = self.op(op)?;
