@@ -62,6 +62,7 @@ fn corpus_entry_computations() {
         eprintln!("  {:?}", start.elapsed());
         match ran {
             Err(e) if e.starts_with("emit: ") => unsupported.push(format!("{name}: {e}")),
+            Err(e) if e.starts_with("skip: ") => skipped.push(format!("{name} ({e})")),
             Err(e) => failures.push(format!("{name}: {e}")),
             Ok((_, got)) => {
                 let wants = match want.tuple_elements() {

@@ -8,7 +8,7 @@
 use tessera_hlo::ir::{AttrList, AttrValue, ComparisonDirection, ComparisonType};
 use tessera_hlo::{InstId, Opcode};
 
-use super::{index, scalar, types, Emitter, Frame};
+use super::{index, scalar, types, Emitter, Frame, Params};
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, IndexExpr, Op, Ty, ValueId};
 use crate::LowerError;
 
@@ -84,8 +84,19 @@ impl<'m> Emitter<'m> {
         match inst.opcode {
             O::Parameter => {
                 let n = inst.parameter_number().and_then(|n| usize::try_from(n).ok());
-                if let Some(s) = &f.scalars {
-                    return n.and_then(|n| s.get(n).copied()).ok_or_else(|| LowerError::invalid(name, "bad parameter"));
+                match &f.params {
+                    Params::Scalars(s) => {
+                        return n
+                            .and_then(|n| s.get(n).copied())
+                            .ok_or_else(|| LowerError::invalid(name, "bad parameter"))
+                    }
+                    Params::Caller(caller, operands) => {
+                        let o = n.and_then(|n| operands.get(n).copied());
+                        let o = o.ok_or_else(|| LowerError::invalid(name, "bad parameter"))?;
+                        let caller = (**caller).clone();
+                        return self.elem(&caller, o, idx);
+                    }
+                    Params::Buffers => {}
                 }
                 let p = n.and_then(|n| self.params.get(n)).ok_or_else(|| LowerError::invalid(name, "bad parameter"))?;
                 let (buf, map) = (p.buf, p.map.clone());
@@ -196,9 +207,27 @@ impl<'m> Emitter<'m> {
             O::Pad => self.elem_pad(f, id, idx, ty),
             O::Concatenate => self.elem_concat(f, id, idx, ty),
             O::Reduce => Ok(self.reduce_values(f, id, idx)?[0]),
+            O::Call => {
+                let callee = self.call_frame(f, id)?;
+                let root = callee.comp.root;
+                self.elem(&callee, root, idx)
+            }
             O::GetTupleElement => {
                 let src = inst.operands[0];
                 let i = inst.attr_int("index").and_then(|i| usize::try_from(i).ok()).unwrap_or(0);
+                if f.comp.inst(src).opcode == O::Call {
+                    let callee = self.call_frame(f, src)?;
+                    let root = callee.comp.root_inst();
+                    if root.opcode != O::Tuple {
+                        return Err(LowerError::unsupported(name, "get-tuple-element of a call without a tuple root"));
+                    }
+                    let o = root
+                        .operands
+                        .get(i)
+                        .copied()
+                        .ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))?;
+                    return self.elem(&callee, o, idx);
+                }
                 if f.comp.inst(src).opcode != O::Reduce {
                     return Err(LowerError::unsupported(name, "get-tuple-element of anything but a variadic reduce"));
                 }

@@ -52,7 +52,26 @@ pub(crate) struct ArrayBuf {
 pub(crate) struct Frame<'m> {
     pub comp: &'m Computation,
     pub id: usize,
-    pub scalars: Option<Vec<ValueId>>,
+    pub params: Params<'m>,
+}
+
+/// Where a frame's parameters come from.
+#[derive(Clone)]
+pub(crate) enum Params<'m> {
+    /// The kernel's input buffers (the fused computation).
+    Buffers,
+    /// Scalar values (an inlined reducer).
+    Scalars(Vec<ValueId>),
+    /// The operands of a `call` in the caller's frame, at the same index.
+    Caller(Box<Frame<'m>>, Vec<InstId>),
+}
+
+/// One output value of the root: an instruction's element, or one value of a variadic
+/// reduce.
+#[derive(Clone)]
+enum OutVal<'m> {
+    Inst(Frame<'m>, InstId),
+    ReduceElem(Frame<'m>, InstId, usize),
 }
 
 pub(crate) struct Emitter<'m> {
@@ -66,6 +85,8 @@ pub(crate) struct Emitter<'m> {
     pub cache: HashMap<CacheKey, ValueId>,
     /// The same for instructions with several values (variadic reduces).
     pub multi_cache: HashMap<CacheKey, Vec<ValueId>>,
+    /// Frame ids of inlined calls, by (caller frame, call instruction).
+    call_frames: HashMap<(usize, InstId), usize>,
     next_frame: usize,
     grid_extent: i64,
     /// Loops opened so far; a loop whose body opened none is innermost.
@@ -124,6 +145,7 @@ impl<'m> Emitter<'m> {
             outputs,
             cache: HashMap::new(),
             multi_cache: HashMap::new(),
+            call_frames: HashMap::new(),
             next_frame: 1,
             grid_extent: 1,
             loops_opened: 0,
@@ -141,27 +163,60 @@ impl<'m> Emitter<'m> {
     }
 
     pub(crate) fn fused_frame(&self) -> Frame<'m> {
-        Frame { comp: self.comp, id: 0, scalars: None }
+        Frame { comp: self.comp, id: 0, params: Params::Buffers }
     }
 
     pub(crate) fn new_frame(&mut self, comp: &'m Computation, scalars: Vec<ValueId>) -> Frame<'m> {
         self.next_frame += 1;
-        Frame { comp, id: self.next_frame, scalars: Some(scalars) }
+        Frame { comp, id: self.next_frame, params: Params::Scalars(scalars) }
+    }
+
+    /// The frame of the computation `call` instruction `id` of frame `f` calls; one per call
+    /// site, so its elements are cached across uses.
+    pub(crate) fn call_frame(&mut self, f: &Frame<'m>, id: InstId) -> Result<Frame<'m>, LowerError> {
+        let inst = f.comp.inst(id);
+        let callee = inst.called("to_apply").ok_or_else(|| LowerError::invalid(&inst.name, "call without to_apply"))?;
+        let module = self.module;
+        let comp = module.get(callee).ok_or_else(|| LowerError::invalid(&inst.name, "called computation missing"))?;
+        let next = self.next_frame + 1;
+        let fid = *self.call_frames.entry((f.id, id)).or_insert(next);
+        if fid == next {
+            self.next_frame = next;
+        }
+        Ok(Frame { comp, id: fid, params: Params::Caller(Box::new(f.clone()), inst.operands.clone()) })
+    }
+
+    /// The root's output values, looking through a root `call` and into tuple roots.
+    fn out_values(&mut self) -> Result<Vec<OutVal<'m>>, LowerError> {
+        let mut frame = self.fused_frame();
+        let mut id = self.comp.root;
+        while frame.comp.inst(id).opcode == Opcode::Call {
+            frame = self.call_frame(&frame, id)?;
+            id = frame.comp.root;
+        }
+        let inst = frame.comp.inst(id);
+        Ok(match (&inst.shape, inst.opcode) {
+            (Shape::Tuple(_), Opcode::Tuple) => inst.operands.iter().map(|&o| OutVal::Inst(frame.clone(), o)).collect(),
+            (Shape::Tuple(s), Opcode::Reduce) => {
+                (0..s.len()).map(|i| OutVal::ReduceElem(frame.clone(), id, i)).collect()
+            }
+            (Shape::Tuple(_), op) => {
+                return Err(LowerError::unsupported(&inst.name, format!("a tuple-shaped {op} root")));
+            }
+            _ => vec![OutVal::Inst(frame, id)],
+        })
     }
 
     fn emit_root(&mut self) -> Result<(), LowerError> {
-        let root = self.comp.root_inst();
-        let values: Vec<InstId> = match &root.shape {
-            Shape::Tuple(_) if root.opcode == Opcode::Tuple => root.operands.clone(),
-            Shape::Tuple(_) => {
-                return Err(LowerError::unsupported(&root.name, format!("a tuple-shaped {} root", root.opcode)))
-            }
-            _ => vec![self.comp.root],
-        };
-        if values.len() == 1 && self.comp.inst(values[0]).opcode == Opcode::Dot && self.try_gemm(values[0])? {
-            return Ok(());
+        let values = self.out_values()?;
+        if values.len() != self.outputs.len() {
+            return Err(LowerError::invalid(&self.comp.root_inst().name, "the root's outputs do not match its shape"));
         }
-        let frame = self.fused_frame();
+        if let [OutVal::Inst(f, id)] = values.as_slice() {
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
+                return Ok(());
+            }
+        }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);
         let packed = self.outputs.iter().any(|o| matches!(o.mem, MemType::Packed { .. }));
         let groups: Vec<Vec<usize>> =
@@ -169,13 +224,22 @@ impl<'m> Emitter<'m> {
         let use_grid = groups.len() == 1 && !packed;
         for group in groups {
             let map = self.outputs[group[0]].map.clone();
-            let splits = self.splits(&values, &group, &map);
+            let roots: Vec<InstId> = group
+                .iter()
+                .filter_map(|&o| match &values[o] {
+                    OutVal::Inst(f, id) if f.id == 0 => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            let splits = self.splits(&roots, &map);
             let bits = self.outputs[group[0]].mem.bits();
             let vals = values.clone();
-            let frame = frame.clone();
             let mut body = move |em: &mut Emitter<'m>, idx: &[IndexExpr], addr: &IndexExpr| {
                 for &o in &group {
-                    let v = em.elem(&frame, vals[o], idx)?;
+                    let v = match &vals[o] {
+                        OutVal::Inst(f, id) => em.elem(f, *id, idx)?,
+                        OutVal::ReduceElem(f, id, i) => em.reduce_values(f, *id, idx)?[*i],
+                    };
                     let et = em.outputs[o].et;
                     let m = types::to_mem(&mut em.b, et, v);
                     let buf = em.outputs[o].buf;
@@ -190,13 +254,13 @@ impl<'m> Emitter<'m> {
 
     /// Tile boundaries of the parameters the outputs read through index-preserving maps, per
     /// output dimension, so the nest can loop over their tiles.
-    fn splits(&self, values: &[InstId], group: &[usize], map: &LayoutMap) -> Vec<Vec<i64>> {
+    fn splits(&self, roots: &[InstId], map: &LayoutMap) -> Vec<Vec<i64>> {
         let rank = map.dims().len();
         let mut out = vec![Vec::new(); rank];
         let mut seen = std::collections::HashSet::new();
-        for &o in group {
+        for &r in roots {
             let dims: Vec<Option<usize>> = (0..rank).map(Some).collect();
-            self.collect_splits(values[o], &dims, &mut out, &mut seen);
+            self.collect_splits(r, &dims, &mut out, &mut seen);
         }
         for l in &mut out {
             l.sort_unstable();

@@ -48,6 +48,13 @@ impl<'m> Emitter<'m> {
                 full[d] = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
             }
         }
+        // f16/bf16 sums accumulate in f32 and round once at the end, as the reference
+        // interpreter (and XLA:CPU's float normalization of reductions) does.
+        let first_et = match &inst.shape {
+            tessera_hlo::Shape::Tuple(_) => None,
+            s => Some(s.element_type()),
+        };
+        let wide = k == 1 && first_et.is_some_and(types::is_half) && is_plain_add(self.module, reducer);
         let mut locals = Vec::with_capacity(k);
         for (i, &init) in inits.iter().enumerate() {
             let et = match &inst.shape {
@@ -77,17 +84,38 @@ impl<'m> Emitter<'m> {
                     IndexExpr::var(self.open_loop(0, in_dims[d]), 1)
                 };
             }
-            let r = self.reduce_step(f, inputs, &full, &locals, reducer);
+            let r = if wide {
+                self.wide_add_step(f, inputs[0], &full, locals[0])
+            } else {
+                self.reduce_step(f, inputs, &full, &locals, reducer)
+            };
             for _ in 0..opened {
                 self.b.end_loop();
             }
             self.forget_since(mark);
             r?;
         }
-        let out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        if let (true, Some(et)) = (wide, first_et) {
+            out[0] = super::scalar::round(&mut self.b, et, out[0]);
+        }
         self.multi_log.push(key.clone());
         self.multi_cache.insert(key, out.clone());
         Ok(out)
+    }
+
+    fn wide_add_step(
+        &mut self,
+        f: &Frame<'m>,
+        input: InstId,
+        full: &[IndexExpr],
+        local: crate::kernel::LocalId,
+    ) -> Result<(), LowerError> {
+        let acc = self.b.get_local(local);
+        let x = self.elem(f, input, full)?;
+        let s = self.b.binary(crate::kernel::BinOp::Add, crate::kernel::Ty::F32, acc, x);
+        self.b.set_local(local, s);
+        Ok(())
     }
 
     fn reduce_step(
@@ -129,4 +157,14 @@ impl<'m> Emitter<'m> {
             Ok(vec![self.elem(&frame, c.root, &[])?])
         }
     }
+}
+
+/// True when `comp` is `add(parameter 0, parameter 1)` and nothing else.
+fn is_plain_add(module: &tessera_hlo::Module, comp: CompId) -> bool {
+    let Some(c) = module.get(comp) else { return false };
+    let root = c.root_inst();
+    let mut params: Vec<i64> =
+        root.operands.iter().filter_map(|&o| c.get(o).and_then(|i| i.parameter_number())).collect();
+    params.sort_unstable();
+    root.opcode == Opcode::Add && c.instructions.len() == 3 && params == [0, 1]
 }
