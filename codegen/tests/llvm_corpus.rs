@@ -47,6 +47,57 @@ fn elems(module: &Module, kernel: &Kernel) -> Vec<common::Elem> {
 const MAX_BYTES: i64 = 4 << 20;
 const MAX_WORK: i64 = 20_000_000;
 
+/// The runtime functions a statement list calls.
+fn calls(body: &[Stmt]) -> Vec<String> {
+    let mut out = Vec::new();
+    for s in body {
+        match s {
+            Stmt::Call { func, .. } => out.push(func.clone()),
+            Stmt::Loop(l) => out.extend(calls(&l.body)),
+            Stmt::If { then_body, else_body, .. } => {
+                out.extend(calls(then_body));
+                out.extend(calls(else_body));
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Like `same_buffers_as`, but f32/f64 elements may differ by a relative 1e-4 (of the larger
+/// magnitude, at least 1).
+fn close_buffers(elems: &[common::Elem], got: &[Vec<u8>], want: &[Vec<u8>]) -> Result<(), String> {
+    let exact: Vec<common::Elem> = elems
+        .iter()
+        .map(|e| match e {
+            common::Elem::F32 | common::Elem::F64 => common::Elem::Bytes,
+            e => *e,
+        })
+        .collect();
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let close =
+            |a: f64, b: f64| (a.is_nan() && b.is_nan()) || (a - b).abs() <= 1e-4 * a.abs().max(b.abs()).max(1.0);
+        let ok = match elems.get(i) {
+            Some(common::Elem::F32) => g.chunks(4).zip(w.chunks(4)).all(|(a, b)| {
+                close(
+                    f64::from(f32::from_le_bytes(a.try_into().unwrap())),
+                    f64::from(f32::from_le_bytes(b.try_into().unwrap())),
+                )
+            }),
+            Some(common::Elem::F64) => g.chunks(8).zip(w.chunks(8)).all(|(a, b)| {
+                close(f64::from_le_bytes(a.try_into().unwrap()), f64::from_le_bytes(b.try_into().unwrap()))
+            }),
+            _ => common::same_buffers_as(&exact[i..=i], &got[i..=i], &want[i..=i]).is_ok(),
+        };
+        if !ok || g.len() != w.len() {
+            return Err(format!("buffer {i} differs beyond rounding"));
+        }
+    }
+    Ok(())
+}
+
 /// Statements executed per grid index.
 fn work(body: &[Stmt]) -> i64 {
     body.iter()
@@ -65,6 +116,7 @@ fn lowered_corpus_kernels_match_the_interpreter() {
     cases.sort();
     let (mut compared, mut not_lowered, mut too_big) = (Vec::new(), 0, 0);
     let mut unsupported = Vec::new();
+    let mut awaiting = Vec::new();
     for case in cases.iter().filter(|c| c.join("module.hlo").is_file()) {
         let name = case.file_name().unwrap().to_string_lossy().into_owned();
         let text = std::fs::read_to_string(case.join("module.hlo")).expect("read");
@@ -76,7 +128,16 @@ fn lowered_corpus_kernels_match_the_interpreter() {
         let compiled = match tessera_codegen::llvm::compile(std::slice::from_ref(&kernel)) {
             Ok(c) => c,
             Err(e @ CodegenError::Unsupported { .. }) => {
-                unsupported.push(format!("{name}: {e}"));
+                // A call to a runtime function this build's symbol table lacks yet (the GEMM
+                // lands with the runtime's branch) is the one refusal expected here.
+                let table = tessera_runtime::abi::symbols();
+                let missing: Vec<String> =
+                    calls(&kernel.body).into_iter().filter(|f| !table.iter().any(|(n, _)| n == f)).collect();
+                if missing.is_empty() {
+                    unsupported.push(format!("{name}: {e}"));
+                } else {
+                    awaiting.push(format!("{name} ({})", missing.join(", ")));
+                }
                 continue;
             }
             Err(e) => panic!("{name}: {e}\n{kernel}"),
@@ -93,15 +154,23 @@ fn lowered_corpus_kernels_match_the_interpreter() {
         run_kernel(&kernel, &mut views).unwrap_or_else(|e| panic!("{name}: interpreter: {e}"));
         let mut got = initial.clone();
         common::call(compiled.functions[0], &mut got, &[(0, kernel.grid.extent)]);
-        if let Err(e) = common::same_buffers_as(&elems(&module, &kernel), &got, &want) {
+        // Runtime GEMMs block and fuse where the interpreter sums in order: their float
+        // results agree within rounding, not bit for bit.
+        let result = if calls(&kernel.body).is_empty() {
+            common::same_buffers_as(&elems(&module, &kernel), &got, &want)
+        } else {
+            close_buffers(&elems(&module, &kernel), &got, &want)
+        };
+        if let Err(e) = result {
             panic!("{name}: LLVM tier and interpreter differ: {e}\n{kernel}");
         }
         compared.push(name);
     }
     eprintln!(
-        "corpus: {} lowered kernels match ({}); {not_lowered} not lowered by emit_kernel; {too_big} compiled but too large to interpret; {} unsupported by the tier: {unsupported:#?}",
+        "corpus: {} lowered kernels match ({}); {not_lowered} not lowered by emit_kernel; {too_big} compiled but too large to interpret; {} call runtime functions this build lacks: {awaiting:?}; {} unsupported by the tier: {unsupported:#?}",
         compared.len(),
         compared.join(", "),
+        awaiting.len(),
         unsupported.len()
     );
     assert!(unsupported.is_empty(), "the LLVM tier refused lowered kernels: {unsupported:#?}");
