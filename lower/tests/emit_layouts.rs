@@ -189,3 +189,14 @@ fn multi_output_fusions() {
         "HloModule m\nENTRY e {\n  a = f32[8,13]{1,0} parameter(0)\n  n = f32[8,13]{0,1} negate(a)\n  t = f32[13,8]{1,0} transpose(a), dimensions={1,0}\n  ROOT t2 = (f32[8,13]{0,1}, f32[13,8]{1,0}) tuple(n, t)\n}\n",
     );
 }
+
+#[test]
+#[ignore = "prints the relayout kernel for the issue note"]
+fn print_relayout_kernel() {
+    let module = tessera_hlo::text::parse_module(&corpus("hand_tiled_relayout_copy")).unwrap();
+    let k = tessera_lower::emit_kernel(&module, module.entry_comp(), "relayout").unwrap();
+    println!("{k}");
+    let module = tessera_hlo::text::parse_module(&corpus("hand_tiled_transpose")).unwrap();
+    let k = tessera_lower::emit_kernel(&module, module.entry_comp(), "transpose").unwrap();
+    println!("{k}");
+}

@@ -79,6 +79,27 @@ impl<'m> Emitter<'m> {
         use Opcode as O;
         let inst = f.comp.inst(id);
         let name = inst.name.as_str();
+        if idx.len() != inst.shape.rank() {
+            return Err(LowerError::invalid(
+                name,
+                format!("indexed with {} coordinates at rank {}", idx.len(), inst.shape.rank()),
+            ));
+        }
+        if inst.operands.iter().any(|o| f.comp.get(*o).is_none()) {
+            return Err(LowerError::invalid(name, "an operand does not exist"));
+        }
+        let arity = match inst.opcode {
+            O::Parameter | O::Constant | O::Iota => 0,
+            O::Select | O::Clamp => 3,
+            O::Pad | O::Dot => 2,
+            op if op.is_elementwise_binary() => 2,
+            O::Concatenate | O::Reduce | O::Call | O::Map => 1,
+            _ => 1,
+        };
+        let exact = !matches!(inst.opcode, O::Concatenate | O::Reduce | O::Call | O::Map);
+        if inst.operands.len() < arity || (exact && inst.operands.len() != arity) {
+            return Err(LowerError::invalid(name, format!("{} operands for {}", inst.operands.len(), inst.opcode)));
+        }
         let et = self.et(f, id)?;
         let ty = types::reg(et, name)?;
         match inst.opcode {
@@ -123,6 +144,13 @@ impl<'m> Emitter<'m> {
             }
             O::Copy => self.elem(f, inst.operands[0], idx),
             O::Convert | O::BitcastConvert => {
+                let from = self.et(f, inst.operands[0])?;
+                if inst.opcode == O::BitcastConvert && from.bit_width() != et.bit_width() {
+                    return Err(LowerError::unsupported(
+                        name,
+                        format!("bitcast-convert between widths ({} to {})", from.name(), et.name()),
+                    ));
+                }
                 let ops = self.operand_values(f, id, idx)?;
                 let (v, from) = ops[0];
                 if inst.opcode == O::Convert {
@@ -168,6 +196,9 @@ impl<'m> Emitter<'m> {
             }
             O::Transpose => {
                 let perm = ints(inst, "dimensions")?;
+                if perm.len() != idx.len() {
+                    return Err(LowerError::invalid(name, "transpose permutation does not match the rank"));
+                }
                 let mut oi = vec![IndexExpr::default(); perm.len()];
                 for (i, &p) in perm.iter().enumerate() {
                     let p = dim(inst, p, perm.len())?;
@@ -235,6 +266,15 @@ impl<'m> Emitter<'m> {
                 vals.get(i).copied().ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))
             }
             O::Dot => self.elem_dot(f, id, idx),
+            O::Map => {
+                let comp = inst.called("to_apply").ok_or_else(|| LowerError::invalid(name, "map without to_apply"))?;
+                let ops = self.operand_values(f, id, idx)?;
+                let vals = self.call_scalar(comp, ops.into_iter().map(|(v, _)| v).collect())?;
+                match vals.as_slice() {
+                    [v] => Ok(*v),
+                    _ => Err(LowerError::unsupported(name, "a map computation returning a tuple")),
+                }
+            }
             op => Err(LowerError::unsupported(name, format!("opcode {}", op.name()))),
         }
     }
@@ -329,6 +369,9 @@ impl<'m> Emitter<'m> {
         let cfg = cfg.clone();
         let op = inst.operands[0];
         let op_dims = f.comp.inst(op).shape.dims().to_vec();
+        if cfg.len() != idx.len() || op_dims.len() != idx.len() {
+            return Err(LowerError::invalid(&inst.name, "padding configuration does not match the rank"));
+        }
         let mut cond: Option<ValueId> = None;
         let mut never = op_dims.contains(&0);
         let mut pos = Vec::with_capacity(idx.len());

@@ -9,6 +9,7 @@
 mod dot;
 mod elemental;
 pub mod half;
+mod hoist;
 pub mod index;
 mod nest;
 mod reduce;
@@ -35,6 +36,8 @@ pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Ke
     let grid = em.grid_extent;
     let mut kernel = em.b.finish();
     kernel.grid.extent = grid;
+    hoist::hoist(&mut kernel);
+    hoist::pool_constants(&mut kernel);
     Ok(kernel)
 }
 
@@ -325,7 +328,7 @@ impl<'m> Emitter<'m> {
         splits: &[Vec<i64>],
         use_grid: bool,
         bits: u32,
-        body: &mut dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &IndexExpr) -> Result<(), LowerError>,
+        body: &mut NestBody<'_, 'm>,
     ) -> Result<(), LowerError> {
         let dims = map.dims().to_vec();
         if dims.contains(&0) {
@@ -364,7 +367,7 @@ impl<'m> Emitter<'m> {
         limits: &mut Vec<Option<i64>>,
         vals: &mut Vec<IndexExpr>,
         grid_free: bool,
-        body: &mut dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &IndexExpr) -> Result<(), LowerError>,
+        body: &mut NestBody<'_, 'm>,
     ) -> Result<(), LowerError> {
         let Some(g) = ctx.digits.get(k) else {
             let idx = nest::logical_index(ctx.digits, vals, ctx.rank);
@@ -431,7 +434,7 @@ impl<'m> Emitter<'m> {
                 r = self.digit_loops(ctx, k + 1, limits, vals, grid_free, body);
                 vals.pop();
                 let innermost = self.loops_opened == before + 1;
-                let width = if innermost && g.coef == 1 { nest::vector_width(ctx.bits) } else { 1 };
+                let width = if innermost && g.coef == 1 { nest::vector_width(ctx.bits, full) } else { 1 };
                 let tail = if width > 1 && full % i64::from(width) != 0 { Tail::Peel } else { Tail::None };
                 self.b.end_loop_vectorized(width, tail);
                 self.forget_since(mark);
@@ -446,6 +449,19 @@ impl<'m> Emitter<'m> {
         };
         limits[g.dim] = saved;
         result
+    }
+
+    /// Loops over `digits` (of an array with logical bounds `limits`) on the current grid
+    /// index, calling `body` at each logical index: the inner loops of reductions.
+    pub(crate) fn reduce_loops(
+        &mut self,
+        digits: &[Digit],
+        mut limits: Vec<Option<i64>>,
+        body: &mut NestBody<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let ctx = NestCtx { digits, rank: limits.len(), bits: 0 };
+        let mut vals = Vec::new();
+        self.digit_loops(&ctx, 0, &mut limits, &mut vals, false, body)
     }
 
     /// The start of a scope (a loop body or branch): values generated after it are not
@@ -562,6 +578,9 @@ impl<'m> Emitter<'m> {
         Ok(self.b.constant(c))
     }
 }
+
+/// What a nest runs at each logical index: given the index and the output address.
+pub(crate) type NestBody<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &IndexExpr) -> Result<(), LowerError> + 'a;
 
 struct NestCtx<'a> {
     digits: &'a [Digit],

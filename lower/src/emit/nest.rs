@@ -88,10 +88,10 @@ pub fn plan(map: &LayoutMap, splits: &[Vec<i64>]) -> Option<Vec<Digit>> {
     }
     // Each dimension's digits must run from the most significant down to weight 1, each
     // weight the product of the next one's weight and extent.
-    for d in 0..dims.len() {
+    for (d, &size) in dims.iter().enumerate() {
         let ds: Vec<&(usize, i64, i64, i64, bool)> = raw.iter().filter(|r| r.0 == d).collect();
         if ds.is_empty() {
-            if dims[d] > 1 {
+            if size > 1 {
                 return None;
             }
             continue;
@@ -150,13 +150,19 @@ pub fn address(digits: &[Digit], values: &[IndexExpr]) -> IndexExpr {
     index::linear(&parts)
 }
 
-/// The vector width a contiguous innermost loop over elements of `bits` asks for.
-pub fn vector_width(bits: u32) -> u32 {
-    match bits {
+/// The vector width a contiguous innermost loop of `trip` iterations over elements of `bits`
+/// asks for: a 512-bit vector, or the largest power of two the trip count fills.
+pub fn vector_width(bits: u32, trip: i64) -> u32 {
+    let full: u32 = match bits {
         64 => 8,
         32 => 16,
         16 => 32,
         8 => 64,
         _ => 1,
+    };
+    let mut w = full;
+    while w > 1 && i64::from(w) > trip {
+        w /= 2;
     }
+    w
 }

@@ -67,33 +67,41 @@ impl<'m> Emitter<'m> {
             locals.push(self.b.local(ty, v));
         }
         let empty = rdims.iter().any(|&d| in_dims[d as usize] == 0);
-        if !empty {
-            let order: Vec<usize> = in_map
+        // The reduced dimensions loop over the input's physical digits (tile by tile for a
+        // tiled input, so its addresses stay affine), falling back to logical order for
+        // layouts without a digit decomposition.
+        let digits = super::nest::plan(&in_map, &[]).map(|ds| {
+            ds.into_iter().filter(|g| reduced[g.dim]).map(|g| super::nest::Digit { coef: 0, ..g }).collect::<Vec<_>>()
+        });
+        let digits = digits.unwrap_or_else(|| {
+            in_map
                 .layout()
                 .major_to_minor()
                 .filter_map(|d| usize::try_from(d).ok())
                 .filter(|&d| reduced[d])
-                .collect();
-            let mark = self.mark();
-            let mut opened = 0;
-            for &d in &order {
-                full[d] = if in_dims[d] == 1 {
-                    IndexExpr::constant(0)
+                .map(|d| super::nest::Digit { dim: d, weight: 1, extent: in_dims[d], coef: 0 })
+                .collect()
+        });
+        if !empty {
+            let kept = full.clone();
+            let inputs = inputs.to_vec();
+            let locals_c = locals.clone();
+            let frame = f.clone();
+            let mut body = move |em: &mut Emitter<'m>, ridx: &[IndexExpr], _: &IndexExpr| {
+                let mut full = kept.clone();
+                for (d, e) in ridx.iter().enumerate() {
+                    if reduced[d] {
+                        full[d] = e.clone();
+                    }
+                }
+                if wide {
+                    em.wide_add_step(&frame, inputs[0], &full, locals_c[0])
                 } else {
-                    opened += 1;
-                    IndexExpr::var(self.open_loop(0, in_dims[d]), 1)
-                };
-            }
-            let r = if wide {
-                self.wide_add_step(f, inputs[0], &full, locals[0])
-            } else {
-                self.reduce_step(f, inputs, &full, &locals, reducer)
+                    em.reduce_step(&frame, &inputs, &full, &locals_c, reducer)
+                }
             };
-            for _ in 0..opened {
-                self.b.end_loop();
-            }
-            self.forget_since(mark);
-            r?;
+            let limits: Vec<Option<i64>> = in_dims.iter().map(|&n| Some(n)).collect();
+            self.reduce_loops(&digits, limits, &mut body)?;
         }
         let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
         if let (true, Some(et)) = (wide, first_et) {
