@@ -60,7 +60,7 @@ impl Damage {
                 continue;
             }
             match s {
-                Stmt::Let(v, op) => match op {
+                Stmt::Let(_, op) => match op {
                     Op::Load { index, mem, buf } => {
                         self.index(index);
                         if self.one_in(4) {

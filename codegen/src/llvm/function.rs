@@ -11,7 +11,7 @@ use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
 use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
-use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId, VerifyErrorKind};
+use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
 
 use super::target::Host;
 use crate::CodegenError;
@@ -57,18 +57,11 @@ pub fn translate<'ctx>(
     symbols: &HashSet<&'static str>,
 ) -> Result<(), CodegenError> {
     let unsupported = |what: String| CodegenError::Unsupported { tier: "llvm", kernel: kernel.name.clone(), what };
-    // The verifier checks the contract the translation relies on (scopes, types, memory
-    // types). Its bounds proof is interval arithmetic that cannot see `if` guards or peeled
-    // edges, so it rejects some valid lowered kernels (concatenate, jagged tilings); in-bounds
-    // access is the lowering's promise (`KernelBuffer::len`), so such a verdict does not stop
-    // compilation. The verifier stops at its first error, so the translation keeps its own
-    // checks of scopes, types and buffers and never relies on the rest having been verified.
-    match verify_kernel(kernel) {
-        Err(e) if !matches!(e.kind, VerifyErrorKind::OutOfBounds { .. }) => {
-            return Err(unsupported(format!("the kernel does not verify: {e}")));
-        }
-        _ => {}
-    }
+    // The verifier proves the contract the translation relies on, bounds included: compiled
+    // code does not check indices, so a kernel whose accesses cannot be shown in bounds is
+    // refused here rather than left to corrupt memory at run time. The checks below stay as
+    // a second line so nothing in this tier can panic on a kernel the verifier missed.
+    verify_kernel(kernel).map_err(|e| unsupported(format!("the kernel does not verify: {e}")))?;
     if kernel.name.is_empty() || kernel.name.contains('\0') {
         return Err(unsupported(format!("kernel name {:?} is not a symbol", kernel.name)));
     }
