@@ -2,13 +2,15 @@
 //! depend on it: exit code 0 on success, 1 on a compile or run error (message on stderr),
 //! 2 on a usage error.
 
+mod run_command;
 mod summary;
 mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
+use tessera::Backend;
 use tessera_hlo::text::{parse_module, print_module, PrintOptions};
 use tessera_hlo::verify::verify;
 
@@ -28,6 +30,45 @@ enum Command {
         #[arg(long)]
         print: bool,
     },
+    /// Compile a module and run it on DIR/0.npy, 1.npy, ... (entry-parameter order), writing
+    /// the results (a tuple flattened depth-first) to the --out folder.
+    Run {
+        module: PathBuf,
+        /// Folder with the arguments 0.npy, 1.npy, ...
+        #[arg(long, value_name = "DIR")]
+        args: PathBuf,
+        /// Folder to write the results 0.npy, 1.npy, ... into (optional with --time).
+        #[arg(long, value_name = "DIR", required_unless_present = "time")]
+        out: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "llvm")]
+        backend: BackendArg,
+        /// After one warm-up run, time N runs and print one JSON line.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        time: Option<u32>,
+        /// Threads kernels run on (default: all cores).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
+        /// Arguments and results are raw physical buffers (1-D, padding included).
+        #[arg(long)]
+        physical: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum BackendArg {
+    Interp,
+    Cranelift,
+    Llvm,
+}
+
+impl From<BackendArg> for Backend {
+    fn from(b: BackendArg) -> Backend {
+        match b {
+            BackendArg::Interp => Backend::Interp,
+            BackendArg::Cranelift => Backend::Cranelift,
+            BackendArg::Llvm => Backend::Llvm,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -35,6 +76,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Parse { module, print } => parse_command(&module, print),
+        Command::Run { module, args, out, backend, time, threads, physical } => {
+            run_command::run(&run_command::RunArgs {
+                module,
+                args,
+                out,
+                backend: backend.into(),
+                time: time.map(|n| n as usize),
+                threads: threads.map(|n| n as usize),
+                physical,
+            })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

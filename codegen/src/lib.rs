@@ -5,9 +5,14 @@
 //! one [`KernelFn`] per kernel, plus the owner of the machine code, which must outlive every
 //! call through those pointers (the runtime executable keeps it).
 
+pub mod assemble;
+pub mod cranelift;
+pub mod llvm;
+
 use std::any::Any;
 use std::time::Duration;
 
+pub use assemble::assemble;
 pub use tessera_runtime::KernelFn;
 
 /// The code generator that compiles kernels.

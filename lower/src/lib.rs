@@ -2,10 +2,54 @@
 //! pipeline, and the kernel IR: loop nests over physical buffers whose index arithmetic is
 //! specialized to the buffers' layouts.
 
+pub mod buffer_assign;
+mod build_program;
+pub mod emit;
 pub mod error;
 pub mod kernel;
+pub mod pass;
+pub mod passes;
+pub mod pipeline;
 pub mod program;
 mod program_text;
 
+pub use buffer_assign::{assign_buffers, CapacityError};
+pub use emit::emit_kernel;
 pub use error::LowerError;
+pub use pass::Pass;
+pub use pipeline::Pipeline;
 pub use program::{Buffer, BufferId, BufferKind, Launch, Program};
+
+use std::path::PathBuf;
+
+use tessera_hlo::Module;
+
+/// How [`lower_module`] lowers.
+#[derive(Clone, Debug)]
+pub struct LowerOptions {
+    /// Run fusion (off: one kernel per computing instruction, which is slower but makes
+    /// each op's kernel easy to inspect).
+    pub fusion: bool,
+    /// Write the module after every pass into this folder (see [`Pipeline::dump_to`]).
+    pub dump_dir: Option<PathBuf>,
+}
+
+impl Default for LowerOptions {
+    /// Fusion on; dumps when `TESSERA_DUMP_PASSES` names a folder.
+    fn default() -> LowerOptions {
+        LowerOptions { fusion: true, dump_dir: std::env::var_os("TESSERA_DUMP_PASSES").map(PathBuf::from) }
+    }
+}
+
+/// Lowers a module to a [`Program`]: verifies it, runs the standard pass pipeline on a copy,
+/// then makes one kernel per fusion or remaining instruction of the entry (see
+/// `build_program` for buffers, aliasing and results). Buffer assignment (arenas, offsets)
+/// is left to the caller.
+pub fn lower_module(module: &Module, options: &LowerOptions) -> Result<Program, LowerError> {
+    tessera_hlo::verify::verify(module)?;
+    let mut module = module.clone();
+    let mut pipeline = passes::standard_pipeline(options.fusion);
+    pipeline.dump_to(options.dump_dir.clone());
+    pipeline.run(&mut module)?;
+    build_program::build_program(&module)
+}

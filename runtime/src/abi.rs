@@ -38,13 +38,33 @@ extern "C" {
     fn fmod(x: f64, y: f64) -> f64;
 }
 
+use crate::gemm::{tessera_rt_gemm_f32, tessera_rt_gemm_f64};
+
 /// Every symbol a kernel may call, with its address.
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
     macro_rules! table {
         ($($f:ident),* $(,)?) => { vec![$((stringify!($f), $f as *const u8)),*] };
     }
-    table![
+    let mut symbols = table![
         expf, exp, expm1f, expm1, logf, log, log1pf, log1p, sinf, sin, cosf, cos, tanf, tan, tanhf, tanh, atan2f,
         atan2, powf, pow, cbrtf, cbrt, erff, erf, roundf, round, fmodf, fmod,
-    ]
+    ];
+    symbols.extend(table![tessera_rt_gemm_f32, tessera_rt_gemm_f64]);
+    symbols
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symbols_are_unique_and_resolved() {
+        let table = symbols();
+        let mut names: Vec<&str> = table.iter().map(|(n, _)| *n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), table.len());
+        assert!(table.iter().all(|(_, p)| !p.is_null()));
+        assert!(names.contains(&"tessera_rt_gemm_f32") && names.contains(&"tessera_rt_gemm_f64"));
+    }
 }

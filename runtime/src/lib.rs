@@ -3,5 +3,16 @@
 //! GEMM and convolution micro-kernels, infeed/outfeed queues, custom-call registry).
 
 pub mod abi;
+pub mod buffer;
+pub mod error;
+pub mod executable;
+pub mod gemm;
+pub mod memory_space;
+pub mod thread_pool;
 
 pub use abi::KernelFn;
+pub use buffer::AlignedBuffer;
+pub use error::RuntimeError;
+pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry};
+pub use memory_space::{MemorySpace, MemorySpaces};
+pub use thread_pool::ThreadPool;

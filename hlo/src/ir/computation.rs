@@ -172,3 +172,128 @@ impl Computation {
         None
     }
 }
+
+/// Mutation helpers for passes: they keep ids dense and every reference (operands, control
+/// predecessors, the root) consistent.
+impl Computation {
+    /// Each instruction's users (instructions with it as an operand, once per user, in
+    /// instruction order).
+    pub fn users(&self) -> Vec<Vec<InstId>> {
+        let mut users = vec![Vec::new(); self.instructions.len()];
+        for id in self.ids() {
+            let mut ops = self.inst(id).operands.clone();
+            ops.sort();
+            ops.dedup();
+            for o in ops {
+                if let Some(u) = users.get_mut(o.index()) {
+                    u.push(id);
+                }
+            }
+        }
+        users
+    }
+
+    /// Makes every use of `old` (as an operand, a control predecessor or the root) a use of
+    /// `new`, except in `new` itself so that `new` may be built on top of `old`.
+    pub fn replace_all_uses(&mut self, old: InstId, new: InstId) {
+        for (i, inst) in self.instructions.iter_mut().enumerate() {
+            if i == new.index() {
+                continue;
+            }
+            for o in inst.operands.iter_mut().chain(inst.control_predecessors.iter_mut()) {
+                if *o == old {
+                    *o = new;
+                }
+            }
+        }
+        if self.root == old {
+            self.root = new;
+        }
+    }
+
+    /// Keeps the instructions whose `keep` flag is set, renumbering ids in order. Returns
+    /// each old id's new id. References to removed instructions are dropped from control
+    /// predecessors; the caller must not remove an operand of a kept instruction or the root.
+    pub fn retain_instructions(&mut self, keep: &[bool]) -> Vec<Option<InstId>> {
+        let mut remap = vec![None; self.instructions.len()];
+        let mut next = 0u32;
+        for (i, slot) in remap.iter_mut().enumerate() {
+            if keep.get(i).copied().unwrap_or(false) {
+                *slot = Some(InstId(next));
+                next += 1;
+            }
+        }
+        let old = std::mem::take(&mut self.instructions);
+        for (i, mut inst) in old.into_iter().enumerate() {
+            if remap[i].is_none() {
+                continue;
+            }
+            for o in &mut inst.operands {
+                *o = remap.get(o.index()).copied().flatten().unwrap_or(*o);
+            }
+            inst.control_predecessors =
+                inst.control_predecessors.iter().filter_map(|p| remap.get(p.index()).copied().flatten()).collect();
+            self.instructions.push(inst);
+        }
+        self.root = remap.get(self.root.index()).copied().flatten().unwrap_or(self.root);
+        remap
+    }
+
+    /// Reorders the instructions so that every operand and control predecessor comes before
+    /// its users, keeping the stored order otherwise: an instruction that must move is pulled
+    /// in just before its first user. Passes that append instructions call it so that a
+    /// scheduled module, which prints in stored order, stays printable. Returns whether
+    /// anything moved; a computation with a dependency cycle is left as it is.
+    pub fn order_operands_first(&mut self) -> bool {
+        if self.find_cycle().is_some() {
+            return false;
+        }
+        let n = self.instructions.len();
+        let mut placed = vec![false; n];
+        let mut order: Vec<usize> = Vec::with_capacity(n);
+        for start in 0..n {
+            // Depth-first: dependencies in operand order, then the instruction itself.
+            let mut stack = vec![(start, false)];
+            while let Some((i, expanded)) = stack.pop() {
+                if placed[i] {
+                    continue;
+                }
+                if expanded {
+                    placed[i] = true;
+                    order.push(i);
+                    continue;
+                }
+                stack.push((i, true));
+                let inst = &self.instructions[i];
+                let deps = inst.operands.iter().chain(&inst.control_predecessors).map(|d| d.index());
+                let deps: Vec<usize> = deps.filter(|&d| d < n && !placed[d]).collect();
+                stack.extend(deps.into_iter().rev().map(|d| (d, false)));
+            }
+        }
+        if order.iter().enumerate().all(|(k, &i)| k == i) {
+            return false;
+        }
+        let mut new_id = vec![InstId(0); n];
+        for (k, &i) in order.iter().enumerate() {
+            new_id[i] = InstId(k as u32);
+        }
+        let mut old: Vec<Option<Instruction>> = std::mem::take(&mut self.instructions).into_iter().map(Some).collect();
+        for &i in &order {
+            let mut inst = old[i].take().expect("each instruction is placed once");
+            for o in inst.operands.iter_mut().chain(inst.control_predecessors.iter_mut()) {
+                *o = new_id[o.index()];
+            }
+            self.instructions.push(inst);
+        }
+        self.root = new_id.get(self.root.index()).copied().unwrap_or(self.root);
+        true
+    }
+
+    /// `base` if no instruction has that name, else `base.1`, `base.2`, ...
+    pub fn unique_name(&self, base: &str) -> String {
+        if self.find(base).is_none() {
+            return base.to_string();
+        }
+        (1..).map(|k| format!("{base}.{k}")).find(|n| self.find(n).is_none()).unwrap_or_default()
+    }
+}

@@ -40,3 +40,6 @@ impl InstId {
         self.0 as usize
     }
 }
+
+#[cfg(test)]
+mod mutate_tests;

@@ -89,3 +89,44 @@ impl Module {
         }
     }
 }
+
+/// Mutation helpers for passes.
+impl Module {
+    /// Keeps the computations whose `keep` flag is set, renumbering ids in order and updating
+    /// every computation reference (attributes and the entry). The entry must be kept, and no
+    /// kept computation may call a removed one.
+    pub fn retain_computations(&mut self, keep: &[bool]) -> Vec<Option<CompId>> {
+        let mut remap = vec![None; self.computations.len()];
+        let mut next = 0u32;
+        for (i, slot) in remap.iter_mut().enumerate() {
+            if keep.get(i).copied().unwrap_or(false) {
+                *slot = Some(CompId(next));
+                next += 1;
+            }
+        }
+        let old = std::mem::take(&mut self.computations);
+        self.computations = old.into_iter().enumerate().filter(|(i, _)| remap[*i].is_some()).map(|(_, c)| c).collect();
+        let map = |c: &mut CompId| *c = remap.get(c.index()).copied().flatten().unwrap_or(*c);
+        for comp in &mut self.computations {
+            for inst in &mut comp.instructions {
+                for a in &mut inst.attrs {
+                    match &mut a.value {
+                        AttrValue::Computation(c) => map(c),
+                        AttrValue::Computations(cs) => cs.iter_mut().for_each(map),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        map(&mut self.entry);
+        remap
+    }
+
+    /// `base` if no computation has that name, else `base.1`, `base.2`, ...
+    pub fn unique_computation_name(&self, base: &str) -> String {
+        if self.find(base).is_none() {
+            return base.to_string();
+        }
+        (1..).map(|k| format!("{base}.{k}")).find(|n| self.find(n).is_none()).unwrap_or_default()
+    }
+}

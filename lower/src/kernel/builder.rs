@@ -14,6 +14,8 @@ pub struct KernelBuilder {
     /// Open statement lists: the kernel body at the bottom, then one per loop or branch being
     /// built.
     stack: Vec<Vec<Stmt>>,
+    /// For each `if` opened by [`Self::begin_if`]: whether its else-branch is open.
+    open_ifs: Vec<bool>,
 }
 
 impl KernelBuilder {
@@ -27,6 +29,7 @@ impl KernelBuilder {
             next_value: 0,
             next_local: 0,
             stack: vec![Vec::new()],
+            open_ifs: Vec::new(),
         }
     }
 
@@ -152,6 +155,42 @@ impl KernelBuilder {
         otherwise(self);
         let else_body = self.stack.pop().expect("else branch");
         self.push(Stmt::If { cond, then_body, else_body });
+    }
+
+    /// Opens `if cond { ... }`: statements go into the then-branch until [`Self::begin_else`]
+    /// or [`Self::end_if`]. For callers that cannot give [`Self::if_else`] closures (the
+    /// lowering's recursive emitters hold more state than the builder).
+    pub fn begin_if(&mut self, cond: ValueId) {
+        self.stack.push(vec![Stmt::If { cond, then_body: Vec::new(), else_body: Vec::new() }]);
+        self.stack.push(Vec::new());
+        self.open_ifs.push(false);
+    }
+
+    /// Closes the then-branch of the innermost open `if`; statements go into its else-branch.
+    pub fn begin_else(&mut self) {
+        let body = self.stack.pop().expect("begin_else without begin_if");
+        match self.stack.last_mut().and_then(|h| h.last_mut()) {
+            Some(Stmt::If { then_body, .. }) => *then_body = body,
+            _ => panic!("begin_else does not follow begin_if"),
+        }
+        self.stack.push(Vec::new());
+        if let Some(in_else) = self.open_ifs.last_mut() {
+            *in_else = true;
+        }
+    }
+
+    /// Closes the innermost open `if` (with or without an else-branch).
+    pub fn end_if(&mut self) {
+        let body = self.stack.pop().expect("end_if without begin_if");
+        let in_else = self.open_ifs.pop().expect("end_if without begin_if");
+        let mut holder = self.stack.pop().expect("end_if without begin_if");
+        match holder.pop() {
+            Some(Stmt::If { cond, then_body, .. }) if in_else => {
+                self.push(Stmt::If { cond, then_body, else_body: body })
+            }
+            Some(Stmt::If { cond, .. }) => self.push(Stmt::If { cond, then_body: body, else_body: Vec::new() }),
+            _ => panic!("end_if does not close an if"),
+        }
     }
 
     pub fn call(&mut self, func: impl Into<String>, args: Vec<CallArg>) {

@@ -1,0 +1,170 @@
+//! The Cranelift tier: fast compiles of kernels into one JIT module (DESIGN.md section 6).
+//!
+//! Each `Kernel` becomes one function with the kernel calling convention. The translation is
+//! split by job: `function` walks statements (values, locals, loops, branches, calls), `index`
+//! evaluates and hoists index expressions, `ops` translates scalar operations, `memory` does
+//! loads and stores, and `vector` turns eligible innermost loops into 128-bit vector loops.
+
+mod function;
+mod index;
+mod memory;
+mod ops;
+mod vector;
+
+use std::time::Instant;
+
+use cranelift_codegen::ir::{types, AbiParam, Signature};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_codegen::Context;
+use cranelift_frontend::FunctionBuilderContext;
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Module};
+use tessera_lower::kernel::Kernel;
+
+use crate::{CodegenError, CompiledKernels, KernelFn};
+
+pub(crate) const TIER: &str = "cranelift";
+
+/// Why one kernel could not be translated; [`compile`] adds the kernel's name.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// A construct this tier does not translate (names the op).
+    Unsupported(String),
+    /// The kernel breaks the IR's own rules (types, scoping, ranges) or Cranelift rejected it.
+    Malformed(String),
+}
+
+pub(crate) type Result<T> = std::result::Result<T, Failure>;
+
+impl Failure {
+    fn for_kernel(self, kernel: &str) -> CodegenError {
+        match self {
+            Failure::Unsupported(what) => CodegenError::Unsupported { tier: TIER, kernel: kernel.to_string(), what },
+            Failure::Malformed(message) => CodegenError::Backend { tier: TIER, kernel: kernel.to_string(), message },
+        }
+    }
+}
+
+/// Owns the JIT module whose memory holds the compiled kernels, and frees it when dropped.
+struct JitCode {
+    module: Option<JITModule>,
+}
+
+// SAFETY: after `finalize_definitions` the module is never used again except by `Drop`, which
+// needs `&mut self` (so no other reference exists). Nothing reachable through `&JitCode` is
+// ever touched, so sharing it between threads cannot race; moving it to another thread moves
+// plain heap memory (the symbol table's raw pointers are addresses of immortal functions).
+unsafe impl Send for JitCode {}
+unsafe impl Sync for JitCode {}
+
+impl Drop for JitCode {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            // SAFETY: the code is owned by this value; `CompiledKernels` documents that its
+            // function pointers are only valid while `code` lives.
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+fn host_module() -> std::result::Result<JITModule, CodegenError> {
+    let target = |message: String| CodegenError::Target { tier: TIER, message };
+    let mut flags = settings::builder();
+    let set = |flags: &mut settings::Builder, name: &str, value: &str| {
+        flags.set(name, value).map_err(|e| target(format!("setting {name}={value}: {e}")))
+    };
+    set(&mut flags, "opt_level", "speed")?;
+    // The JIT places code anywhere in the address space and calls runtime symbols by absolute
+    // address: no PIC, no colocated libcalls (what `JITBuilder::with_flags` also sets).
+    set(&mut flags, "is_pic", "false")?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    // The verifier turns a translation bug into an error instead of bad code; release builds
+    // skip it for compile speed (the tests run with debug assertions, so with the verifier).
+    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+    // The host ISA with every feature the CPU has (SSE4.1 rounding, AVX, FMA...). The kernel IR
+    // has no fused multiply-add, so FMA instructions appear only if Cranelift itself uses them,
+    // which it does only when the ISA reports them.
+    let isa_builder = cranelift_native::builder().map_err(|e| target(e.to_string()))?;
+    let isa = isa_builder.finish(settings::Flags::new(flags)).map_err(|e| target(e.to_string()))?;
+    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
+    for (name, address) in tessera_runtime::abi::symbols() {
+        builder.symbol(name, address);
+    }
+    Ok(JITModule::new(builder))
+}
+
+/// The kernel signature: `extern "C" fn(buffers: *const *mut u8, grid_lo: i64, grid_hi: i64)`.
+fn kernel_signature(module: &JITModule) -> Signature {
+    let mut sig = module.make_signature();
+    let ptr = module.target_config().pointer_type();
+    sig.params.push(AbiParam::new(ptr));
+    sig.params.push(AbiParam::new(types::I64));
+    sig.params.push(AbiParam::new(types::I64));
+    sig
+}
+
+/// Compiles `kernels` into one JIT module; `functions[i]` runs `kernels[i]`.
+pub fn compile(kernels: &[Kernel]) -> std::result::Result<CompiledKernels, CodegenError> {
+    let started = Instant::now();
+    let mut module = host_module()?;
+    if module.target_config().pointer_type() != types::I64 {
+        return Err(CodegenError::Target { tier: TIER, message: "the kernel ABI needs 64-bit pointers".into() });
+    }
+    let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
+    let sig = kernel_signature(&module);
+    let mut ctx = module.make_context();
+    let mut builder_ctx = FunctionBuilderContext::new();
+    let mut ids: Vec<FuncId> = Vec::with_capacity(kernels.len());
+    for kernel in kernels {
+        let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
+        // Anonymous, so a kernel's name can never clash with a runtime symbol.
+        let id = module.declare_anonymous_function(&sig).map_err(|e| backend(e.to_string()))?;
+        module.clear_context(&mut ctx);
+        ctx.func.signature = sig.clone();
+        function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
+            .map_err(|f| f.for_kernel(&kernel.name))?;
+        define(&mut module, id, &mut ctx).map_err(backend)?;
+        ids.push(id);
+    }
+    module.finalize_definitions().map_err(|e| CodegenError::Backend {
+        tier: TIER,
+        kernel: kernels.first().map(|k| k.name.clone()).unwrap_or_default(),
+        message: format!("finalizing the module: {e}"),
+    })?;
+    let functions = ids
+        .iter()
+        .map(|&id| {
+            let code = module.get_finalized_function(id);
+            // SAFETY: the function was built with `kernel_signature`, which is `KernelFn`'s ABI.
+            unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
+        })
+        .collect();
+    Ok(CompiledKernels { functions, code: Box::new(JitCode { module: Some(module) }), compile_time: started.elapsed() })
+}
+
+/// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for
+/// tests that check what shape of code a kernel gets, e.g. vector loops).
+pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
+    let mut module = host_module()?;
+    let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
+    let mut ctx = module.make_context();
+    ctx.func.signature = kernel_signature(&module);
+    function::translate(kernel, &mut module, &mut ctx, &mut FunctionBuilderContext::new(), &symbols)
+        .map_err(|f| f.for_kernel(&kernel.name))?;
+    let text = ctx.func.display().to_string();
+    // SAFETY: nothing was defined in this module, so no code pointer into it exists.
+    unsafe { module.free_memory() };
+    Ok(text)
+}
+
+fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {
+    module.define_function(id, ctx).map_err(|e| match e {
+        cranelift_module::ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(errors)) => {
+            format!(
+                "Cranelift rejected the function:\n{}",
+                cranelift_codegen::print_errors::pretty_verifier_error(&ctx.func, None, errors)
+            )
+        }
+        other => other.to_string(),
+    })
+}

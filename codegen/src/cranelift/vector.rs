@@ -1,0 +1,490 @@
+//! Vector loops: Cranelift has no vectorizer and its x86-64 backend has 128-bit vectors only
+//! (DESIGN.md section 6), so an innermost loop whose `vector_width` asks for it runs as an
+//! f32x4 / i32x4 / f64x2 main loop plus a scalar tail, when its body allows:
+//!
+//! - straight-line (only `Let` and `Store`);
+//! - every value either *uniform* (does not depend on the loop variable: computed as a scalar
+//!   once per vector iteration and splatted where a vector needs it) or *varying* of type
+//!   F32, I32 or F64 (or a `Pred` mask from comparing those), all with the same lane count;
+//! - varying loads and all stores contiguous: exactly one term over the loop variable, with
+//!   scale 1 and no div/mod; uniform loads do not use the loop variable at all;
+//! - varying ops in the set Cranelift vectorizes (arithmetic, min/max, sqrt, abs, neg,
+//!   rounding, comparisons, selects, bitwise ops, int<->float conversions of 32-bit lanes).
+//!
+//! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
+//! same NaN choice for FMax/FMin), so the tail split never changes an answer.
+
+use std::collections::HashMap;
+
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use tessera_lower::kernel::{BinOp, CastOp, IndexExpr, IndexSrc, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId};
+
+use super::function::{mem_flags, Translator};
+use super::index::access_form;
+use super::ops::{float_cc, int_cc};
+use super::{Failure, Result};
+
+/// The translation met something the plan did not admit (a bug in this file).
+fn mismatch() -> Failure {
+    Failure::Malformed("the vector loop translation disagrees with its plan".into())
+}
+
+/// Lane count of a varying value of type `ty` (`None` for types with no vector form here).
+fn lanes_of(ty: Ty) -> Option<i64> {
+    match ty {
+        Ty::F32 | Ty::I32 => Some(4),
+        Ty::F64 => Some(2),
+        _ => None,
+    }
+}
+
+fn vector_type(ty: Ty, lanes: i64) -> Type {
+    match (ty, lanes) {
+        (Ty::F32, _) => types::F32X4,
+        (Ty::I32, _) => types::I32X4,
+        (Ty::F64, _) => types::F64X2,
+        // Masks have lanes as wide as the values they select between.
+        (_, 4) => types::I32X4,
+        _ => types::I64X2,
+    }
+}
+
+/// Lane reinterpretation between vector types (Cranelift wants an explicit byte order).
+pub(crate) fn lane_cast_flags() -> MemFlagsData {
+    MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+/// How an index expression uses the loop variable `var`.
+enum Access {
+    Uniform,
+    Contiguous,
+}
+
+/// The loop's vectorizability: which values vary, and the lane count. `None`: stay scalar.
+struct Plan {
+    lanes: i64,
+    varying: HashMap<ValueId, Ty>,
+}
+
+struct Planner<'t, 'a, 'f> {
+    t: &'t Translator<'a, 'f>,
+    var: VarId,
+    varying: HashMap<ValueId, Ty>,
+    uniform: HashMap<ValueId, Ty>,
+    lanes: Option<i64>,
+}
+
+impl Planner<'_, '_, '_> {
+    fn ty_of(&self, id: ValueId) -> Option<(Ty, bool)> {
+        if let Some(&t) = self.varying.get(&id) {
+            return Some((t, true));
+        }
+        if let Some(&t) = self.uniform.get(&id) {
+            return Some((t, false));
+        }
+        self.t.value(id).ok().map(|(_, t)| (t, false))
+    }
+
+    /// Records that a varying value of `ty` exists: its lane count must match the others.
+    fn lanes(&mut self, ty: Ty) -> Option<()> {
+        let n = lanes_of(ty)?;
+        match self.lanes {
+            Some(l) if l != n => None,
+            _ => {
+                self.lanes = Some(n);
+                Some(())
+            }
+        }
+    }
+
+    fn access(&self, index: &IndexExpr) -> Option<Access> {
+        let mut over_var = 0;
+        for term in &index.terms {
+            match term.src {
+                IndexSrc::Var(v) if v == self.var => {
+                    if term.div != 1 || term.modulo.is_some() || term.scale != 1 {
+                        return None;
+                    }
+                    over_var += 1;
+                }
+                IndexSrc::Var(_) => {}
+                IndexSrc::Value(id) => {
+                    if self.varying.contains_key(&id) {
+                        return None;
+                    }
+                }
+            }
+        }
+        match over_var {
+            0 => Some(Access::Uniform),
+            1 => Some(Access::Contiguous),
+            _ => None,
+        }
+    }
+
+    /// Classifies `op`: `Some(Some(ty))` varying of `ty`, `Some(None)` uniform, `None` not
+    /// vectorizable.
+    fn op(&mut self, op: &Op) -> Option<Option<Ty>> {
+        let vary = |p: &Self, ids: &[ValueId]| -> Option<bool> {
+            let mut any = false;
+            for &id in ids {
+                any |= p.ty_of(id)?.1;
+            }
+            Some(any)
+        };
+        match op {
+            Op::Const(_) | Op::GetLocal(_) => Some(None),
+            Op::Index(index) => match self.access(index)? {
+                Access::Uniform => Some(None),
+                Access::Contiguous => None,
+            },
+            Op::Load { index, mem, .. } => match self.access(index)? {
+                Access::Uniform => Some(None),
+                Access::Contiguous => match mem {
+                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64)) => {
+                        self.lanes(*t)?;
+                        Some(Some(*t))
+                    }
+                    _ => None,
+                },
+            },
+            Op::Unary { op, ty, a } => {
+                if !vary(self, &[*a])? {
+                    return Some(None);
+                }
+                let ok = match ty {
+                    Ty::F32 | Ty::F64 => matches!(
+                        op,
+                        UnOp::Neg | UnOp::Abs | UnOp::Sqrt | UnOp::Floor | UnOp::Ceil | UnOp::Trunc | UnOp::RoundEven
+                    ),
+                    Ty::I32 => matches!(op, UnOp::Neg | UnOp::Abs | UnOp::Not),
+                    Ty::Pred => matches!(op, UnOp::Not),
+                    _ => false,
+                };
+                ok.then_some(Some(*ty))
+            }
+            Op::Binary { op, ty, a, b } => {
+                if !vary(self, &[*a, *b])? {
+                    return Some(None);
+                }
+                use BinOp::*;
+                let ok = match ty {
+                    Ty::F32 | Ty::F64 => matches!(op, Add | Sub | Mul | FDiv | FMax | FMin),
+                    Ty::I32 => matches!(op, Add | Sub | Mul | And | Or | Xor | SMax | SMin | UMax | UMin),
+                    Ty::Pred => matches!(op, And | Or | Xor),
+                    _ => false,
+                };
+                if *ty != Ty::Pred {
+                    self.lanes(*ty)?;
+                }
+                ok.then_some(Some(*ty))
+            }
+            Op::Cmp { op, ty, a, b } => {
+                if !vary(self, &[*a, *b])? {
+                    return Some(None);
+                }
+                self.lanes(*ty)?;
+                let ok = match ty {
+                    Ty::F32 | Ty::F64 => float_cc(*op).is_some(),
+                    Ty::I32 => int_cc(*op).is_some(),
+                    _ => false,
+                };
+                ok.then_some(Some(Ty::Pred))
+            }
+            Op::Select { ty, cond, a, b } => {
+                if !vary(self, &[*cond, *a, *b])? {
+                    return Some(None);
+                }
+                if *ty != Ty::Pred {
+                    self.lanes(*ty)?;
+                }
+                Some(Some(*ty))
+            }
+            Op::Cast { op, from, to, a } => {
+                if !vary(self, &[*a])? {
+                    return Some(None);
+                }
+                let ok = matches!(
+                    (op, from, to),
+                    (CastOp::Bitcast, Ty::F32, Ty::I32)
+                        | (CastOp::Bitcast, Ty::I32, Ty::F32)
+                        | (CastOp::SIToFP, Ty::I32, Ty::F32)
+                        | (CastOp::FPToSISat, Ty::F32, Ty::I32)
+                );
+                ok.then_some(Some(*to))
+            }
+            Op::Math { args, .. } => {
+                if vary(self, args)? {
+                    None
+                } else {
+                    Some(None)
+                }
+            }
+        }
+    }
+
+    fn plan(mut self, l: &Loop) -> Option<Plan> {
+        for stmt in &l.body {
+            match stmt {
+                Stmt::Let(id, op) => match self.op(op)? {
+                    Some(ty) => {
+                        self.varying.insert(*id, ty);
+                    }
+                    None => {
+                        let ty = uniform_type(self.t, op)?;
+                        self.uniform.insert(*id, ty);
+                    }
+                },
+                Stmt::Store { index, mem, value, .. } => {
+                    match self.access(index)? {
+                        Access::Contiguous => {}
+                        Access::Uniform => return None,
+                    }
+                    match mem {
+                        MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64)) => self.lanes(*t)?,
+                        _ => return None,
+                    }
+                    self.ty_of(*value)?;
+                }
+                _ => return None,
+            }
+        }
+        let lanes = self.lanes?;
+        // Masks take their width from the lane count: every varying Pred must come from
+        // values of that count, which `lanes` already enforced.
+        Some(Plan { lanes, varying: self.varying })
+    }
+}
+
+/// The result type of a uniform op (the scalar translation checks operand types again).
+fn uniform_type(t: &Translator, op: &Op) -> Option<Ty> {
+    Some(match op {
+        Op::Const(c) => c.ty(),
+        Op::Load { mem, .. } => mem.reg(),
+        Op::Index(_) => Ty::I64,
+        Op::GetLocal(local) => t.local_type(*local)?,
+        Op::Unary { ty, .. } | Op::Binary { ty, .. } | Op::Select { ty, .. } | Op::Math { ty, .. } => *ty,
+        Op::Cmp { .. } => Ty::Pred,
+        Op::Cast { to, .. } => *to,
+    })
+}
+
+/// Every value `op` reads, index sources included.
+fn operands(op: &Op) -> Vec<ValueId> {
+    let sources = |index: &IndexExpr| {
+        index
+            .terms
+            .iter()
+            .filter_map(|t| match t.src {
+                IndexSrc::Value(v) => Some(v),
+                IndexSrc::Var(_) => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    match op {
+        Op::Const(_) | Op::GetLocal(_) => Vec::new(),
+        Op::Load { index, .. } | Op::Index(index) => sources(index),
+        Op::Unary { a, .. } | Op::Cast { a, .. } => vec![*a],
+        Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
+        Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
+        Op::Math { args, .. } => args.clone(),
+    }
+}
+
+impl Translator<'_, '_> {
+    /// Computes the uniform values of a vector loop's body before the loop (it runs at least
+    /// once, so this is safe): Cranelift does not move calls or loads out of loops, and a
+    /// uniform `pow` per vector iteration costs more than the whole vector body. Loads from
+    /// buffers the kernel writes stay in the loop, and so does everything computed from them.
+    fn hoist_uniform(&mut self, l: &Loop, plan: &Plan) -> Result<()> {
+        let mut pinned: Vec<ValueId> = Vec::new();
+        for stmt in &l.body {
+            let Stmt::Let(id, op) = stmt else { continue };
+            if plan.varying.contains_key(id) {
+                continue;
+            }
+            let writable_load = match op {
+                Op::Load { buf, .. } => self.kernel.buffers.get(buf.0 as usize).is_none_or(|b| b.writable),
+                _ => false,
+            };
+            if writable_load || operands(op).iter().any(|v| pinned.contains(v)) {
+                pinned.push(*id);
+                continue;
+            }
+            let (v, ty) = self.op(op)?;
+            self.define(*id, v, ty)?;
+        }
+        Ok(())
+    }
+
+    /// Translates `l` as a vector loop plus scalar tail if its body allows it (module doc);
+    /// false if it stays scalar (nothing was emitted then).
+    pub(crate) fn vector_loop(&mut self, l: &Loop) -> Result<bool> {
+        let planner = Planner { t: self, var: l.var, varying: HashMap::new(), uniform: HashMap::new(), lanes: None };
+        let Some(plan) = planner.plan(l) else { return Ok(false) };
+        let Some(trip) = l.end.checked_sub(l.start) else { return Ok(false) };
+        if i64::from(l.vector_width) < plan.lanes || trip < plan.lanes {
+            return Ok(false);
+        }
+        let main_end = l.start + trip / plan.lanes * plan.lanes;
+        // One preheader for both loops, so the hoisted index parts dominate the tail too.
+        self.hoist(&l.body)?;
+        self.hoist_uniform(l, &plan)?;
+        let var = self.b.declare_var(types::I64);
+        let first = self.b.ins().iconst(types::I64, l.start);
+        self.b.def_var(var, first);
+        let body = self.b.create_block();
+        let exit = self.b.create_block();
+        self.b.ins().jump(body, &[]);
+        self.b.switch_to_block(body);
+        self.bind_var(l.var, var)?;
+        self.vector_body(l, &plan)?;
+        self.unbind_var(l.var);
+        self.latch(var, plan.lanes, main_end, body, exit);
+        self.scalar_loop(l, main_end, l.end)?;
+        Ok(true)
+    }
+
+    fn vector_body(&mut self, l: &Loop, plan: &Plan) -> Result<()> {
+        let mut vectors: HashMap<ValueId, (Value, Ty)> = HashMap::new();
+        for stmt in &l.body {
+            match stmt {
+                Stmt::Let(id, _) if !plan.varying.contains_key(id) && self.is_defined(*id) => {}
+                Stmt::Let(id, op) => match plan.varying.get(id) {
+                    None => {
+                        let (v, ty) = self.op(op)?;
+                        self.define(*id, v, ty)?;
+                    }
+                    Some(&ty) => {
+                        let v = self.vector_op(op, ty, plan.lanes, &vectors)?;
+                        vectors.insert(*id, (v, ty));
+                    }
+                },
+                Stmt::Store { buf, index, mem, value } => {
+                    let ty = mem.reg();
+                    let v = self.vector_operand(*value, ty, plan.lanes, &vectors)?;
+                    let addr = self.index(index, access_form(*buf, *mem)?)?;
+                    self.b.ins().store(mem_flags(), v, addr, 0);
+                }
+                _ => return Err(mismatch()),
+            }
+        }
+        for stmt in &l.body {
+            if let Stmt::Let(id, _) = stmt {
+                self.undefine(*id);
+            }
+        }
+        Ok(())
+    }
+
+    /// `id` as a vector of `ty`: a varying value as is, a uniform one splatted (a `Pred` as
+    /// an all-ones or all-zeros mask).
+    fn vector_operand(
+        &mut self,
+        id: ValueId,
+        ty: Ty,
+        lanes: i64,
+        vectors: &HashMap<ValueId, (Value, Ty)>,
+    ) -> Result<Value> {
+        if let Some(&(v, have)) = vectors.get(&id) {
+            if have != ty {
+                return Err(Failure::Malformed(format!("value %{} has type {have:?} where {ty:?} is expected", id.0)));
+            }
+            return Ok(v);
+        }
+        let s = self.typed(id, ty)?;
+        let vt = vector_type(ty, lanes);
+        let lane = if ty == Ty::Pred {
+            let all = self.b.ins().ineg(s);
+            self.b.ins().sextend(vt.lane_type(), all)
+        } else {
+            s
+        };
+        Ok(self.b.ins().splat(vt, lane))
+    }
+
+    fn vector_op(&mut self, op: &Op, ty: Ty, lanes: i64, vectors: &HashMap<ValueId, (Value, Ty)>) -> Result<Value> {
+        let vt = vector_type(ty, lanes);
+        Ok(match op {
+            Op::Load { buf, index, mem } => {
+                let addr = self.index(index, access_form(*buf, *mem)?)?;
+                self.b.ins().load(vt, mem_flags(), addr, 0)
+            }
+            Op::Unary { op, ty, a } => {
+                let x = self.vector_operand(*a, *ty, lanes, vectors)?;
+                let ins = self.b.ins();
+                match (op, ty.is_float()) {
+                    (UnOp::Neg, true) => ins.fneg(x),
+                    (UnOp::Abs, true) => ins.fabs(x),
+                    (UnOp::Sqrt, _) => ins.sqrt(x),
+                    (UnOp::Floor, _) => ins.floor(x),
+                    (UnOp::Ceil, _) => ins.ceil(x),
+                    (UnOp::Trunc, _) => ins.trunc(x),
+                    (UnOp::RoundEven, _) => ins.nearest(x),
+                    (UnOp::Neg, false) => ins.ineg(x),
+                    (UnOp::Abs, false) => ins.iabs(x),
+                    _ => ins.bnot(x),
+                }
+            }
+            Op::Binary { op, ty, a, b } => {
+                let x = self.vector_operand(*a, *ty, lanes, vectors)?;
+                let y = self.vector_operand(*b, *ty, lanes, vectors)?;
+                if matches!(op, BinOp::FMax | BinOp::FMin) {
+                    return Ok(self.fmaxmin(*op == BinOp::FMax, x, y));
+                }
+                let ins = self.b.ins();
+                match (op, ty.is_float()) {
+                    (BinOp::Add, true) => ins.fadd(x, y),
+                    (BinOp::Sub, true) => ins.fsub(x, y),
+                    (BinOp::Mul, true) => ins.fmul(x, y),
+                    (BinOp::FDiv, _) => ins.fdiv(x, y),
+                    (BinOp::Add, false) => ins.iadd(x, y),
+                    (BinOp::Sub, false) => ins.isub(x, y),
+                    (BinOp::Mul, false) => ins.imul(x, y),
+                    (BinOp::And, _) => ins.band(x, y),
+                    (BinOp::Or, _) => ins.bor(x, y),
+                    (BinOp::Xor, _) => ins.bxor(x, y),
+                    (BinOp::SMax, _) => ins.smax(x, y),
+                    (BinOp::SMin, _) => ins.smin(x, y),
+                    (BinOp::UMax, _) => ins.umax(x, y),
+                    _ => ins.umin(x, y),
+                }
+            }
+            Op::Cmp { op, ty, a, b } => {
+                let x = self.vector_operand(*a, *ty, lanes, vectors)?;
+                let y = self.vector_operand(*b, *ty, lanes, vectors)?;
+                match (float_cc(*op), int_cc(*op)) {
+                    (Some(cc), _) if ty.is_float() => self.b.ins().fcmp(cc, x, y),
+                    (_, Some(cc)) if !ty.is_float() => self.b.ins().icmp(cc, x, y),
+                    _ => return Err(mismatch()),
+                }
+            }
+            Op::Select { ty, cond, a, b } => {
+                let x = self.vector_operand(*a, *ty, lanes, vectors)?;
+                let y = self.vector_operand(*b, *ty, lanes, vectors)?;
+                if vectors.contains_key(cond) {
+                    let mask = self.vector_operand(*cond, Ty::Pred, lanes, vectors)?;
+                    let mask = if vt == vector_type(Ty::Pred, lanes) {
+                        mask
+                    } else {
+                        self.b.ins().bitcast(vt, lane_cast_flags(), mask)
+                    };
+                    self.b.ins().bitselect(mask, x, y)
+                } else {
+                    let c = self.typed(*cond, Ty::Pred)?;
+                    self.b.ins().select(c, x, y)
+                }
+            }
+            Op::Cast { op, from, a, .. } => {
+                let x = self.vector_operand(*a, *from, lanes, vectors)?;
+                let ins = self.b.ins();
+                match op {
+                    CastOp::Bitcast => ins.bitcast(vt, lane_cast_flags(), x),
+                    CastOp::SIToFP => ins.fcvt_from_sint(vt, x),
+                    _ => ins.fcvt_to_sint_sat(vt, x),
+                }
+            }
+            _ => return Err(mismatch()),
+        })
+    }
+}

@@ -1,0 +1,354 @@
+//! One kernel to one LLVM function: the calling convention, the grid loop and the walk over
+//! the statement tree (values, locals, loops, branches, calls).
+
+use std::collections::{HashMap, HashSet};
+
+use inkwell::attributes::AttributeLoc;
+use inkwell::builder::{Builder, BuilderError};
+use inkwell::context::Context;
+use inkwell::module::{Linkage, Module};
+use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::IntPredicate;
+
+use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
+
+use super::target::Host;
+use crate::CodegenError;
+
+/// Translation state for one kernel.
+pub struct Translator<'a, 'ctx> {
+    pub ctx: &'ctx Context,
+    pub module: &'a Module<'ctx>,
+    pub builder: Builder<'ctx>,
+    pub function: FunctionValue<'ctx>,
+    pub kernel: &'a Kernel,
+    /// Base address of every buffer, loaded once in the entry block.
+    pub bases: Vec<PointerValue<'ctx>>,
+    /// Values in scope, with their kernel type (checked at every use).
+    pub values: HashMap<ValueId, (BasicValueEnum<'ctx>, Ty)>,
+    pub locals: HashMap<LocalId, (PointerValue<'ctx>, Ty)>,
+    pub vars: HashMap<VarId, IntValue<'ctx>>,
+    /// Every id defined so far: the IR promises uniqueness, and a repeated id would otherwise
+    /// silently shadow.
+    defined: HashSet<(u8, u32)>,
+    /// The entry block's terminator: allocas go before it so mem2reg promotes them.
+    alloca_point: inkwell::values::InstructionValue<'ctx>,
+    symbols: &'a HashSet<&'static str>,
+}
+
+/// What a scope (one statement list) defined, to be forgotten when the list ends.
+#[derive(Default)]
+struct Scope {
+    values: Vec<ValueId>,
+    locals: Vec<LocalId>,
+}
+
+pub fn builder_error(kernel: &str) -> impl Fn(BuilderError) -> CodegenError + '_ {
+    move |e| CodegenError::Backend { tier: "llvm", kernel: kernel.to_string(), message: format!("IR builder: {e}") }
+}
+
+/// Adds `kernel` to `module` as `void name(ptr buffers, i64 grid_lo, i64 grid_hi)`.
+pub fn translate<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    host: &Host,
+    kernel: &Kernel,
+    symbols: &HashSet<&'static str>,
+) -> Result<(), CodegenError> {
+    let unsupported = |what: String| CodegenError::Unsupported { tier: "llvm", kernel: kernel.name.clone(), what };
+    // The verifier proves the contract the translation relies on, bounds included: compiled
+    // code does not check indices, so a kernel whose accesses cannot be shown in bounds is
+    // refused here rather than left to corrupt memory at run time. The checks below stay as
+    // a second line so nothing in this tier can panic on a kernel the verifier missed.
+    verify_kernel(kernel).map_err(|e| unsupported(format!("the kernel does not verify: {e}")))?;
+    if kernel.name.is_empty() || kernel.name.contains('\0') {
+        return Err(unsupported(format!("kernel name {:?} is not a symbol", kernel.name)));
+    }
+    if module.get_function(&kernel.name).is_some() || symbols.contains(kernel.name.as_str()) {
+        return Err(unsupported(format!("kernel name '{}' is already taken in this compile", kernel.name)));
+    }
+    let i64t = ctx.i64_type();
+    let ptr = ctx.ptr_type(Default::default());
+    let fn_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let function = module.add_function(&kernel.name, fn_type, Some(Linkage::External));
+    for (key, value) in [("target-cpu", host.cpu.as_str()), ("target-features", host.features.as_str())] {
+        function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(key, value));
+    }
+    if host.avx512 {
+        function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("prefer-vector-width", "512"));
+    }
+    let nounwind = inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind");
+    function.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(nounwind, 0));
+    // The buffer table is only read, and nothing else accesses it during the call.
+    for attr in ["noalias", "readonly"] {
+        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
+        if kind != 0 {
+            function.add_attribute(AttributeLoc::Param(0), ctx.create_enum_attribute(kind, 0));
+        }
+    }
+
+    let builder = ctx.create_builder();
+    let err = builder_error(&kernel.name);
+    let entry = ctx.append_basic_block(function, "entry");
+    builder.position_at_end(entry);
+    let table =
+        function.get_nth_param(0).ok_or_else(|| unsupported("no buffer parameter".into()))?.into_pointer_value();
+    // All base pointers are loaded up front: loaded inside loops, each load would have to be
+    // repeated after every store (LLVM cannot tell the table from the data), which blocks
+    // vectorization. The bases are not marked `noalias`: the lowering never passes one buffer
+    // twice to a launch, but buffer assignment may let an output reuse a dead input's memory
+    // (an in-place elementwise update), and `noalias` would make that undefined. The
+    // vectorizer's runtime overlap checks (a few compares per loop entry) keep both cases
+    // correct and vectorized.
+    let mut bases = Vec::with_capacity(kernel.buffers.len());
+    for i in 0..kernel.buffers.len() {
+        // SAFETY: `i` is below the table's length, which is the kernel's buffer count.
+        let slot = unsafe { builder.build_in_bounds_gep(ptr, table, &[i64t.const_int(i as u64, false)], "slot") }
+            .map_err(&err)?;
+        bases.push(builder.build_load(ptr, slot, &format!("buf{i}")).map_err(&err)?.into_pointer_value());
+    }
+    let body = ctx.append_basic_block(function, "body");
+    let alloca_point = builder.build_unconditional_branch(body).map_err(&err)?;
+    builder.position_at_end(body);
+
+    let mut t = Translator {
+        ctx,
+        module,
+        builder,
+        function,
+        kernel,
+        bases,
+        values: HashMap::new(),
+        locals: HashMap::new(),
+        vars: HashMap::new(),
+        defined: HashSet::new(),
+        alloca_point,
+        symbols,
+    };
+    let lo = function.get_nth_param(1).map(|p| p.into_int_value());
+    let hi = function.get_nth_param(2).map(|p| p.into_int_value());
+    let (Some(lo), Some(hi)) = (lo, hi) else { return Err(unsupported("missing grid parameters".into())) };
+    t.define_var(kernel.grid.var)?;
+    t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body))?;
+    t.builder.build_return(None).map_err(&err)?;
+    Ok(())
+}
+
+impl<'a, 'ctx> Translator<'a, 'ctx> {
+    pub fn unsupported(&self, what: impl Into<String>) -> CodegenError {
+        CodegenError::Unsupported { tier: "llvm", kernel: self.kernel.name.clone(), what: what.into() }
+    }
+
+    pub fn err(&self) -> impl Fn(BuilderError) -> CodegenError + '_ {
+        builder_error(&self.kernel.name)
+    }
+
+    pub fn llvm_type(&self, ty: Ty) -> BasicTypeEnum<'ctx> {
+        match ty {
+            Ty::Pred => self.ctx.bool_type().into(),
+            Ty::I8 => self.ctx.i8_type().into(),
+            Ty::I16 => self.ctx.i16_type().into(),
+            Ty::I32 => self.ctx.i32_type().into(),
+            Ty::I64 => self.ctx.i64_type().into(),
+            Ty::F32 => self.ctx.f32_type().into(),
+            Ty::F64 => self.ctx.f64_type().into(),
+        }
+    }
+
+    /// The value `id`, which must be in scope and of type `ty`.
+    pub fn value(&self, id: ValueId, ty: Ty) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        match self.values.get(&id) {
+            Some(&(v, t)) if t == ty => Ok(v),
+            Some(&(_, t)) => Err(self.unsupported(format!("value %{} is {t:?} but is used as {ty:?}", id.0))),
+            None => Err(self.unsupported(format!("value %{} is used outside its scope", id.0))),
+        }
+    }
+
+    /// The value `id` and its type, which must be in scope.
+    pub fn value_any(&self, id: ValueId) -> Result<(BasicValueEnum<'ctx>, Ty), CodegenError> {
+        self.values
+            .get(&id)
+            .copied()
+            .ok_or_else(|| self.unsupported(format!("value %{} is used outside its scope", id.0)))
+    }
+
+    pub fn var(&self, var: VarId) -> Result<IntValue<'ctx>, CodegenError> {
+        self.vars
+            .get(&var)
+            .copied()
+            .ok_or_else(|| self.unsupported(format!("loop variable v{} is not in scope", var.0)))
+    }
+
+    fn define_var(&mut self, var: VarId) -> Result<(), CodegenError> {
+        if !self.defined.insert((0, var.0)) {
+            return Err(self.unsupported(format!("loop variable v{} is defined twice", var.0)));
+        }
+        Ok(())
+    }
+
+    /// Runs a statement list in its own scope.
+    fn block(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+        let mut scope = Scope::default();
+        let result = stmts.iter().try_for_each(|s| self.stmt(s, &mut scope));
+        for v in scope.values {
+            self.values.remove(&v);
+        }
+        for l in scope.locals {
+            self.locals.remove(&l);
+        }
+        result
+    }
+
+    fn stmt(&mut self, stmt: &Stmt, scope: &mut Scope) -> Result<(), CodegenError> {
+        match stmt {
+            Stmt::Let(id, op) => {
+                if !self.defined.insert((1, id.0)) {
+                    return Err(self.unsupported(format!("value %{} is defined twice", id.0)));
+                }
+                let value = self.op(op)?;
+                self.values.insert(*id, value);
+                scope.values.push(*id);
+            }
+            Stmt::Loop(l) => self.loop_stmt(l)?,
+            Stmt::DeclLocal { local, ty, init } => {
+                if !self.defined.insert((2, local.0)) {
+                    return Err(self.unsupported(format!("local l{} is declared twice", local.0)));
+                }
+                let init = self.value(*init, *ty)?;
+                let slot = self.entry_alloca(*ty, &format!("l{}", local.0))?;
+                self.builder.build_store(slot, init).map_err(self.err())?;
+                self.locals.insert(*local, (slot, *ty));
+                scope.locals.push(*local);
+            }
+            Stmt::SetLocal { local, value } => {
+                let (slot, ty) = self.local(*local)?;
+                let value = self.value(*value, ty)?;
+                self.builder.build_store(slot, value).map_err(self.err())?;
+            }
+            Stmt::Store { buf, index, mem, value } => self.store(*buf, index, *mem, *value)?,
+            Stmt::If { cond, then_body, else_body } => {
+                let cond = self.value(*cond, Ty::Pred)?.into_int_value();
+                let then_bb = self.ctx.append_basic_block(self.function, "then");
+                let else_bb = self.ctx.append_basic_block(self.function, "else");
+                let join = self.ctx.append_basic_block(self.function, "join");
+                self.builder.build_conditional_branch(cond, then_bb, else_bb).map_err(self.err())?;
+                for (bb, body) in [(then_bb, then_body), (else_bb, else_body)] {
+                    self.builder.position_at_end(bb);
+                    self.block(body)?;
+                    self.builder.build_unconditional_branch(join).map_err(self.err())?;
+                }
+                self.builder.position_at_end(join);
+            }
+            Stmt::Call { func, args } => self.call(func, args)?,
+        }
+        Ok(())
+    }
+
+    pub fn local(&self, local: LocalId) -> Result<(PointerValue<'ctx>, Ty), CodegenError> {
+        self.locals.get(&local).copied().ok_or_else(|| self.unsupported(format!("local l{} is not in scope", local.0)))
+    }
+
+    /// Locals are entry-block allocas of their register type, which mem2reg turns into SSA
+    /// values (an alloca anywhere else would stay in memory).
+    fn entry_alloca(&self, ty: Ty, name: &str) -> Result<PointerValue<'ctx>, CodegenError> {
+        let b = self.ctx.create_builder();
+        b.position_before(&self.alloca_point);
+        b.build_alloca(self.llvm_type(ty), name).map_err(self.err())
+    }
+
+    fn loop_stmt(&mut self, l: &Loop) -> Result<(), CodegenError> {
+        self.define_var(l.var)?;
+        let i64t = self.ctx.i64_type();
+        let (start, end) = (i64t.const_int(l.start as u64, true), i64t.const_int(l.end as u64, true));
+        self.counted_loop(l.var, start, end, |t| t.block(&l.body))
+    }
+
+    /// `for var in lo..hi { body }` in the shape LLVM's loop passes expect: a guard, a header
+    /// with the induction variable's phi, and a latch that increments by one and compares
+    /// with `hi`.
+    fn counted_loop(
+        &mut self,
+        var: VarId,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        body: impl FnOnce(&mut Self) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let i64t = self.ctx.i64_type();
+        let guard = self.builder.get_insert_block().ok_or_else(|| self.unsupported("no insertion block"))?;
+        let header = self.ctx.append_basic_block(self.function, &format!("loop{}", var.0));
+        let exit = self.ctx.append_basic_block(self.function, &format!("exit{}", var.0));
+        let nonempty = self.builder.build_int_compare(IntPredicate::SLT, lo, hi, "nonempty").map_err(self.err())?;
+        self.builder.build_conditional_branch(nonempty, header, exit).map_err(self.err())?;
+        self.builder.position_at_end(header);
+        let phi = self.builder.build_phi(i64t, &format!("v{}", var.0)).map_err(self.err())?;
+        let iv = phi.as_basic_value().into_int_value();
+        self.vars.insert(var, iv);
+        let result = body(self);
+        self.vars.remove(&var);
+        result?;
+        // The increment cannot overflow: `iv < hi <= i64::MAX`.
+        let next = self.builder.build_int_nsw_add(iv, i64t.const_int(1, false), "next").map_err(self.err())?;
+        let more = self.builder.build_int_compare(IntPredicate::SLT, next, hi, "more").map_err(self.err())?;
+        let latch = self.builder.get_insert_block().ok_or_else(|| self.unsupported("no insertion block"))?;
+        self.builder.build_conditional_branch(more, header, exit).map_err(self.err())?;
+        phi.add_incoming(&[(&lo, guard), (&next, latch)]);
+        self.builder.position_at_end(exit);
+        Ok(())
+    }
+
+    /// Declares (once per module) an external function, which must be a runtime symbol.
+    pub fn external(
+        &self,
+        name: &str,
+        ret: Option<BasicTypeEnum<'ctx>>,
+        params: &[BasicMetadataTypeEnum<'ctx>],
+    ) -> Result<FunctionValue<'ctx>, CodegenError> {
+        if !self.symbols.contains(name) {
+            return Err(self.unsupported(format!("call to '{name}', which is not a runtime symbol")));
+        }
+        let fn_type = match ret {
+            Some(r) => r.fn_type(params, false),
+            None => self.ctx.void_type().fn_type(params, false),
+        };
+        match self.module.get_function(name) {
+            Some(f) if f.get_type() == fn_type => Ok(f),
+            Some(_) => Err(self.unsupported(format!("'{name}' is called with two different signatures"))),
+            None => {
+                let f = self.module.add_function(name, fn_type, Some(Linkage::External));
+                let nounwind = inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind");
+                f.add_attribute(AttributeLoc::Function, self.ctx.create_enum_attribute(nounwind, 0));
+                Ok(f)
+            }
+        }
+    }
+
+    /// `Stmt::Call`: a runtime function returning nothing. Integers and floats pass with their
+    /// register type; a `Pred` passes as a 0/1 byte (a C `bool`).
+    fn call(&mut self, func: &str, args: &[CallArg]) -> Result<(), CodegenError> {
+        let mut values: Vec<BasicMetadataValueEnum<'ctx>> = Vec::with_capacity(args.len());
+        let mut types: Vec<BasicMetadataTypeEnum<'ctx>> = Vec::with_capacity(args.len());
+        for arg in args {
+            let v: BasicValueEnum<'ctx> = match arg {
+                CallArg::Ptr { buf, index } => self.element_ptr(*buf, index)?.into(),
+                CallArg::I64(c) => self.ctx.i64_type().const_int(*c as u64, true).into(),
+                CallArg::Value(id) => {
+                    let (v, ty) = self.value_any(*id)?;
+                    if ty == Ty::Pred {
+                        self.builder
+                            .build_int_z_extend(v.into_int_value(), self.ctx.i8_type(), "bool")
+                            .map_err(self.err())?
+                            .into()
+                    } else {
+                        v
+                    }
+                }
+            };
+            types.push(v.get_type().into());
+            values.push(v.into());
+        }
+        let f = self.external(func, None, &types)?;
+        self.builder.build_call(f, &values, "").map_err(self.err())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,62 @@
+//! The LLVM tier (DESIGN.md section 6): kernels become LLVM functions tuned for the host CPU,
+//! optimized with the `default<O3>` pipeline and JIT-compiled with MCJIT.
+
+mod engine;
+mod function;
+mod index;
+mod memory;
+mod ops;
+mod target;
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use inkwell::context::Context;
+use inkwell::passes::PassBuilderOptions;
+
+use tessera_lower::kernel::Kernel;
+
+pub use engine::LlvmCode;
+
+use crate::{CodegenError, CompiledKernels};
+
+/// Compiles `kernels` into one module; `functions[i]` of the result runs `kernels[i]`.
+pub fn compile(kernels: &[Kernel]) -> Result<CompiledKernels, CodegenError> {
+    let start = Instant::now();
+    let host = target::host()?;
+    let context = Box::new(Context::create());
+    // SAFETY: the reference outlives every use: `build` drops all it creates from the context
+    // except the engine, which `LlvmCode` disposes of before the context.
+    let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
+    let (engine, functions) = build(ctx, host, kernels)?;
+    // SAFETY: `engine` comes from a module of `context`, and `build` returned nothing else
+    // made from it.
+    let code = unsafe { LlvmCode::new(engine, context) };
+    Ok(CompiledKernels { functions, code: Box::new(code), compile_time: start.elapsed() })
+}
+
+fn build(
+    ctx: &'static Context,
+    host: &target::Host,
+    kernels: &[Kernel],
+) -> Result<(inkwell::execution_engine::ExecutionEngine<'static>, Vec<crate::KernelFn>), CodegenError> {
+    let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message };
+    let symbols = tessera_runtime::abi::symbols();
+    let names: HashSet<&'static str> = symbols.iter().map(|(n, _)| *n).collect();
+    let machine = host.machine()?;
+    let module = ctx.create_module("tessera");
+    module.set_triple(&machine.get_triple());
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    for kernel in kernels {
+        function::translate(ctx, &module, host, kernel, &names)?;
+    }
+    module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
+    module
+        .run_passes("default<O3>", &machine, PassBuilderOptions::create())
+        .map_err(|e| backend(format!("O3 pipeline: {e}")))?;
+    let kernel_names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
+    let (engine, functions) = engine::jit(&module, &kernel_names, &symbols)?;
+    // The module's own clone of the engine goes with it, leaving `engine` the only one.
+    drop(module);
+    Ok((engine, functions))
+}

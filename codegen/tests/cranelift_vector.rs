@@ -1,0 +1,316 @@
+//! Vector loops: innermost loops with a vector width become f32x4 / i32x4 / f64x2 loops plus a
+//! scalar tail when their body allows it. Checked against the interpreter bit for bit (through
+//! `common::run`) on hand-written kernels and on seeded random vectorizable bodies, and
+//! through the Cranelift IR for which loops get vectors.
+
+mod common;
+
+use common::*;
+use tessera_lower::kernel::*;
+
+fn clif(kernel: &Kernel) -> String {
+    tessera_codegen::cranelift::clif(kernel).unwrap()
+}
+
+fn has_vectors(kernel: &Kernel) -> bool {
+    let text = clif(kernel);
+    text.contains("f32x4") || text.contains("i32x4") || text.contains("f64x2")
+}
+
+fn t(src: IndexSrc, scale: i64) -> Term {
+    Term { src, div: 1, modulo: None, scale }
+}
+
+/// `y[g, i] = a * x[g, i] + y[g, i]` over `i in start..end`, `a` a broadcast load per row.
+fn saxpy(ty: Ty, rows: i64, start: i64, end: i64, width: u32) -> Kernel {
+    let cols = end + 1;
+    let mut k = KernelBuilder::new("saxpy", rows);
+    let a = k.buffer("a", MemType::Scalar(ty), rows, false);
+    let x = k.buffer("x", MemType::Scalar(ty), rows * cols, false);
+    let y = k.buffer("y", MemType::Scalar(ty), rows * cols, true);
+    let g = k.grid_var();
+    let i = k.begin_loop(start, end);
+    let av = k.load(a, IndexExpr::var(g, 1));
+    let row = |v: VarId| IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(v), 1)], offset: 0 };
+    let xv = k.load(x, row(i));
+    let yv = k.load(y, row(i));
+    let p = k.binary(BinOp::Mul, ty, av, xv);
+    let s = k.binary(BinOp::Add, ty, p, yv);
+    k.store(y, row(i), s);
+    k.end_loop_vectorized(width, if (end - start) % i64::from(width) == 0 { Tail::None } else { Tail::Peel });
+    k.finish()
+}
+
+fn float_data(ty: Ty, n: usize, seed: u64) -> Vec<u8> {
+    let specials = samples(ty);
+    let v: Vec<u64> = (0..n as u64)
+        .map(|i| {
+            let h = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed;
+            if h % 5 == 0 {
+                specials[(h / 5 % specials.len() as u64) as usize]
+            } else {
+                let x = ((h >> 20) % 20001) as f64 / 1000.0 - 10.0;
+                if ty == Ty::F32 {
+                    u64::from((x as f32).to_bits())
+                } else if ty == Ty::F64 {
+                    x.to_bits()
+                } else {
+                    h >> 7
+                }
+            }
+        })
+        .collect();
+    encode(ty, &v)
+}
+
+#[test]
+fn saxpy_vectorizes_with_and_without_tails() {
+    for ty in [Ty::F32, Ty::F64, Ty::I32] {
+        for (start, end) in [(0, 16), (0, 19), (3, 10), (1, 2), (0, 3), (5, 5)] {
+            let rows = 3;
+            let kernel = saxpy(ty, rows, start, end, 8);
+            let lanes = if ty == Ty::F64 { 2 } else { 4 };
+            assert_eq!(has_vectors(&kernel), end - start >= lanes, "{ty:?} {start}..{end}");
+            let n = (rows * (end + 1)) as usize;
+            let mut bufs = vec![float_data(ty, rows as usize, 1), float_data(ty, n, 2), float_data(ty, n, 3)];
+            run(&kernel, &mut bufs);
+        }
+    }
+}
+
+#[test]
+fn loops_that_are_not_eligible_stay_scalar_and_correct() {
+    // Stride 2 (not contiguous), a width below the lane count, and an i64 body.
+    let n = 12i64;
+    let mut k = KernelBuilder::new("strided", 1);
+    let x = k.buffer("x", MemType::Scalar(Ty::F32), 2 * n, false);
+    let y = k.buffer("y", MemType::Scalar(Ty::F32), n, true);
+    let i = k.begin_loop(0, n);
+    let v = k.load(x, IndexExpr::var(i, 2));
+    k.store(y, IndexExpr::var(i, 1), v);
+    k.end_loop_vectorized(4, Tail::None);
+    let strided = k.finish();
+    assert!(!has_vectors(&strided));
+    let mut bufs = vec![float_data(Ty::F32, 2 * n as usize, 4), vec![0; n as usize * 4]];
+    run(&strided, &mut bufs);
+
+    let narrow = saxpy(Ty::F32, 1, 0, 12, 2);
+    assert!(!has_vectors(&narrow), "width 2 does not allow 4 f32 lanes");
+    let mut bufs = vec![float_data(Ty::F32, 1, 5), float_data(Ty::F32, 13, 6), float_data(Ty::F32, 13, 7)];
+    run(&narrow, &mut bufs);
+    assert!(has_vectors(&saxpy(Ty::F64, 1, 0, 12, 2)), "width 2 allows 2 f64 lanes");
+
+    let wide_ints = saxpy(Ty::I64, 2, 0, 9, 4);
+    assert!(!has_vectors(&wide_ints));
+    let mut bufs = vec![float_data(Ty::I64, 2, 8), float_data(Ty::I64, 20, 9), float_data(Ty::I64, 20, 10)];
+    run(&wide_ints, &mut bufs);
+}
+
+/// A seeded generator of vectorizable loop bodies: contiguous and broadcast loads of one
+/// element type, every op with a vector form, comparisons feeding selects and mask logic,
+/// 32-bit int<->float casts, uniform subexpressions, and contiguous stores.
+struct Gen {
+    state: u64,
+}
+
+impl Gen {
+    fn next(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+fn random_vector_kernel(seed: u64) -> Kernel {
+    let mut r = Gen { state: seed };
+    let base = r.pick(&[Ty::F32, Ty::I32, Ty::F64]);
+    let rows = 1 + r.below(3) as i64;
+    let start = r.below(4) as i64;
+    let trip = r.below(30) as i64;
+    let width = r.pick(&[4u32, 8, 16]);
+    let cols = start + trip + 2;
+    let mut k = KernelBuilder::new(format!("vec_{seed}"), rows);
+    // 32-bit loops also read the other 32-bit type, so casts and bitcasts meet loads.
+    let other = match base {
+        Ty::F32 => Ty::I32,
+        Ty::I32 => Ty::F32,
+        _ => Ty::F64,
+    };
+    let ins: Vec<(BufId, Ty)> = (0..3)
+        .map(|j| {
+            let ty = if j == 2 { other } else { base };
+            (k.buffer(format!("in{j}"), MemType::Scalar(ty), rows * cols, false), ty)
+        })
+        .collect();
+    let scalars = k.buffer("s", MemType::Scalar(base), rows, false);
+    let outs: Vec<(BufId, Ty)> = [base, other]
+        .iter()
+        .enumerate()
+        .map(|(j, &ty)| (k.buffer(format!("out{j}"), MemType::Scalar(ty), rows * cols, true), ty))
+        .collect();
+    let g = k.grid_var();
+    let i = k.begin_loop(start, start + trip);
+    let shift = r.below(2) as i64;
+    let at =
+        |v: VarId, off: i64| IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(v), 1)], offset: off };
+    let mut pool: Vec<(ValueId, Ty)> = Vec::new();
+    for &(buf, ty) in &ins {
+        pool.push((k.load(buf, at(i, shift)), ty));
+    }
+    let bcast = k.load(scalars, IndexExpr::var(g, 1));
+    pool.push((bcast, base));
+    let c = match base {
+        Ty::F32 => Const::F32(1.5f32.to_bits()),
+        Ty::F64 => Const::F64((-0.75f64).to_bits()),
+        _ => Const::Int { ty: Ty::I32, bits: 3 },
+    };
+    let cv = k.constant(c);
+    pool.push((cv, base));
+    // A uniform subexpression (no loop variable): stays scalar inside the vector loop.
+    let u = k.binary(BinOp::Add, base, bcast, cv);
+    pool.push((u, base));
+    let mut preds: Vec<ValueId> = Vec::new();
+    for _ in 0..(3 + r.below(10)) {
+        let ty = if r.below(4) == 0 { other } else { base };
+        let of: Vec<ValueId> = pool.iter().filter(|p| p.1 == ty).map(|p| p.0).collect();
+        if of.is_empty() {
+            continue;
+        }
+        let a = of[r.below(of.len() as u64) as usize];
+        let b = of[r.below(of.len() as u64) as usize];
+        let v = match r.below(6) {
+            0 if ty.is_float() => {
+                let op =
+                    r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Sqrt, UnOp::Floor, UnOp::Ceil, UnOp::Trunc, UnOp::RoundEven]);
+                k.unary(op, ty, a)
+            }
+            0 => k.unary(r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Not]), ty, a),
+            1 | 2 if ty.is_float() => {
+                k.binary(r.pick(&[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::FDiv, BinOp::FMax, BinOp::FMin]), ty, a, b)
+            }
+            1 | 2 => {
+                use BinOp::*;
+                k.binary(r.pick(&[Add, Sub, Mul, And, Or, Xor, SMax, SMin, UMax, UMin]), ty, a, b)
+            }
+            3 => {
+                use CmpOp::*;
+                let op = if ty.is_float() {
+                    r.pick(&[FEq, FNe, FLt, FLe, FGt, FGe])
+                } else {
+                    r.pick(&[Eq, Ne, Slt, Sle, Sgt, Sge, Ult, Ule, Ugt, Uge])
+                };
+                let p = k.cmp(op, ty, a, b);
+                let p = if preds.is_empty() || r.below(2) == 0 {
+                    p
+                } else {
+                    let q = preds[r.below(preds.len() as u64) as usize];
+                    let m = k.binary(r.pick(&[BinOp::And, BinOp::Or, BinOp::Xor]), Ty::Pred, p, q);
+                    if r.below(3) == 0 {
+                        k.unary(UnOp::Not, Ty::Pred, m)
+                    } else {
+                        m
+                    }
+                };
+                preds.push(p);
+                continue;
+            }
+            4 if !preds.is_empty() => {
+                let p = preds[r.below(preds.len() as u64) as usize];
+                k.select(ty, p, a, b)
+            }
+            5 if ty != Ty::F64 => {
+                let (to, op) = match (ty, r.below(2)) {
+                    (Ty::F32, 0) => (Ty::I32, CastOp::Bitcast),
+                    (Ty::F32, _) => (Ty::I32, CastOp::FPToSISat),
+                    (_, 0) => (Ty::F32, CastOp::Bitcast),
+                    _ => (Ty::F32, CastOp::SIToFP),
+                };
+                let v = k.cast(op, ty, to, a);
+                pool.push((v, to));
+                continue;
+            }
+            _ => continue,
+        };
+        pool.push((v, ty));
+    }
+    for &(buf, ty) in &outs {
+        let last = pool.iter().rev().find(|p| p.1 == ty).map(|p| p.0);
+        if let Some(v) = last {
+            k.store(buf, at(i, 1), v);
+        }
+    }
+    k.end_loop_vectorized(width, if trip % i64::from(width) == 0 { Tail::None } else { Tail::Peel });
+    k.finish()
+}
+
+#[test]
+fn random_vectorizable_bodies_match_the_interpreter() {
+    let mut vectorized = 0;
+    for seed in 0..400u64 {
+        let kernel = random_vector_kernel(seed);
+        let Stmt::Loop(l) = &kernel.body[0] else { unreachable!() };
+        let lanes = if matches!(kernel.buffers[0].mem, MemType::Scalar(Ty::F64)) { 2 } else { 4 };
+        let vector = has_vectors(&kernel);
+        assert_eq!(vector, l.end - l.start >= lanes, "seed {seed}:\n{kernel}\n{}", clif(&kernel));
+        vectorized += usize::from(vector);
+        let mut bufs: Vec<Vec<u8>> = kernel
+            .buffers
+            .iter()
+            .enumerate()
+            .map(|(j, b)| {
+                let MemType::Scalar(ty) = b.mem else { unreachable!() };
+                float_data(ty, b.len as usize, seed * 7 + j as u64)
+            })
+            .collect();
+        run(&kernel, &mut bufs);
+    }
+    assert!(vectorized > 250, "only {vectorized} of 400 got vector loops");
+}
+
+#[test]
+fn uniform_calls_locals_and_writable_loads_in_vector_loops() {
+    // out[g, i] = x[g, i] * pow(0.9, t + 1) + acc + w[g] where acc is a local from outside the
+    // loop and w a buffer the kernel also writes (so its load stays in the loop).
+    let (rows, cols) = (3i64, 11i64);
+    let mut k = KernelBuilder::new("adam_like", rows);
+    let x = k.buffer("x", MemType::Scalar(Ty::F32), rows * cols, false);
+    let tb = k.buffer("t", MemType::Scalar(Ty::I32), 1, false);
+    let w = k.buffer("w", MemType::Scalar(Ty::F32), rows, true);
+    let out = k.buffer("out", MemType::Scalar(Ty::F32), rows * cols, true);
+    let g = k.grid_var();
+    let half = k.constant(Const::F32(0.5f32.to_bits()));
+    let acc = k.local(Ty::F32, half);
+    let i = k.begin_loop(0, cols);
+    let at = IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(i), 1)], offset: 0 };
+    let xv = k.load(x, at.clone());
+    let tv = k.load(tb, IndexExpr::constant(0));
+    let one = k.constant(Const::Int { ty: Ty::I32, bits: 1 });
+    let t1 = k.binary(BinOp::Add, Ty::I32, tv, one);
+    let tf = k.cast(CastOp::SIToFP, Ty::I32, Ty::F32, t1);
+    let base = k.constant(Const::F32(0.9f32.to_bits()));
+    let p = k.math(MathFn::Pow, Ty::F32, vec![base, tf]);
+    let a = k.get_local(acc);
+    let wv = k.load(w, IndexExpr::var(g, 1));
+    let s = k.binary(BinOp::Add, Ty::F32, a, wv);
+    let m = k.binary(BinOp::Mul, Ty::F32, xv, p);
+    let r = k.binary(BinOp::Add, Ty::F32, m, s);
+    k.store(out, at, r);
+    k.end_loop_vectorized(8, Tail::Peel);
+    let kernel = k.finish();
+    assert!(has_vectors(&kernel));
+    let mut bufs = vec![
+        float_data(Ty::F32, (rows * cols) as usize, 11),
+        encode(Ty::I32, &[6]),
+        float_data(Ty::F32, rows as usize, 12),
+        vec![0; (rows * cols) as usize * 4],
+    ];
+    run(&kernel, &mut bufs);
+}

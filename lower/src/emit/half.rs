@@ -1,0 +1,237 @@
+//! f16 and bf16 as integer IR sequences: the kernel IR has no half-precision register type, so
+//! halves live as `I16` bits in memory and as exactly representable `F32` values in registers.
+//! These conversions round to nearest even, keep infinities, quiet NaNs (keeping their upper
+//! payload bits, as the `half` crate and x86's F16C do), handle subnormals and overflow to
+//! infinity.
+
+use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, Ty, ValueId};
+
+fn c32(b: &mut KernelBuilder, v: u32) -> ValueId {
+    b.constant(Const::Int { ty: Ty::I32, bits: i64::from(v as i32) })
+}
+
+fn bin(b: &mut KernelBuilder, op: BinOp, x: ValueId, y: u32) -> ValueId {
+    let c = c32(b, y);
+    b.binary(op, Ty::I32, x, c)
+}
+
+/// `I16` bf16 bits to the `F32` of the same value.
+pub fn bf16_to_f32(b: &mut KernelBuilder, h: ValueId) -> ValueId {
+    let x = b.cast(CastOp::ZExt, Ty::I16, Ty::I32, h);
+    let mag = bin(b, BinOp::And, x, 0x7fff);
+    let lim = c32(b, 0x7f80);
+    let is_nan = b.cmp(CmpOp::Ugt, Ty::I32, mag, lim);
+    let quiet = bin(b, BinOp::Or, x, 0x40);
+    let x = b.select(Ty::I32, is_nan, quiet, x);
+    let bits = bin(b, BinOp::Shl, x, 16);
+    b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, bits)
+}
+
+/// `F32` to `I16` bf16 bits, rounding to nearest even.
+pub fn f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
+    let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
+    let mag = bin(b, BinOp::And, x, 0x7fff_ffff);
+    let inf = c32(b, 0x7f80_0000);
+    let is_nan = b.cmp(CmpOp::Ugt, Ty::I32, mag, inf);
+    let hi = bin(b, BinOp::LShr, x, 16);
+    let nan = bin(b, BinOp::Or, hi, 0x40);
+    // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry moves into the
+    // exponent, which is exactly the rounding to the next binade or to infinity.
+    let odd = bin(b, BinOp::And, hi, 1);
+    let bias = bin(b, BinOp::Add, odd, 0x7fff);
+    let sum = b.binary(BinOp::Add, Ty::I32, x, bias);
+    let rounded = bin(b, BinOp::LShr, sum, 16);
+    let r = b.select(Ty::I32, is_nan, nan, rounded);
+    b.cast(CastOp::Trunc, Ty::I32, Ty::I16, r)
+}
+
+/// `I16` f16 bits to the `F32` of the same value.
+pub fn f16_to_f32(b: &mut KernelBuilder, h: ValueId) -> ValueId {
+    let x = b.cast(CastOp::ZExt, Ty::I16, Ty::I32, h);
+    let sign = bin(b, BinOp::And, x, 0x8000);
+    let sign = bin(b, BinOp::Shl, sign, 16);
+    let e = bin(b, BinOp::LShr, x, 10);
+    let e = bin(b, BinOp::And, e, 0x1f);
+    let m = bin(b, BinOp::And, x, 0x3ff);
+    let m13 = bin(b, BinOp::Shl, m, 13);
+    // Normal: rebias the exponent by 127 - 15.
+    let e_rebiased = bin(b, BinOp::Add, e, 112);
+    let e_bits = bin(b, BinOp::Shl, e_rebiased, 23);
+    let normal = b.binary(BinOp::Or, Ty::I32, e_bits, m13);
+    // Infinity and NaN (NaN quieted).
+    let zero = c32(b, 0);
+    let m_zero = b.cmp(CmpOp::Eq, Ty::I32, m, zero);
+    let inf = c32(b, 0x7f80_0000);
+    let qnan_base = c32(b, 0x7fc0_0000);
+    let special_base = b.select(Ty::I32, m_zero, inf, qnan_base);
+    let special = b.binary(BinOp::Or, Ty::I32, special_base, m13);
+    // Zero and subnormals: m * 2^-24, exact in f32.
+    let mf = b.cast(CastOp::SIToFP, Ty::I32, Ty::F32, m);
+    let scale = b.constant(Const::F32((2.0f32).powi(-24).to_bits()));
+    let sub = b.binary(BinOp::Mul, Ty::F32, mf, scale);
+    let sub = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, sub);
+    let is_special = bin_cmp(b, CmpOp::Eq, e, 0x1f);
+    let is_small = bin_cmp(b, CmpOp::Eq, e, 0);
+    let r = b.select(Ty::I32, is_special, special, normal);
+    let r = b.select(Ty::I32, is_small, sub, r);
+    let r = b.binary(BinOp::Or, Ty::I32, r, sign);
+    b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, r)
+}
+
+fn bin_cmp(b: &mut KernelBuilder, op: CmpOp, x: ValueId, y: u32) -> ValueId {
+    let c = c32(b, y);
+    b.cmp(op, Ty::I32, x, c)
+}
+
+/// `F32` to `I16` f16 bits, rounding to nearest even.
+pub fn f32_to_f16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
+    let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
+    let sign = bin(b, BinOp::LShr, x, 16);
+    let sign = bin(b, BinOp::And, sign, 0x8000);
+    let a = bin(b, BinOp::And, x, 0x7fff_ffff);
+    // Infinity or NaN in, or a magnitude of at least 2^16 (which rounds to infinity).
+    let man = bin(b, BinOp::And, a, 0x007f_ffff);
+    let man_hi = bin(b, BinOp::LShr, man, 13);
+    let zero = c32(b, 0);
+    let man_zero = b.cmp(CmpOp::Eq, Ty::I32, man, zero);
+    let nan_bit = c32(b, 0x0200);
+    let nan_bit = b.select(Ty::I32, man_zero, zero, nan_bit);
+    let special = bin(b, BinOp::Or, man_hi, 0x7c00);
+    let special = b.binary(BinOp::Or, Ty::I32, special, nan_bit);
+    let is_nan_inf = bin_cmp(b, CmpOp::Uge, a, 0x7f80_0000);
+    let inf = c32(b, 0x7c00);
+    let big = b.select(Ty::I32, is_nan_inf, special, inf);
+    // Normal results: rebias and round half to even on the 13 dropped bits; a carry rolls
+    // into the exponent (up to infinity), which is the correct rounding.
+    let odd = bin(b, BinOp::LShr, a, 13);
+    let odd = bin(b, BinOp::And, odd, 1);
+    let rebias = bin(b, BinOp::Add, a, ((15u32.wrapping_sub(127)) << 23).wrapping_add(0xfff));
+    let rounded = b.binary(BinOp::Add, Ty::I32, rebias, odd);
+    let normal = bin(b, BinOp::LShr, rounded, 13);
+    // Subnormal results: adding 0.5 aligns the 10 mantissa bits at the bottom of the f32 and
+    // rounds them to nearest even in the IEEE addition itself.
+    let af = b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, a);
+    let magic = b.constant(Const::F32(0.5f32.to_bits()));
+    let sum = b.binary(BinOp::Add, Ty::F32, af, magic);
+    let sum = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, sum);
+    let sub = bin(b, BinOp::Sub, sum, 0.5f32.to_bits());
+    let is_big = bin_cmp(b, CmpOp::Uge, a, (127 + 16) << 23);
+    let is_sub = bin_cmp(b, CmpOp::Ult, a, 113 << 23);
+    let r = b.select(Ty::I32, is_sub, sub, normal);
+    let r = b.select(Ty::I32, is_big, big, r);
+    let r = b.binary(BinOp::Or, Ty::I32, r, sign);
+    b.cast(CastOp::Trunc, Ty::I32, Ty::I16, r)
+}
+
+/// Rounds an `F32` to the nearest f16 or bf16 value (`bf16` selects which), staying `F32`.
+pub fn round_f32_to(b: &mut KernelBuilder, f: ValueId, bf16: bool) -> ValueId {
+    if bf16 {
+        let h = f32_to_bf16(b, f);
+        bf16_to_f32(b, h)
+    } else {
+        let h = f32_to_f16(b, f);
+        f16_to_f32(b, h)
+    }
+}
+
+/// The value of f16 bits, for constants folded at lowering time.
+pub fn f16_bits_value(bits: u16) -> f32 {
+    ::half::f16::from_bits(bits).to_f32()
+}
+
+/// The value of bf16 bits, for constants folded at lowering time.
+pub fn bf16_bits_value(bits: u16) -> f32 {
+    ::half::bf16::from_bits(bits).to_f32()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{run_kernel, IndexExpr, MemType};
+
+    /// Runs `convert` over every element of `input` (of `from` memory) into `to` memory.
+    fn run(input: &[u8], n: i64, from: Ty, to: Ty, convert: fn(&mut KernelBuilder, ValueId) -> ValueId) -> Vec<u8> {
+        let mut b = KernelBuilder::new("conv", 1);
+        let src = b.buffer("src", MemType::Scalar(from), n, false);
+        let dst = b.buffer("dst", MemType::Scalar(to), n, true);
+        let i = b.begin_loop(0, n);
+        let x = b.load(src, IndexExpr::var(i, 1));
+        let y = convert(&mut b, x);
+        b.store(dst, IndexExpr::var(i, 1), y);
+        b.end_loop();
+        let k = b.finish();
+        let mut inp = input.to_vec();
+        let mut out = vec![0u8; n as usize * (to.bits() / 8) as usize];
+        run_kernel(&k, &mut [&mut inp, &mut out]).expect("conversion kernel runs");
+        out
+    }
+
+    fn all_halves() -> Vec<u8> {
+        (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect()
+    }
+
+    /// f32 inputs around every f16/bf16 rounding boundary: each upper half with low halves
+    /// below, at and above the halfway points of both formats.
+    fn f32_inputs() -> Vec<u32> {
+        let lows = [0u32, 1, 0x0fff, 0x1000, 0x1001, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0xc000, 0xffff];
+        (0..=u16::MAX).flat_map(|h| lows.iter().map(move |&l| (u32::from(h) << 16) | l)).collect()
+    }
+
+    fn u16s(bytes: &[u8]) -> Vec<u16> {
+        bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+    }
+
+    fn u32s(bytes: &[u8]) -> Vec<u32> {
+        bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    #[test]
+    fn f16_to_f32_matches_half_on_all_inputs() {
+        let out = u32s(&run(&all_halves(), 65536, Ty::I16, Ty::F32, f16_to_f32));
+        for (h, got) in (0..=u16::MAX).zip(out) {
+            assert_eq!(got, ::half::f16::from_bits(h).to_f32().to_bits(), "f16 bits {h:#06x}");
+        }
+    }
+
+    #[test]
+    fn bf16_to_f32_matches_half_on_all_inputs() {
+        let out = u32s(&run(&all_halves(), 65536, Ty::I16, Ty::F32, bf16_to_f32));
+        for (h, got) in (0..=u16::MAX).zip(out) {
+            assert_eq!(got, ::half::bf16::from_bits(h).to_f32().to_bits(), "bf16 bits {h:#06x}");
+        }
+    }
+
+    #[test]
+    fn f32_to_f16_matches_half() {
+        let inputs = f32_inputs();
+        let bytes: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let out = u16s(&run(&bytes, inputs.len() as i64, Ty::F32, Ty::I16, f32_to_f16));
+        for (x, got) in inputs.into_iter().zip(out) {
+            assert_eq!(got, ::half::f16::from_f32(f32::from_bits(x)).to_bits(), "f32 bits {x:#010x}");
+        }
+    }
+
+    #[test]
+    fn f32_to_bf16_matches_half() {
+        let inputs = f32_inputs();
+        let bytes: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let out = u16s(&run(&bytes, inputs.len() as i64, Ty::F32, Ty::I16, f32_to_bf16));
+        for (x, got) in inputs.into_iter().zip(out) {
+            assert_eq!(got, ::half::bf16::from_f32(f32::from_bits(x)).to_bits(), "f32 bits {x:#010x}");
+        }
+    }
+
+    #[test]
+    fn half_round_trips_are_exact_on_all_inputs() {
+        // Every f16/bf16 value widened and narrowed again gives back its bits (NaNs quieted).
+        let to_f16 = |b: &mut KernelBuilder, x: ValueId| {
+            let f = f16_to_f32(b, x);
+            f32_to_f16(b, f)
+        };
+        let out = u16s(&run(&all_halves(), 65536, Ty::I16, Ty::I16, to_f16));
+        for (h, got) in (0..=u16::MAX).zip(out) {
+            let want = ::half::f16::from_f32(::half::f16::from_bits(h).to_f32()).to_bits();
+            assert_eq!(got, want, "f16 bits {h:#06x}");
+        }
+    }
+}

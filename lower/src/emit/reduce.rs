@@ -1,0 +1,178 @@
+//! Reductions at one output element: loops over the reduced dimensions (in the input's
+//! physical order, so the innermost loop walks the input's most minor reduced dimension)
+//! around the reducer computation inlined on accumulator locals initialized from the init
+//! values. Variadic reductions carry one accumulator per input.
+
+use tessera_hlo::ir::AttrList;
+use tessera_hlo::{CompId, InstId, Opcode};
+
+use super::{layout_map, types, Emitter, Frame};
+use crate::kernel::{IndexExpr, ValueId};
+use crate::LowerError;
+
+impl<'m> Emitter<'m> {
+    /// The values (one per reduced input) of element `idx` of reduce `id`.
+    pub(crate) fn reduce_values(
+        &mut self,
+        f: &Frame<'m>,
+        id: InstId,
+        idx: &[IndexExpr],
+    ) -> Result<Vec<ValueId>, LowerError> {
+        let key = (f.id, id, idx.to_vec());
+        if let Some(v) = self.multi_cache.get(&key) {
+            return Ok(v.clone());
+        }
+        let inst = f.comp.inst(id);
+        let name = inst.name.clone();
+        let k = inst.operands.len() / 2;
+        if k == 0 || inst.operands.len() != 2 * k {
+            return Err(LowerError::invalid(&name, "reduce needs inputs and as many init values"));
+        }
+        let (inputs, inits) = inst.operands.split_at(k);
+        let reducer = inst.called("to_apply").ok_or_else(|| LowerError::invalid(&name, "reduce without to_apply"))?;
+        let in_shape = &f.comp.inst(inputs[0]).shape;
+        let in_map = layout_map(in_shape, &name)?;
+        let in_dims = in_map.dims().to_vec();
+        let rdims = inst.attr_ints("dimensions").ok_or_else(|| LowerError::invalid(&name, "missing dimensions"))?;
+        let mut reduced = vec![false; in_dims.len()];
+        for &d in rdims {
+            match usize::try_from(d).ok().and_then(|d| reduced.get_mut(d)) {
+                Some(r) => *r = true,
+                None => return Err(LowerError::invalid(&name, format!("dimension {d} out of range"))),
+            }
+        }
+        let mut full = vec![IndexExpr::default(); in_dims.len()];
+        let mut kept = idx.iter();
+        for d in 0..in_dims.len() {
+            if !reduced[d] {
+                full[d] = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
+            }
+        }
+        // f16/bf16 sums accumulate in f32 and round once at the end, as the reference
+        // interpreter (and XLA:CPU's float normalization of reductions) does.
+        let first_et = match &inst.shape {
+            tessera_hlo::Shape::Tuple(_) => None,
+            s => Some(s.element_type()),
+        };
+        let wide = k == 1 && first_et.is_some_and(types::is_half) && is_plain_add(self.module, reducer);
+        let mut locals = Vec::with_capacity(k);
+        for (i, &init) in inits.iter().enumerate() {
+            let et = match &inst.shape {
+                tessera_hlo::Shape::Tuple(s) => s.get(i).map(|s| s.element_type()),
+                s => Some(s.element_type()),
+            }
+            .ok_or_else(|| LowerError::invalid(&name, "reduce result shape"))?;
+            let ty = types::reg(et, &name)?;
+            let v = self.elem(f, init, &[])?;
+            locals.push(self.b.local(ty, v));
+        }
+        let empty = rdims.iter().any(|&d| in_dims[d as usize] == 0);
+        // The reduced dimensions loop over the input's physical digits (tile by tile for a
+        // tiled input, so its addresses stay affine), falling back to logical order for
+        // layouts without a digit decomposition.
+        let digits = super::nest::plan(&in_map, &[]).map(|ds| {
+            ds.into_iter().filter(|g| reduced[g.dim]).map(|g| super::nest::Digit { coef: 0, ..g }).collect::<Vec<_>>()
+        });
+        let digits = digits.unwrap_or_else(|| {
+            in_map
+                .layout()
+                .major_to_minor()
+                .filter_map(|d| usize::try_from(d).ok())
+                .filter(|&d| reduced[d])
+                .map(|d| super::nest::Digit { dim: d, weight: 1, extent: in_dims[d], coef: 0 })
+                .collect()
+        });
+        if !empty {
+            let kept = full.clone();
+            let inputs = inputs.to_vec();
+            let locals_c = locals.clone();
+            let frame = f.clone();
+            let mut body = move |em: &mut Emitter<'m>, ridx: &[IndexExpr], _: &IndexExpr| {
+                let mut full = kept.clone();
+                for (d, e) in ridx.iter().enumerate() {
+                    if reduced[d] {
+                        full[d] = e.clone();
+                    }
+                }
+                if wide {
+                    em.wide_add_step(&frame, inputs[0], &full, locals_c[0])
+                } else {
+                    em.reduce_step(&frame, &inputs, &full, &locals_c, reducer)
+                }
+            };
+            let limits: Vec<Option<i64>> = in_dims.iter().map(|&n| Some(n)).collect();
+            self.reduce_loops(&digits, limits, &mut body)?;
+        }
+        let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        if let (true, Some(et)) = (wide, first_et) {
+            out[0] = super::scalar::round(&mut self.b, et, out[0]);
+        }
+        self.multi_log.push(key.clone());
+        self.multi_cache.insert(key, out.clone());
+        Ok(out)
+    }
+
+    fn wide_add_step(
+        &mut self,
+        f: &Frame<'m>,
+        input: InstId,
+        full: &[IndexExpr],
+        local: crate::kernel::LocalId,
+    ) -> Result<(), LowerError> {
+        let acc = self.b.get_local(local);
+        let x = self.elem(f, input, full)?;
+        let s = self.b.binary(crate::kernel::BinOp::Add, crate::kernel::Ty::F32, acc, x);
+        self.b.set_local(local, s);
+        Ok(())
+    }
+
+    fn reduce_step(
+        &mut self,
+        f: &Frame<'m>,
+        inputs: &[InstId],
+        full: &[IndexExpr],
+        locals: &[crate::kernel::LocalId],
+        reducer: CompId,
+    ) -> Result<(), LowerError> {
+        let mut args: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        for &i in inputs {
+            args.push(self.elem(f, i, full)?);
+        }
+        let results = self.call_scalar(reducer, args)?;
+        if results.len() != locals.len() {
+            return Err(LowerError::invalid(
+                &f.comp.inst(inputs[0]).name,
+                "reducer returns the wrong number of values",
+            ));
+        }
+        for (&l, v) in locals.iter().zip(results) {
+            self.b.set_local(l, v);
+        }
+        Ok(())
+    }
+
+    /// Inlines a computation over scalars (a reducer) on `args`; a tuple root gives one value
+    /// per element.
+    pub(crate) fn call_scalar(&mut self, comp: CompId, args: Vec<ValueId>) -> Result<Vec<ValueId>, LowerError> {
+        let module = self.module;
+        let c = module.get(comp).ok_or_else(|| LowerError::invalid("reduce", "reducer computation missing"))?;
+        let frame = self.new_frame(c, args);
+        let root = c.root_inst();
+        if root.opcode == Opcode::Tuple {
+            let ops = root.operands.clone();
+            ops.into_iter().map(|o| self.elem(&frame, o, &[])).collect()
+        } else {
+            Ok(vec![self.elem(&frame, c.root, &[])?])
+        }
+    }
+}
+
+/// True when `comp` is `add(parameter 0, parameter 1)` and nothing else.
+fn is_plain_add(module: &tessera_hlo::Module, comp: CompId) -> bool {
+    let Some(c) = module.get(comp) else { return false };
+    let root = c.root_inst();
+    let mut params: Vec<i64> =
+        root.operands.iter().filter_map(|&o| c.get(o).and_then(|i| i.parameter_number())).collect();
+    params.sort_unstable();
+    root.opcode == Opcode::Add && c.instructions.len() == 3 && params == [0, 1]
+}

@@ -1,0 +1,508 @@
+//! XLA's elementwise semantics on register values, spelled out with the kernel IR's plain
+//! machine operations: integer division and remainder guarded for zero and `MIN / -1`,
+//! shifts saturating at the bit width, NaN-propagating maximum and minimum, `TOTALORDER`
+//! comparisons, saturating float-to-integer conversions, and f16/bf16 rounded after every
+//! operation (computed in f32, like XLA:CPU).
+
+use tessera_hlo::ir::{ComparisonDirection, ComparisonType};
+use tessera_hlo::{ElementType, Opcode};
+
+use super::half;
+use super::types::{is_half, is_unsigned, reg};
+use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, MathFn, Ty, UnOp, ValueId};
+use crate::LowerError;
+
+fn unsupported(inst: &str, op: Opcode, et: ElementType) -> LowerError {
+    LowerError::unsupported(inst, format!("{} on {}", op.name(), et.name()))
+}
+
+pub fn int_const(b: &mut KernelBuilder, ty: Ty, v: i64) -> ValueId {
+    if ty == Ty::Pred {
+        return b.constant(Const::Pred(v != 0));
+    }
+    b.constant(Const::Int { ty, bits: v })
+}
+
+pub fn float_const(b: &mut KernelBuilder, ty: Ty, v: f64) -> ValueId {
+    match ty {
+        Ty::F32 => b.constant(Const::F32((v as f32).to_bits())),
+        _ => b.constant(Const::F64(v.to_bits())),
+    }
+}
+
+/// Rounds an f32 register value to `et` when `et` is a half type.
+pub fn round(b: &mut KernelBuilder, et: ElementType, v: ValueId) -> ValueId {
+    match et {
+        ElementType::F16 => half::round_f32_to(b, v, false),
+        ElementType::BF16 => half::round_f32_to(b, v, true),
+        _ => v,
+    }
+}
+
+fn min_value(ty: Ty) -> i64 {
+    match ty {
+        Ty::I8 => i64::from(i8::MIN),
+        Ty::I16 => i64::from(i16::MIN),
+        Ty::I32 => i64::from(i32::MIN),
+        _ => i64::MIN,
+    }
+}
+
+pub fn unary(
+    b: &mut KernelBuilder,
+    op: Opcode,
+    et: ElementType,
+    x: ValueId,
+    inst: &str,
+) -> Result<ValueId, LowerError> {
+    use Opcode as O;
+    let ty = reg(et, inst)?;
+    if et == ElementType::Pred {
+        return match op {
+            O::Not => Ok(b.unary(UnOp::Not, Ty::Pred, x)),
+            _ => Err(unsupported(inst, op, et)),
+        };
+    }
+    if et.is_float() {
+        let math = |b: &mut KernelBuilder, f: MathFn| b.math(f, ty, vec![x]);
+        let r = match op {
+            O::Abs => return Ok(b.unary(UnOp::Abs, ty, x)),
+            O::Negate => return Ok(b.unary(UnOp::Neg, ty, x)),
+            O::Floor => return Ok(b.unary(UnOp::Floor, ty, x)),
+            O::Ceil => return Ok(b.unary(UnOp::Ceil, ty, x)),
+            O::RoundNearestEven => return Ok(b.unary(UnOp::RoundEven, ty, x)),
+            O::RoundNearestAfz => return Ok(math(b, MathFn::Round)),
+            O::Sign => {
+                // NaN and zeros pass through; everything else becomes +-1.
+                let zero = float_const(b, ty, 0.0);
+                let one = float_const(b, ty, 1.0);
+                let minus = float_const(b, ty, -1.0);
+                let pos = b.cmp(CmpOp::FGt, ty, x, zero);
+                let neg = b.cmp(CmpOp::FLt, ty, x, zero);
+                let r = b.select(ty, neg, minus, x);
+                return Ok(b.select(ty, pos, one, r));
+            }
+            O::IsFinite => {
+                let a = b.unary(UnOp::Abs, ty, x);
+                let inf = float_const(b, ty, f64::INFINITY);
+                return Ok(b.cmp(CmpOp::FLt, ty, a, inf));
+            }
+            O::Sqrt => b.unary(UnOp::Sqrt, ty, x),
+            O::Rsqrt => {
+                let s = b.unary(UnOp::Sqrt, ty, x);
+                let one = float_const(b, ty, 1.0);
+                b.binary(BinOp::FDiv, ty, one, s)
+            }
+            O::Cbrt => math(b, MathFn::Cbrt),
+            O::Exp => math(b, MathFn::Exp),
+            O::Expm1 => math(b, MathFn::Expm1),
+            O::Log => math(b, MathFn::Log),
+            O::Log1p => math(b, MathFn::Log1p),
+            O::Sin => math(b, MathFn::Sin),
+            O::Cos => math(b, MathFn::Cos),
+            O::Tan => math(b, MathFn::Tan),
+            O::Tanh => math(b, MathFn::Tanh),
+            O::Erf => math(b, MathFn::Erf),
+            O::Logistic => {
+                let n = b.unary(UnOp::Neg, ty, x);
+                let e = b.math(MathFn::Exp, ty, vec![n]);
+                let one = float_const(b, ty, 1.0);
+                let d = b.binary(BinOp::Add, ty, one, e);
+                b.binary(BinOp::FDiv, ty, one, d)
+            }
+            _ => return Err(unsupported(inst, op, et)),
+        };
+        return Ok(round(b, et, r));
+    }
+    if !et.is_integral() {
+        return Err(unsupported(inst, op, et));
+    }
+    Ok(match op {
+        O::Abs => b.unary(UnOp::Abs, ty, x),
+        O::Negate => b.unary(UnOp::Neg, ty, x),
+        O::Not => b.unary(UnOp::Not, ty, x),
+        O::PopulationCount => b.unary(UnOp::Popcnt, ty, x),
+        O::Clz => b.unary(UnOp::Clz, ty, x),
+        O::Sign => {
+            let zero = int_const(b, ty, 0);
+            let one = int_const(b, ty, 1);
+            if is_unsigned(et) {
+                let nz = b.cmp(CmpOp::Ne, ty, x, zero);
+                b.select(ty, nz, one, zero)
+            } else {
+                let minus = int_const(b, ty, -1);
+                let pos = b.cmp(CmpOp::Sgt, ty, x, zero);
+                let neg = b.cmp(CmpOp::Slt, ty, x, zero);
+                let r = b.select(ty, neg, minus, zero);
+                b.select(ty, pos, one, r)
+            }
+        }
+        _ => return Err(unsupported(inst, op, et)),
+    })
+}
+
+pub fn binary(
+    b: &mut KernelBuilder,
+    op: Opcode,
+    et: ElementType,
+    x: ValueId,
+    y: ValueId,
+    inst: &str,
+) -> Result<ValueId, LowerError> {
+    use Opcode as O;
+    let ty = reg(et, inst)?;
+    if et == ElementType::Pred {
+        let bop = match op {
+            O::And | O::Minimum | O::Multiply => BinOp::And,
+            O::Or | O::Maximum | O::Add => BinOp::Or,
+            O::Xor | O::Subtract => BinOp::Xor,
+            _ => return Err(unsupported(inst, op, et)),
+        };
+        return Ok(b.binary(bop, Ty::Pred, x, y));
+    }
+    if et.is_float() {
+        let r = match op {
+            O::Add => b.binary(BinOp::Add, ty, x, y),
+            O::Subtract => b.binary(BinOp::Sub, ty, x, y),
+            O::Multiply => b.binary(BinOp::Mul, ty, x, y),
+            O::Divide => b.binary(BinOp::FDiv, ty, x, y),
+            // Exact in any format: the result is representable, so it needs no rounding.
+            O::Maximum => return Ok(b.binary(BinOp::FMax, ty, x, y)),
+            O::Minimum => return Ok(b.binary(BinOp::FMin, ty, x, y)),
+            O::Remainder => b.math(MathFn::Fmod, ty, vec![x, y]),
+            O::Power => b.math(MathFn::Pow, ty, vec![x, y]),
+            O::Atan2 => b.math(MathFn::Atan2, ty, vec![x, y]),
+            _ => return Err(unsupported(inst, op, et)),
+        };
+        return Ok(round(b, et, r));
+    }
+    if !et.is_integral() {
+        return Err(unsupported(inst, op, et));
+    }
+    let unsigned = is_unsigned(et);
+    let width = i64::from(ty.bits());
+    Ok(match op {
+        O::Add => b.binary(BinOp::Add, ty, x, y),
+        O::Subtract => b.binary(BinOp::Sub, ty, x, y),
+        O::Multiply => b.binary(BinOp::Mul, ty, x, y),
+        O::And => b.binary(BinOp::And, ty, x, y),
+        O::Or => b.binary(BinOp::Or, ty, x, y),
+        O::Xor => b.binary(BinOp::Xor, ty, x, y),
+        O::Maximum => b.binary(if unsigned { BinOp::UMax } else { BinOp::SMax }, ty, x, y),
+        O::Minimum => b.binary(if unsigned { BinOp::UMin } else { BinOp::SMin }, ty, x, y),
+        O::Divide | O::Remainder => {
+            let zero = int_const(b, ty, 0);
+            let one = int_const(b, ty, 1);
+            let by_zero = b.cmp(CmpOp::Eq, ty, y, zero);
+            // x / 0 = -1 and x % 0 = x; signed MIN / -1 = MIN and MIN % -1 = 0, which a
+            // divisor of 1 gives for both (x % -1 is 0 for every x, so -1 is replaced always).
+            let unsafe_div = if unsigned {
+                by_zero
+            } else {
+                let minus = int_const(b, ty, -1);
+                let by_minus = b.cmp(CmpOp::Eq, ty, y, minus);
+                if op == O::Divide {
+                    let min = int_const(b, ty, min_value(ty));
+                    let is_min = b.cmp(CmpOp::Eq, ty, x, min);
+                    let ovf = b.binary(BinOp::And, Ty::Pred, is_min, by_minus);
+                    b.binary(BinOp::Or, Ty::Pred, by_zero, ovf)
+                } else {
+                    b.binary(BinOp::Or, Ty::Pred, by_zero, by_minus)
+                }
+            };
+            let safe = b.select(ty, unsafe_div, one, y);
+            let bop = match (op, unsigned) {
+                (O::Divide, false) => BinOp::SDiv,
+                (O::Divide, true) => BinOp::UDiv,
+                (_, false) => BinOp::SRem,
+                (_, true) => BinOp::URem,
+            };
+            let q = b.binary(bop, ty, x, safe);
+            let on_zero = if op == O::Divide { int_const(b, ty, -1) } else { x };
+            b.select(ty, by_zero, on_zero, q)
+        }
+        O::ShiftLeft | O::ShiftRightLogical | O::ShiftRightArithmetic => {
+            let w = int_const(b, ty, width);
+            let too_far = b.cmp(CmpOp::Uge, ty, y, w);
+            let zero = int_const(b, ty, 0);
+            let amount = b.select(ty, too_far, zero, y);
+            let bop = match op {
+                O::ShiftLeft => BinOp::Shl,
+                O::ShiftRightLogical => BinOp::LShr,
+                _ => BinOp::AShr,
+            };
+            let shifted = b.binary(bop, ty, x, amount);
+            let saturated = if op == O::ShiftRightArithmetic {
+                let top = int_const(b, ty, width - 1);
+                b.binary(BinOp::AShr, ty, x, top)
+            } else {
+                zero
+            };
+            b.select(ty, too_far, saturated, shifted)
+        }
+        O::Power => int_pow(b, ty, unsigned, x, y),
+        _ => return Err(unsupported(inst, op, et)),
+    })
+}
+
+/// Integer power by squaring over every exponent bit (straight-line code); a negative signed
+/// exponent gives 0 except for bases 1 and -1.
+fn int_pow(b: &mut KernelBuilder, ty: Ty, unsigned: bool, base: ValueId, exp: ValueId) -> ValueId {
+    let one = int_const(b, ty, 1);
+    let zero = int_const(b, ty, 0);
+    let mut acc = one;
+    let mut sq = base;
+    for bit in 0..ty.bits() {
+        let k = int_const(b, ty, i64::from(bit));
+        let shifted = b.binary(BinOp::LShr, ty, exp, k);
+        let low = b.binary(BinOp::And, ty, shifted, one);
+        let set = b.cmp(CmpOp::Ne, ty, low, zero);
+        let prod = b.binary(BinOp::Mul, ty, acc, sq);
+        acc = b.select(ty, set, prod, acc);
+        if bit + 1 < ty.bits() {
+            sq = b.binary(BinOp::Mul, ty, sq, sq);
+        }
+    }
+    if unsigned {
+        return acc;
+    }
+    let minus = int_const(b, ty, -1);
+    let neg_exp = b.cmp(CmpOp::Slt, ty, exp, zero);
+    let odd_bit = b.binary(BinOp::And, ty, exp, one);
+    let odd = b.cmp(CmpOp::Ne, ty, odd_bit, zero);
+    let minus_pow = b.select(ty, odd, minus, one);
+    let is_one = b.cmp(CmpOp::Eq, ty, base, one);
+    let is_minus = b.cmp(CmpOp::Eq, ty, base, minus);
+    let r = b.select(ty, is_minus, minus_pow, zero);
+    let neg_result = b.select(ty, is_one, one, r);
+    b.select(ty, neg_exp, neg_result, acc)
+}
+
+/// The integer key whose signed order is IEEE totalOrder on the float's bits.
+fn total_order_key(b: &mut KernelBuilder, ty: Ty, x: ValueId) -> (Ty, ValueId) {
+    let ity = if ty == Ty::F64 { Ty::I64 } else { Ty::I32 };
+    let bits = b.cast(CastOp::Bitcast, ty, ity, x);
+    let sh = int_const(b, ity, i64::from(ity.bits() - 1));
+    let sign = b.binary(BinOp::AShr, ity, bits, sh);
+    let one = int_const(b, ity, 1);
+    let mask = b.binary(BinOp::LShr, ity, sign, one);
+    (ity, b.binary(BinOp::Xor, ity, bits, mask))
+}
+
+pub fn compare(
+    b: &mut KernelBuilder,
+    dir: ComparisonDirection,
+    cmp_type: Option<ComparisonType>,
+    et: ElementType,
+    x: ValueId,
+    y: ValueId,
+    inst: &str,
+) -> Result<ValueId, LowerError> {
+    use ComparisonDirection as D;
+    let ty = reg(et, inst)?;
+    if et.is_float() {
+        if cmp_type == Some(ComparisonType::TotalOrder) {
+            let (ity, kx) = total_order_key(b, ty, x);
+            let (_, ky) = total_order_key(b, ty, y);
+            let op = match dir {
+                D::Eq => CmpOp::Eq,
+                D::Ne => CmpOp::Ne,
+                D::Lt => CmpOp::Slt,
+                D::Le => CmpOp::Sle,
+                D::Gt => CmpOp::Sgt,
+                D::Ge => CmpOp::Sge,
+            };
+            return Ok(b.cmp(op, ity, kx, ky));
+        }
+        let op = match dir {
+            D::Eq => CmpOp::FEq,
+            D::Ne => CmpOp::FNe,
+            D::Lt => CmpOp::FLt,
+            D::Le => CmpOp::FLe,
+            D::Gt => CmpOp::FGt,
+            D::Ge => CmpOp::FGe,
+        };
+        return Ok(b.cmp(op, ty, x, y));
+    }
+    let (ty, x, y, unsigned) = if et == ElementType::Pred {
+        let xi = b.cast(CastOp::ZExt, Ty::Pred, Ty::I8, x);
+        let yi = b.cast(CastOp::ZExt, Ty::Pred, Ty::I8, y);
+        (Ty::I8, xi, yi, true)
+    } else if et.is_integral() {
+        (ty, x, y, is_unsigned(et))
+    } else {
+        return Err(LowerError::unsupported(inst, format!("compare on {}", et.name())));
+    };
+    let op = match (dir, unsigned) {
+        (D::Eq, _) => CmpOp::Eq,
+        (D::Ne, _) => CmpOp::Ne,
+        (D::Lt, false) => CmpOp::Slt,
+        (D::Le, false) => CmpOp::Sle,
+        (D::Gt, false) => CmpOp::Sgt,
+        (D::Ge, false) => CmpOp::Sge,
+        (D::Lt, true) => CmpOp::Ult,
+        (D::Le, true) => CmpOp::Ule,
+        (D::Gt, true) => CmpOp::Ugt,
+        (D::Ge, true) => CmpOp::Uge,
+    };
+    Ok(b.cmp(op, ty, x, y))
+}
+
+/// XLA's convert between any two of pred, the integers, and the real float types.
+pub fn convert(
+    b: &mut KernelBuilder,
+    from: ElementType,
+    to: ElementType,
+    x: ValueId,
+    inst: &str,
+) -> Result<ValueId, LowerError> {
+    let fty = reg(from, inst)?;
+    let tty = reg(to, inst)?;
+    if from == to {
+        return Ok(x);
+    }
+    if from == ElementType::Pred {
+        return Ok(if to.is_float() {
+            let one = float_const(b, tty, 1.0);
+            let zero = float_const(b, tty, 0.0);
+            b.select(tty, x, one, zero)
+        } else {
+            b.cast(CastOp::ZExt, Ty::Pred, tty, x)
+        });
+    }
+    if to == ElementType::Pred {
+        return Ok(if from.is_float() {
+            let zero = float_const(b, fty, 0.0);
+            b.cmp(CmpOp::FNe, fty, x, zero)
+        } else {
+            let zero = int_const(b, fty, 0);
+            b.cmp(CmpOp::Ne, fty, x, zero)
+        });
+    }
+    match (from.is_float(), to.is_float()) {
+        (false, false) => Ok(if fty == tty {
+            x
+        } else if fty.bits() < tty.bits() {
+            b.cast(if is_unsigned(from) { CastOp::ZExt } else { CastOp::SExt }, fty, tty, x)
+        } else {
+            b.cast(CastOp::Trunc, fty, tty, x)
+        }),
+        (false, true) => {
+            // Integers convert to f32 once and then to a half type, as XLA does.
+            let op = if is_unsigned(from) { CastOp::UIToFP } else { CastOp::SIToFP };
+            let f = b.cast(op, fty, tty, x);
+            Ok(round(b, to, f))
+        }
+        (true, false) => {
+            let op = if is_unsigned(to) { CastOp::FPToUISat } else { CastOp::FPToSISat };
+            Ok(b.cast(op, fty, tty, x))
+        }
+        (true, true) => {
+            let f = match (fty, tty) {
+                (Ty::F32, Ty::F64) => b.cast(CastOp::FPExt, fty, tty, x),
+                (Ty::F64, Ty::F32) => b.cast(CastOp::FPTrunc, fty, tty, x),
+                _ => x,
+            };
+            Ok(if is_half(to) { round(b, to, f) } else { f })
+        }
+    }
+}
+
+/// The raw bits of a register value of `et` as an integer register.
+fn raw_bits(b: &mut KernelBuilder, et: ElementType, x: ValueId) -> ValueId {
+    match et {
+        ElementType::F16 => half::f32_to_f16(b, x),
+        ElementType::BF16 => half::f32_to_bf16(b, x),
+        ElementType::F32 => b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, x),
+        ElementType::F64 => b.cast(CastOp::Bitcast, Ty::F64, Ty::I64, x),
+        ElementType::Pred => b.cast(CastOp::ZExt, Ty::Pred, Ty::I8, x),
+        _ => x,
+    }
+}
+
+/// bitcast-convert between types of the same width.
+pub fn bitcast_convert(
+    b: &mut KernelBuilder,
+    from: ElementType,
+    to: ElementType,
+    x: ValueId,
+    inst: &str,
+) -> Result<ValueId, LowerError> {
+    reg(from, inst)?;
+    reg(to, inst)?;
+    if from.bit_width() != to.bit_width() {
+        return Err(LowerError::unsupported(
+            inst,
+            format!("bitcast-convert between widths ({} to {})", from.name(), to.name()),
+        ));
+    }
+    let bits = raw_bits(b, from, x);
+    Ok(match to {
+        ElementType::F16 => half::f16_to_f32(b, bits),
+        ElementType::BF16 => half::bf16_to_f32(b, bits),
+        ElementType::F32 => b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, bits),
+        ElementType::F64 => b.cast(CastOp::Bitcast, Ty::I64, Ty::F64, bits),
+        ElementType::Pred => {
+            let zero = int_const(b, Ty::I8, 0);
+            b.cmp(CmpOp::Ne, Ty::I8, bits, zero)
+        }
+        _ => bits,
+    })
+}
+
+/// XLA's reduce-precision on a float register value: round the mantissa to `mant_bits` bits
+/// (nearest even), then flush exponents outside an `exp_bits` range to infinity or zero; a NaN
+/// stays itself unless no mantissa bits remain (then it becomes an infinity of its sign).
+/// f16/bf16 values are reduced in f32 and rounded back, as the reference does.
+pub fn reduce_precision(b: &mut KernelBuilder, et: ElementType, x: ValueId, exp_bits: u32, mant_bits: u32) -> ValueId {
+    let f64_src = et == ElementType::F64;
+    let (fty, ity, src_exp, src_mant, total) =
+        if f64_src { (Ty::F64, Ty::I64, 11u32, 52u32, 64u32) } else { (Ty::F32, Ty::I32, 8, 23, 32) };
+    let c = |b: &mut KernelBuilder, v: u64| int_const(b, ity, v as i64);
+    let mut v = b.cast(CastOp::Bitcast, fty, ity, x);
+    if mant_bits < src_mant {
+        let shift = src_mant - mant_bits;
+        let last = 1u64 << shift;
+        let lastv = c(b, last);
+        let and = b.binary(BinOp::And, ity, v, lastv);
+        let sh = c(b, u64::from(shift));
+        let lsb = b.binary(BinOp::LShr, ity, and, sh);
+        let bias = c(b, (last >> 1).wrapping_sub(1));
+        let inc = b.binary(BinOp::Add, ity, lsb, bias);
+        let sum = b.binary(BinOp::Add, ity, v, inc);
+        let mask = c(b, !(last - 1));
+        v = b.binary(BinOp::And, ity, sum, mask);
+    }
+    if exp_bits < src_exp {
+        let sign = 1u64 << (total - 1);
+        let exp_mask = ((1u64 << src_exp) - 1) << src_mant;
+        let exp_bias = (1u64 << (src_exp - 1)) - 1;
+        let reduced_bias = (1u64 << (exp_bits - 1)) - 1;
+        let (max_e, min_e) = (exp_bias + reduced_bias, exp_bias - reduced_bias);
+        let em = c(b, exp_mask);
+        let e = b.binary(BinOp::And, ity, v, em);
+        let signv = c(b, sign);
+        let s = b.binary(BinOp::And, ity, v, signv);
+        let inf = b.binary(BinOp::Or, ity, s, em);
+        let hi = c(b, max_e << src_mant);
+        let lo = c(b, min_e << src_mant);
+        let over = b.cmp(CmpOp::Ugt, ity, e, hi);
+        let under = b.cmp(CmpOp::Ule, ity, e, lo);
+        let t = b.select(ity, under, s, v);
+        v = b.select(ity, over, inf, t);
+    }
+    let r = b.cast(CastOp::Bitcast, ity, fty, v);
+    let is_nan = b.cmp(CmpOp::FNe, fty, x, x);
+    let nan = if mant_bits > 0 {
+        x
+    } else {
+        let ix = b.cast(CastOp::Bitcast, fty, ity, x);
+        let signv = c(b, 1u64 << (total - 1));
+        let s = b.binary(BinOp::And, ity, ix, signv);
+        let em = c(b, ((1u64 << src_exp) - 1) << src_mant);
+        let inf = b.binary(BinOp::Or, ity, s, em);
+        b.cast(CastOp::Bitcast, ity, fty, inf)
+    };
+    let r = b.select(fty, is_nan, nan, r);
+    round(b, et, r)
+}

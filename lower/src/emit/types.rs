@@ -1,0 +1,78 @@
+//! How HLO element types live in kernels: their memory form and their register form.
+//!
+//! f16 and bf16 are `I16` bits in memory and exactly representable `F32` values in registers
+//! (every operation on them computes in f32 and rounds back, as XLA:CPU does), so values are
+//! converted once at loads and stores rather than around every operation.
+
+use tessera_hlo::{ElementType, LayoutMap};
+
+use super::half;
+use crate::kernel::{KernelBuilder, MemType, Ty, ValueId};
+use crate::LowerError;
+
+/// The register type values of `et` have, or `None` for types the lowering does not handle.
+pub fn reg_ty(et: ElementType) -> Option<Ty> {
+    use ElementType as E;
+    Some(match et {
+        E::Pred => Ty::Pred,
+        E::S8 | E::U8 => Ty::I8,
+        E::S16 | E::U16 => Ty::I16,
+        E::S32 | E::U32 => Ty::I32,
+        E::S64 | E::U64 => Ty::I64,
+        E::F16 | E::BF16 | E::F32 => Ty::F32,
+        E::F64 => Ty::F64,
+        _ => return None,
+    })
+}
+
+pub fn reg(et: ElementType, inst: &str) -> Result<Ty, LowerError> {
+    reg_ty(et).ok_or_else(|| {
+        let tier = if et.is_complex() { " (complex numbers come in a later issue)" } else { "" };
+        LowerError::unsupported(inst, format!("element type {}{tier}", et.name()))
+    })
+}
+
+pub fn is_half(et: ElementType) -> bool {
+    matches!(et, ElementType::F16 | ElementType::BF16)
+}
+
+pub fn is_unsigned(et: ElementType) -> bool {
+    et.is_unsigned_integral()
+}
+
+/// The memory form of an array with this layout map.
+pub fn mem_type(map: &LayoutMap, inst: &str) -> Result<MemType, LowerError> {
+    use ElementType as E;
+    let et = map.element_type();
+    let bits = map.element_size_bits();
+    let natural = u32::try_from(et.byte_size() * 8).unwrap_or(0);
+    let ty = reg(et, inst)?;
+    if et == E::Pred {
+        return Ok(if bits >= 8 { MemType::Pred } else { MemType::Packed { bits: bits as u8, pred: true } });
+    }
+    if bits != natural {
+        return Err(LowerError::unsupported(inst, format!("element size E({bits}) for {}", et.name())));
+    }
+    Ok(match et {
+        E::F16 | E::BF16 => MemType::Scalar(Ty::I16),
+        _ => MemType::Scalar(ty),
+    })
+}
+
+/// Turns a loaded element into its register form.
+pub fn from_mem(b: &mut KernelBuilder, et: ElementType, v: ValueId) -> ValueId {
+    match et {
+        ElementType::F16 => half::f16_to_f32(b, v),
+        ElementType::BF16 => half::bf16_to_f32(b, v),
+        _ => v,
+    }
+}
+
+/// Turns a register value into what a store of `et` writes.
+pub fn to_mem(b: &mut KernelBuilder, et: ElementType, v: ValueId) -> ValueId {
+    match et {
+        ElementType::F16 => half::f32_to_f16(b, v),
+        ElementType::BF16 => half::f32_to_bf16(b, v),
+        _ => v,
+    }
+}

@@ -1,0 +1,19 @@
+//! The HLO-to-HLO pass interface, shaped like XLA's `HloModulePass`.
+
+use tessera_hlo::Module;
+
+use crate::LowerError;
+
+pub trait Pass {
+    /// A short stable name (`fusion`, `dce`): used in pipeline errors, dumps and filetests.
+    fn name(&self) -> &'static str;
+
+    /// Rewrites the module in place and says whether anything changed.
+    fn run(&mut self, module: &mut Module) -> Result<bool, LowerError>;
+
+    /// What the last run decided and why, one line per decision (empty for passes with no
+    /// choices to explain). Dumps and filetests print it.
+    fn report(&self) -> Vec<String> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,314 @@
+//! Loop and input fusion of the entry computation, after XLA's instruction fusion.
+//!
+//! Every instruction that computes an array is either *materialized* (it gets its own kernel
+//! and buffer) or *inlined* into each of its users' kernels. A producer is inlined when it is
+//! a loop-fusible op (elementwise ops, broadcast, reshape, transpose, slice, reverse, pad,
+//! concatenate, iota, scalar constants, convert, bitcast-convert, copy) and every user can
+//! absorb it: a loop-fusible user absorbs any such producer, a `reduce` absorbs elementwise
+//! producers and scalar constants (its init values). With one user it is always inlined; with
+//! several only when it is cheap (scalar constants, iota, and cheap elementwise ops or
+//! broadcasts of small fused depth), because inlining then duplicates its work per user.
+//! For the same reason a broadcast that repeats elements does not absorb a producer that
+//! contains an expensive op (exp, divide, tanh, ...): that op would run once per copy.
+//! `dot` keeps plain operands (they are computed by their own kernels), a reduce's result is
+//! never inlined (it is the root of its kernel), and every other op is never fused.
+//!
+//! A materialized instruction with inlined operands becomes a `fusion` (kind=kLoop, or kInput
+//! for a reduce root) calling a fused computation that holds it and its inlined producers;
+//! parameters of the fused computation are the operands that stay outside, in first-use
+//! order. The fusion keeps the root's name, so kernels and buffers stay traceable to the HLO.
+//! Inlined producers become dead in the entry; DCE removes them.
+
+use std::collections::{HashMap, HashSet};
+
+use tessera_hlo::ir::{AttrValue, Payload};
+use tessera_hlo::{Computation, InstId, Instruction, Module, Opcode, Shape};
+
+use crate::pass::Pass;
+use crate::LowerError;
+
+/// One producer-consumer pair the pass looked at, with what it decided and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FusionDecision {
+    pub producer: String,
+    pub consumer: String,
+    pub fused: bool,
+    pub reason: &'static str,
+}
+
+#[derive(Default)]
+pub struct Fusion {
+    pub decisions: Vec<FusionDecision>,
+}
+
+/// A producer used by several consumers is duplicated into each only up to this fused depth
+/// (the longest chain of inlined ops ending in it, itself included).
+const MAX_DUPLICATED_DEPTH: usize = 3;
+
+impl Pass for Fusion {
+    fn name(&self) -> &'static str {
+        "fusion"
+    }
+
+    fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
+        self.decisions.clear();
+        let entry = module.entry;
+        let comp = module.comp(entry);
+        let inlined = self.decide(comp);
+        let roots: Vec<InstId> =
+            comp.post_order().into_iter().filter(|&id| !inlined[id.index()] && computes(comp.inst(id))).collect();
+        let mut changed = false;
+        for root in roots {
+            changed |= fuse_into(module, root, &inlined);
+        }
+        Ok(changed)
+    }
+
+    fn report(&self) -> Vec<String> {
+        self.decisions
+            .iter()
+            .map(|d| {
+                let verdict = if d.fused { "fused" } else { "not fused" };
+                format!("fusion: %{} -> %{}: {verdict} ({})", d.producer, d.consumer, d.reason)
+            })
+            .collect()
+    }
+}
+
+impl Fusion {
+    /// Whether each instruction of `comp` is inlined into its users, recording a decision for
+    /// every producer-consumer pair where the producer computes something.
+    fn decide(&mut self, comp: &Computation) -> Vec<bool> {
+        let users = comp.users();
+        let mut control: HashSet<InstId> = HashSet::new();
+        for inst in &comp.instructions {
+            control.extend(inst.control_predecessors.iter().copied());
+        }
+        let mut inlined = vec![false; comp.instructions.len()];
+        let mut depth = vec![0usize; comp.instructions.len()];
+        // Whether an instruction, with what is inlined into it, contains an expensive op.
+        let mut expensive = vec![false; comp.instructions.len()];
+        for id in comp.post_order() {
+            let p = comp.inst(id);
+            if !computes(p) && !is_scalar_constant(p) {
+                continue;
+            }
+            let own_users = &users[id.index()];
+            let fused_depth =
+                1 + p.operands.iter().filter(|o| inlined[o.index()]).map(|o| depth[o.index()]).max().unwrap_or(0);
+            depth[id.index()] = fused_depth;
+            expensive[id.index()] =
+                is_expensive(p.opcode) || p.operands.iter().any(|o| inlined[o.index()] && expensive[o.index()]);
+            let blocker: Option<&'static str> = if id == comp.root {
+                Some("the entry result is materialized")
+            } else if let Some(reason) = producer_blocker(p) {
+                Some(reason)
+            } else if !p.control_predecessors.is_empty() || control.contains(&id) {
+                Some("control dependencies pin it")
+            } else {
+                None
+            };
+            let mut verdicts: Vec<(InstId, Result<(), &'static str>)> = Vec::new();
+            for &u in own_users {
+                let verdict = match blocker {
+                    Some(reason) => Err(reason),
+                    None => consumer_accepts(comp.inst(u), p, expensive[id.index()]),
+                };
+                verdicts.push((u, verdict));
+            }
+            let all_accept = !own_users.is_empty() && verdicts.iter().all(|(_, v)| v.is_ok());
+            let (inline, shared_reason) = if !all_accept {
+                (false, "another user cannot fuse it: materialized once")
+            } else if own_users.len() == 1 {
+                (true, "single user")
+            } else if !expensive[id.index()] && is_cheap(p, fused_depth) {
+                (true, "cheap: duplicated into every user")
+            } else {
+                (false, "several users and not cheap: materialized once")
+            };
+            inlined[id.index()] = inline;
+            for (u, verdict) in verdicts {
+                let reason = match verdict {
+                    Err(r) => r,
+                    Ok(()) => shared_reason,
+                };
+                self.decisions.push(FusionDecision {
+                    producer: p.name.clone(),
+                    consumer: comp.inst(u).name.clone(),
+                    fused: inline,
+                    reason,
+                });
+            }
+        }
+        inlined
+    }
+}
+
+/// Instructions that need a kernel of their own unless inlined: everything except
+/// parameters, constants and the pure aliasing of tuples.
+fn computes(inst: &Instruction) -> bool {
+    !matches!(inst.opcode, Opcode::Parameter | Opcode::Constant | Opcode::Tuple | Opcode::GetTupleElement)
+}
+
+fn is_scalar_constant(inst: &Instruction) -> bool {
+    inst.opcode == Opcode::Constant && matches!(&inst.shape, Shape::Array(a) if a.rank() == 0)
+}
+
+fn is_array(inst: &Instruction) -> bool {
+    matches!(&inst.shape, Shape::Array(a) if a.is_static())
+}
+
+/// Ops a loop kernel computes at any output index from its operands' elements.
+fn is_loop_fusible(inst: &Instruction) -> bool {
+    use Opcode::*;
+    if !is_array(inst) {
+        return false;
+    }
+    inst.opcode.is_elementwise()
+        || is_scalar_constant(inst)
+        || matches!(
+            inst.opcode,
+            Broadcast
+                | Reshape
+                | Transpose
+                | Slice
+                | Reverse
+                | Pad
+                | Concatenate
+                | Iota
+                | Convert
+                | BitcastConvert
+                | Copy
+        )
+}
+
+/// Why a producer can never be inlined, if it cannot.
+fn producer_blocker(p: &Instruction) -> Option<&'static str> {
+    match p.opcode {
+        _ if is_loop_fusible(p) => None,
+        Opcode::Reduce => Some("a reduce is the root of its own kernel (kInput)"),
+        Opcode::Dot => Some("a dot keeps its own kernel"),
+        _ => Some("op is never fused"),
+    }
+}
+
+/// Whether consumer `u` can absorb producer `p` (already known loop-fusible).
+fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Result<(), &'static str> {
+    match u.opcode {
+        Opcode::Broadcast if p_expensive && repeats_elements(u, p) => {
+            Err("a broadcast would recompute an expensive producer for every repeated element")
+        }
+        Opcode::Tuple | Opcode::GetTupleElement => Err("consumed by a tuple: the value is materialized"),
+        Opcode::Dot => Err("a dot keeps plain parameters"),
+        Opcode::Reduce if !is_array(u) => Err("a variadic reduce is not fused"),
+        Opcode::Reduce if p.opcode.is_elementwise() || is_scalar_constant(p) => Ok(()),
+        Opcode::Reduce => Err("a reduce absorbs only elementwise producers"),
+        _ if is_loop_fusible(u) && !is_scalar_constant(u) => Ok(()),
+        _ => Err("the consumer's op is never fused"),
+    }
+}
+
+/// Whether `u` has more elements than its operand `p`, so that fused into `u`, `p` would be
+/// evaluated several times per element of its own (XLA's `ReusesOperandElements`).
+fn repeats_elements(u: &Instruction, p: &Instruction) -> bool {
+    let count = |i: &Instruction| i.shape.as_array().and_then(|a| a.element_count());
+    match (count(u), count(p)) {
+        (Some(a), Some(b)) => a > b,
+        _ => true,
+    }
+}
+
+fn is_expensive(op: Opcode) -> bool {
+    use Opcode::*;
+    matches!(
+        op,
+        Atan2
+            | Cbrt
+            | Cos
+            | Divide
+            | Erf
+            | Exp
+            | Expm1
+            | Log
+            | Log1p
+            | Logistic
+            | Power
+            | Remainder
+            | Rsqrt
+            | Sin
+            | Sqrt
+            | Tan
+            | Tanh
+    )
+}
+
+fn is_cheap(p: &Instruction, fused_depth: usize) -> bool {
+    if is_scalar_constant(p) || p.opcode == Opcode::Iota {
+        return true;
+    }
+    let cheap_op = p.opcode == Opcode::Broadcast || (p.opcode.is_elementwise() && !is_expensive(p.opcode));
+    cheap_op && fused_depth <= MAX_DUPLICATED_DEPTH
+}
+
+/// Replaces `root` in the entry by a fusion of it and its inlined producers, when it has any.
+fn fuse_into(module: &mut Module, root: InstId, inlined: &[bool]) -> bool {
+    let comp = module.entry_comp();
+    // The fused sub-DAG in post order, and the outside operands in first-use order.
+    let mut members: Vec<InstId> = Vec::new();
+    let mut outside: Vec<InstId> = Vec::new();
+    let mut seen: HashSet<InstId> = HashSet::new();
+    let mut stack: Vec<(InstId, bool)> = vec![(root, false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if expanded {
+            members.push(id);
+            continue;
+        }
+        if !seen.insert(id) {
+            continue;
+        }
+        if id != root && !inlined[id.index()] {
+            outside.push(id);
+            continue;
+        }
+        stack.push((id, true));
+        for &o in comp.inst(id).operands.iter().rev() {
+            if !seen.contains(&o) {
+                stack.push((o, false));
+            }
+        }
+    }
+    if members.len() == 1 {
+        return false;
+    }
+    let root_inst = comp.inst(root).clone();
+    let kind = if root_inst.opcode == Opcode::Reduce { "kInput" } else { "kLoop" };
+    let mut fused = Computation::new(module.unique_computation_name("fused_computation"));
+    let taken: HashSet<&str> = members.iter().map(|&m| comp.inst(m).name.as_str()).collect();
+    let mut map: HashMap<InstId, InstId> = HashMap::new();
+    let mut next_param = 0usize;
+    for (i, &o) in outside.iter().enumerate() {
+        let mut name = format!("param_{i}");
+        while taken.contains(name.as_str()) {
+            next_param += 1;
+            name = format!("param_{i}.{next_param}");
+        }
+        let mut param = Instruction::new(name, Opcode::Parameter, comp.inst(o).shape.clone(), vec![]);
+        param.payload = Payload::Parameter(i as i64);
+        map.insert(o, fused.add(param));
+    }
+    for &m in &members {
+        let mut inst = comp.inst(m).clone();
+        inst.operands = inst.operands.iter().map(|o| map[o]).collect();
+        inst.control_predecessors.clear();
+        map.insert(m, fused.add(inst));
+    }
+    fused.root = map[&root];
+    let fused_id = module.add_computation(fused);
+    let mut fusion = Instruction::new(root_inst.name.clone(), Opcode::Fusion, root_inst.shape.clone(), outside)
+        .with_attr("kind", AttrValue::Enum(kind.to_string()))
+        .with_attr("calls", AttrValue::Computation(fused_id));
+    fusion.control_predecessors = root_inst.control_predecessors;
+    let entry = module.entry;
+    *module.comp_mut(entry).inst_mut(root) = fusion;
+    true
+}

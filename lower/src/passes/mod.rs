@@ -1,0 +1,41 @@
+//! The HLO-to-HLO passes, one per file, and the standard pipeline that runs them before the
+//! kernel lowering.
+
+mod call_inline;
+mod dce;
+mod fusion;
+mod layout_normalize;
+mod tuple_simplify;
+
+pub use call_inline::CallInline;
+pub use dce::Dce;
+pub use fusion::{Fusion, FusionDecision};
+pub use layout_normalize::LayoutNormalize;
+pub use tuple_simplify::TupleSimplify;
+
+use crate::pass::Pass;
+use crate::pipeline::Pipeline;
+
+/// Every pass by its name (what filetests and the `passes` directive list).
+pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
+    Some(match name {
+        "call_inline" => Box::new(CallInline),
+        "tuple_simplify" => Box::new(TupleSimplify),
+        "dce" => Box::new(Dce),
+        "layout_normalize" => Box::new(LayoutNormalize),
+        "fusion" => Box::new(Fusion::default()),
+        _ => return None,
+    })
+}
+
+/// The passes `lower_module` runs: calls are inlined and tuples forwarded first so that
+/// fusion sees plain dataflow; layouts are settled before fusion so fused parameters carry
+/// the physical layouts of the buffers they read; the final DCE drops what fusion inlined.
+pub fn standard_pipeline(fusion: bool) -> Pipeline {
+    let mut p = Pipeline::new();
+    p.add(CallInline).add(TupleSimplify).add(Dce).add(LayoutNormalize);
+    if fusion {
+        p.add(Fusion::default()).add(Dce);
+    }
+    p
+}

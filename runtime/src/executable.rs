@@ -1,0 +1,553 @@
+//! The executable (DESIGN.md section 7): a buffer table (parameters, results, temporaries at
+//! offsets in their memory space's arena, constants) and the kernel launches in order, plus
+//! the owner of the kernels' machine code.
+//!
+//! Everything that does not depend on the caller's buffers is done once, in
+//! [`Executable::new`]: arenas are allocated, constants placed, and each launch's pointer
+//! table built with the fixed addresses filled in. A run only writes the caller's parameter
+//! and result addresses into the slots that name them, so a warmed-up run allocates nothing.
+//! Caller buffers that are not 64-byte aligned (kernels may assume `Program::ALIGNMENT`) go
+//! through a staging copy kept per parameter/result.
+
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+use crate::buffer::{is_aligned, AlignedBuffer, ALIGNMENT};
+use crate::error::RuntimeError;
+use crate::gemm::GemmThreads;
+use crate::memory_space::{Arena, MemorySpaces};
+use crate::thread_pool::ThreadPool;
+use crate::KernelFn;
+
+/// Where a buffer of the table lives.
+#[derive(Clone, Debug)]
+pub enum BufferRole {
+    /// Caller-owned entry parameter `n` (read-only).
+    Parameter(usize),
+    /// Caller-owned entry result `n`.
+    Result(usize),
+    /// At `offset` bytes into the arena of memory space `space`.
+    Temp { space: i64, offset: u64 },
+    /// Read-only bytes owned by the executable.
+    Constant(AlignedBuffer),
+}
+
+#[derive(Clone, Debug)]
+pub struct BufferEntry {
+    /// For error messages.
+    pub name: String,
+    /// Physical size in bytes.
+    pub bytes: u64,
+    pub role: BufferRole,
+}
+
+#[derive(Clone, Debug)]
+pub struct LaunchEntry {
+    /// The kernel's name, for diagnostics.
+    pub name: String,
+    pub function: KernelFn,
+    /// The grid runs `0..extent`.
+    pub extent: i64,
+    /// `buffers[i]` (an index into the buffer table) is bound to the kernel's buffer `i`.
+    pub buffers: Vec<usize>,
+}
+
+/// What an executable is made of, before validation.
+pub struct ExecutableParts {
+    pub buffers: Vec<BufferEntry>,
+    pub launches: Vec<LaunchEntry>,
+    /// Arena size in bytes per memory space.
+    pub arenas: Vec<(i64, u64)>,
+    /// Owns the machine code behind every `LaunchEntry::function`.
+    pub code: Box<dyn Any + Send + Sync>,
+}
+
+/// Which caller buffer a pointer-table slot takes.
+#[derive(Clone, Copy, Debug)]
+enum Bound {
+    Parameter(usize),
+    Result(usize),
+}
+
+/// Mutable state of runs: the pointer tables and the staging copies.
+struct RunState {
+    /// Every launch's pointer table, back to back.
+    tables: Vec<*mut u8>,
+    /// Caller addresses of this run: parameters then results.
+    bound: Vec<*mut u8>,
+    /// Aligned stand-ins for unaligned caller buffers, parameters then results.
+    staging: Vec<Option<AlignedBuffer>>,
+}
+
+// SAFETY: the pointers are into memory the executable owns (arenas, constants) or that a run
+// borrows from its caller for its duration; the mutex serializes runs.
+unsafe impl Send for RunState {}
+
+pub struct Executable {
+    buffers: Vec<BufferEntry>,
+    launches: Vec<LaunchEntry>,
+    /// `table_start[j]`: where launch `j`'s pointer table starts in `RunState::tables`.
+    table_start: Vec<usize>,
+    /// Bytes each launch's buffers span (the thread pool's size heuristic).
+    work_bytes: Vec<u64>,
+    /// Slots of `RunState::tables` that take caller addresses.
+    patches: Vec<(usize, Bound)>,
+    /// Table index of parameter `n` / result `n`.
+    parameters: Vec<usize>,
+    results: Vec<usize>,
+    arenas: Vec<(i64, u64)>,
+    // Owned memory the pointer tables point into; kept alive, never read directly.
+    _arena_memory: Vec<Arena>,
+    state: Mutex<RunState>,
+    pool: Arc<ThreadPool>,
+    /// Declared last so the code is freed after everything that could call it.
+    _code: Box<dyn Any + Send + Sync>,
+}
+
+impl Executable {
+    /// Validates the parts, checks the arenas against the memory spaces' capacities,
+    /// allocates them and builds every launch's pointer table.
+    pub fn new(
+        parts: ExecutableParts,
+        spaces: &MemorySpaces,
+        pool: Arc<ThreadPool>,
+    ) -> Result<Executable, RuntimeError> {
+        let ExecutableParts { mut buffers, launches, arenas, code } = parts;
+        let invalid = |m: String| Err(RuntimeError::Invalid(m));
+
+        let mut parameters = Vec::new();
+        let mut results = Vec::new();
+        for (i, b) in buffers.iter().enumerate() {
+            let slot = match b.role {
+                BufferRole::Parameter(n) => Some((&mut parameters, n)),
+                BufferRole::Result(n) => Some((&mut results, n)),
+                _ => None,
+            };
+            if let Some((list, n)) = slot {
+                if list.len() <= n {
+                    list.resize(n + 1, usize::MAX);
+                }
+                if list[n] != usize::MAX {
+                    return invalid(format!("buffers {} and {i} are both parameter/result {n}", list[n]));
+                }
+                list[n] = i;
+            }
+        }
+        if let Some(n) = parameters.iter().position(|&i| i == usize::MAX) {
+            return invalid(format!("no buffer is parameter {n}"));
+        }
+        if let Some(n) = results.iter().position(|&i| i == usize::MAX) {
+            return invalid(format!("no buffer is result {n}"));
+        }
+
+        let mut arena_memory = Vec::with_capacity(arenas.len());
+        for (k, &(space, bytes)) in arenas.iter().enumerate() {
+            if arenas[..k].iter().any(|&(s, _)| s == space) {
+                return invalid(format!("two arenas for memory space S({space})"));
+            }
+            arena_memory.push(spaces.allocate(space, bytes)?);
+        }
+
+        // Base address of every buffer that does not come from the caller.
+        let mut fixed: Vec<*mut u8> = vec![std::ptr::null_mut(); buffers.len()];
+        for (i, b) in buffers.iter_mut().enumerate() {
+            match &mut b.role {
+                BufferRole::Temp { space, offset } => {
+                    let Some(arena) = arena_memory.iter_mut().find(|a| a.space == *space) else {
+                        return invalid(format!("temp '{}' is in S({space}), which has no arena", b.name));
+                    };
+                    let end = offset.checked_add(b.bytes);
+                    if end.is_none_or(|e| e > arena.memory.len() as u64) {
+                        return invalid(format!(
+                            "temp '{}' ({} bytes at offset {offset}) does not fit the {}-byte arena of S({space})",
+                            b.name,
+                            b.bytes,
+                            arena.memory.len()
+                        ));
+                    }
+                    if *offset % ALIGNMENT as u64 != 0 {
+                        return invalid(format!("temp '{}' is at unaligned offset {offset}", b.name));
+                    }
+                    // SAFETY: in bounds of the arena, checked above.
+                    fixed[i] = unsafe { arena.memory.as_mut_ptr().add(*offset as usize) };
+                }
+                BufferRole::Constant(data) => {
+                    if data.len() as u64 != b.bytes {
+                        return invalid(format!("constant '{}' has {} bytes, not {}", b.name, data.len(), b.bytes));
+                    }
+                    fixed[i] = data.as_mut_ptr();
+                }
+                BufferRole::Parameter(_) | BufferRole::Result(_) => {}
+            }
+        }
+
+        let mut tables = Vec::new();
+        let mut table_start = Vec::with_capacity(launches.len());
+        let mut work_bytes = Vec::with_capacity(launches.len());
+        let mut patches = Vec::new();
+        for launch in &launches {
+            if launch.extent < 0 {
+                return invalid(format!("launch of '{}' has grid extent {}", launch.name, launch.extent));
+            }
+            table_start.push(tables.len());
+            let mut bytes = 0u64;
+            for &i in &launch.buffers {
+                let Some(b) = buffers.get(i) else {
+                    return invalid(format!("launch of '{}' names buffer {i} of {}", launch.name, buffers.len()));
+                };
+                bytes = bytes.saturating_add(b.bytes);
+                match b.role {
+                    BufferRole::Parameter(n) => patches.push((tables.len(), Bound::Parameter(n))),
+                    BufferRole::Result(n) => patches.push((tables.len(), Bound::Result(n))),
+                    _ => {}
+                }
+                tables.push(fixed[i]);
+            }
+            work_bytes.push(bytes);
+        }
+
+        let callers = parameters.len() + results.len();
+        let state = RunState { tables, bound: vec![std::ptr::null_mut(); callers], staging: vec![None; callers] };
+        Ok(Executable {
+            buffers,
+            launches,
+            table_start,
+            work_bytes,
+            patches,
+            parameters,
+            results,
+            arenas,
+            _arena_memory: arena_memory,
+            state: Mutex::new(state),
+            pool,
+            _code: code,
+        })
+    }
+
+    pub fn parameter_count(&self) -> usize {
+        self.parameters.len()
+    }
+
+    pub fn result_count(&self) -> usize {
+        self.results.len()
+    }
+
+    /// The table entry of parameter `n`.
+    pub fn parameter(&self, n: usize) -> Option<&BufferEntry> {
+        self.parameters.get(n).map(|&i| &self.buffers[i])
+    }
+
+    /// The table entry of result `n`.
+    pub fn result(&self, n: usize) -> Option<&BufferEntry> {
+        self.results.get(n).map(|&i| &self.buffers[i])
+    }
+
+    pub fn buffers(&self) -> &[BufferEntry] {
+        &self.buffers
+    }
+
+    pub fn launches(&self) -> &[LaunchEntry] {
+        &self.launches
+    }
+
+    /// Arena bytes per memory space.
+    pub fn arenas(&self) -> &[(i64, u64)] {
+        &self.arenas
+    }
+
+    pub fn threads(&self) -> usize {
+        self.pool.threads()
+    }
+
+    /// Runs every launch in order on the caller's buffers: `parameters[n]` holds parameter
+    /// `n`'s physical bytes, `results[n]` receives result `n`'s. Sizes must match exactly.
+    pub fn run(&self, parameters: &[&[u8]], results: &mut [&mut [u8]]) -> Result<(), RuntimeError> {
+        self.check("parameters", parameters.len(), &self.parameters, parameters.iter().map(|p| p.len()))?;
+        self.check("results", results.len(), &self.results, results.iter().map(|r| r.len()))?;
+        // A poisoned lock only means an earlier run's caller panicked; the state is rebuilt
+        // from scratch by every run, so it is still sound to use.
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let state = &mut *guard;
+        let np = parameters.len();
+
+        for (n, p) in parameters.iter().enumerate() {
+            state.bound[n] = if is_aligned(p.as_ptr()) {
+                p.as_ptr() as *mut u8
+            } else {
+                let staging = staged(&mut state.staging[n], p.len())?;
+                staging.as_mut_slice().copy_from_slice(p);
+                staging.as_mut_ptr()
+            };
+        }
+        for (n, r) in results.iter_mut().enumerate() {
+            state.bound[np + n] = if is_aligned(r.as_ptr()) {
+                r.as_mut_ptr()
+            } else {
+                staged(&mut state.staging[np + n], r.len())?.as_mut_ptr()
+            };
+        }
+        for &(slot, bound) in &self.patches {
+            state.tables[slot] = match bound {
+                Bound::Parameter(n) => state.bound[n],
+                Bound::Result(n) => state.bound[np + n],
+            };
+        }
+
+        {
+            let _gemm = GemmThreads::enter(&self.pool);
+            for (j, launch) in self.launches.iter().enumerate() {
+                // SAFETY: every table entry points to a live buffer of the size the kernel was
+                // compiled for: arenas and constants we own (checked in `new`), and caller
+                // buffers whose sizes were checked above and which the borrows keep alive.
+                unsafe {
+                    let table = state.tables.as_ptr().add(self.table_start[j]);
+                    self.pool.launch(launch.function, table, launch.extent, self.work_bytes[j]);
+                }
+            }
+        }
+
+        for (n, r) in results.iter_mut().enumerate() {
+            if let Some(staging) = state.staging[np + n].as_ref().filter(|_| !is_aligned(r.as_ptr())) {
+                r.copy_from_slice(staging.as_slice());
+            }
+        }
+        Ok(())
+    }
+
+    fn check(
+        &self,
+        what: &'static str,
+        found: usize,
+        slots: &[usize],
+        lens: impl Iterator<Item = usize>,
+    ) -> Result<(), RuntimeError> {
+        if found != slots.len() {
+            return Err(RuntimeError::Count { what, expected: slots.len(), found });
+        }
+        for (index, (len, &i)) in lens.zip(slots).enumerate() {
+            let b = &self.buffers[i];
+            if len as u64 != b.bytes {
+                let what = if what == "parameters" { "parameter" } else { "result" };
+                return Err(RuntimeError::Size {
+                    what,
+                    index,
+                    name: b.name.clone(),
+                    expected: b.bytes,
+                    found: len as u64,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The staging buffer of one caller slot, allocated on first use.
+fn staged(slot: &mut Option<AlignedBuffer>, len: usize) -> Result<&mut AlignedBuffer, RuntimeError> {
+    if slot.as_ref().is_none_or(|s| s.len() != len) {
+        *slot = Some(AlignedBuffer::zeroed(len)?);
+    }
+    Ok(slot.as_mut().expect("set above"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// out[i] = a[i] + b[i] (f32), buffers (a, b, out).
+    unsafe extern "C" fn add(buffers: *const *mut u8, lo: i64, hi: i64) {
+        unsafe {
+            let (a, b, out) = (*buffers as *const f32, *buffers.add(1) as *const f32, *buffers.add(2) as *mut f32);
+            for i in lo as usize..hi as usize {
+                *out.add(i) = *a.add(i) + *b.add(i);
+            }
+        }
+    }
+
+    /// out[i] = a[i] * 2 (f32), buffers (a, out).
+    unsafe extern "C" fn double(buffers: *const *mut u8, lo: i64, hi: i64) {
+        unsafe {
+            let (a, out) = (*buffers as *const f32, *buffers.add(1) as *mut f32);
+            for i in lo as usize..hi as usize {
+                *out.add(i) = *a.add(i) * 2.0;
+            }
+        }
+    }
+
+    fn entry(name: &str, bytes: u64, role: BufferRole) -> BufferEntry {
+        BufferEntry { name: name.into(), bytes, role }
+    }
+
+    fn f32_bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    fn floats(b: &[u8]) -> Vec<f32> {
+        b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+    }
+
+    /// result = 2 * (p0 + c) with the sum in a temp of S(space), n elements.
+    fn two_step(n: usize, space: i64, threads: usize, spaces: &MemorySpaces) -> Result<Executable, RuntimeError> {
+        let bytes = 4 * n as u64;
+        let constant: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let parts = ExecutableParts {
+            buffers: vec![
+                entry("p0", bytes, BufferRole::Parameter(0)),
+                entry("c", bytes, BufferRole::Constant(AlignedBuffer::from_bytes(&f32_bytes(&constant))?)),
+                entry("sum", bytes, BufferRole::Temp { space, offset: 64 }),
+                entry("out", bytes, BufferRole::Result(0)),
+            ],
+            launches: vec![
+                LaunchEntry { name: "add".into(), function: add, extent: n as i64, buffers: vec![0, 1, 2] },
+                LaunchEntry { name: "double".into(), function: double, extent: n as i64, buffers: vec![2, 3] },
+            ],
+            arenas: vec![(space, 64 + bytes)],
+            code: Box::new(()),
+        };
+        Executable::new(parts, spaces, Arc::new(ThreadPool::new(Some(threads))?))
+    }
+
+    #[test]
+    fn runs_launches_in_order_through_temps_and_constants() {
+        for (n, threads) in [(5, 1), (100_000, 2), (100_000, 3)] {
+            let exe = two_step(n, 0, threads, &MemorySpaces::new()).unwrap();
+            let input: Vec<f32> = (0..n).map(|i| 0.5 * i as f32).collect();
+            let input = f32_bytes(&input);
+            for round in 0..3 {
+                let mut out = vec![0u8; 4 * n];
+                exe.run(&[&input], &mut [&mut out]).unwrap();
+                let expect: Vec<f32> = (0..n).map(|i| 2.0 * (0.5 * i as f32 + i as f32)).collect();
+                assert_eq!(floats(&out), expect, "n {n}, threads {threads}, round {round}");
+            }
+        }
+    }
+
+    #[test]
+    fn unaligned_caller_buffers_are_staged() {
+        let n = 9;
+        let exe = two_step(n, 0, 1, &MemorySpaces::new()).unwrap();
+        let input = f32_bytes(&vec![1.0; n]);
+        let mut shifted_in = vec![0u8; 4 * n + 1];
+        let mut shifted_out = vec![0u8; 4 * n + 1];
+        // One of the two offsets is unaligned whatever the allocation's alignment.
+        for off in [0, 1] {
+            let end = off + 4 * n;
+            shifted_in[off..end].copy_from_slice(&input);
+            exe.run(&[&shifted_in[off..end]], &mut [&mut shifted_out[off..end]]).unwrap();
+            let expect: Vec<f32> = (0..n).map(|i| 2.0 * (1.0 + i as f32)).collect();
+            assert_eq!(floats(&shifted_out[off..end]), expect);
+        }
+    }
+
+    #[test]
+    fn argument_errors_name_the_argument() {
+        let exe = two_step(4, 0, 1, &MemorySpaces::new()).unwrap();
+        let good = vec![0u8; 16];
+        let mut out = vec![0u8; 16];
+        let err = exe.run(&[], &mut [&mut out]).unwrap_err();
+        assert_eq!(err.to_string(), "the executable takes 1 parameters but 0 were given");
+        let err = exe.run(&[&good[..12]], &mut [&mut out]).unwrap_err();
+        assert_eq!(err.to_string(), "parameter 0 ('p0') needs 16 bytes but the buffer has 12");
+        let mut short = vec![0u8; 20];
+        let err = exe.run(&[&good], &mut [&mut short]).unwrap_err();
+        assert_eq!(err.to_string(), "result 0 ('out') needs 16 bytes but the buffer has 20");
+        let err = exe.run(&[&good], &mut []).unwrap_err();
+        assert!(matches!(err, RuntimeError::Count { what: "results", expected: 1, found: 0 }));
+    }
+
+    #[test]
+    fn arenas_respect_registered_capacities() {
+        let mut spaces = MemorySpaces::new();
+        spaces.register(1, 100);
+        let err = two_step(16, 1, 1, &spaces).err().unwrap();
+        assert_eq!(err, RuntimeError::SpaceOverflow { space: 1, capacity: 100, needed: 128 });
+        spaces.register(1, 128);
+        let exe = two_step(16, 1, 1, &spaces).unwrap();
+        assert_eq!(exe.arenas(), &[(1, 128)]);
+    }
+
+    #[test]
+    fn malformed_parts_are_rejected() {
+        let pool = Arc::new(ThreadPool::new(Some(1)).unwrap());
+        let spaces = MemorySpaces::new();
+        let make = |buffers: Vec<BufferEntry>, launch: Vec<usize>, arenas: Vec<(i64, u64)>| ExecutableParts {
+            buffers,
+            launches: vec![LaunchEntry { name: "k".into(), function: double, extent: 1, buffers: launch }],
+            arenas,
+            code: Box::new(()),
+        };
+        let cases = [
+            (make(vec![entry("a", 4, BufferRole::Parameter(1))], vec![0], vec![]), "no buffer is parameter 0"),
+            (make(vec![entry("a", 4, BufferRole::Result(0))], vec![3], vec![]), "names buffer 3"),
+            (
+                make(vec![entry("t", 64, BufferRole::Temp { space: 0, offset: 64 })], vec![0], vec![(0, 100)]),
+                "does not fit",
+            ),
+            (make(vec![entry("t", 4, BufferRole::Temp { space: 0, offset: 4 })], vec![0], vec![(0, 100)]), "unaligned"),
+            (make(vec![entry("t", 4, BufferRole::Temp { space: 2, offset: 0 })], vec![0], vec![]), "no arena"),
+        ];
+        for (parts, text) in cases {
+            let err = Executable::new(parts, &spaces, pool.clone()).err().unwrap();
+            assert!(err.to_string().contains(text), "{err}");
+        }
+    }
+
+    const N: usize = 128;
+
+    /// C = A·B for N×N row-major f32 through the runtime GEMM, buffers (a, b, c).
+    unsafe extern "C" fn gemm_kernel(buffers: *const *mut u8, _lo: i64, _hi: i64) {
+        let n = N as i64;
+        unsafe {
+            crate::gemm::tessera_rt_gemm_f32(
+                n,
+                n,
+                n,
+                *buffers as *const f32,
+                n,
+                1,
+                *buffers.add(1) as *const f32,
+                n,
+                1,
+                *buffers.add(2) as *mut f32,
+                n,
+                1,
+            )
+        }
+    }
+
+    #[test]
+    fn kernels_calling_gemm_use_the_executable_threads() {
+        let bytes = (4 * N * N) as u64;
+        for threads in [1, 2] {
+            let parts = ExecutableParts {
+                buffers: vec![
+                    entry("a", bytes, BufferRole::Parameter(0)),
+                    entry("b", bytes, BufferRole::Parameter(1)),
+                    entry("c", bytes, BufferRole::Result(0)),
+                ],
+                launches: vec![LaunchEntry {
+                    name: "dot".into(),
+                    function: gemm_kernel,
+                    extent: 1,
+                    buffers: vec![0, 1, 2],
+                }],
+                arenas: vec![],
+                code: Box::new(()),
+            };
+            let pool = Arc::new(ThreadPool::new(Some(threads)).unwrap());
+            let exe = Executable::new(parts, &MemorySpaces::new(), pool).unwrap();
+            let a: Vec<f32> = (0..N * N).map(|i| (i % 7) as f32 - 3.0).collect();
+            // B = 2·I, so C = 2·A exactly.
+            let b: Vec<f32> = (0..N * N).map(|i| if i / N == i % N { 2.0 } else { 0.0 }).collect();
+            let mut out = vec![0u8; 4 * N * N];
+            exe.run(&[&f32_bytes(&a), &f32_bytes(&b)], &mut [&mut out]).unwrap();
+            assert_eq!(floats(&out), a.iter().map(|x| 2.0 * x).collect::<Vec<_>>(), "threads {threads}");
+        }
+    }
+
+    #[test]
+    fn empty_executable_runs() {
+        let parts = ExecutableParts { buffers: vec![], launches: vec![], arenas: vec![], code: Box::new(()) };
+        let exe = Executable::new(parts, &MemorySpaces::new(), Arc::new(ThreadPool::new(Some(1)).unwrap())).unwrap();
+        exe.run(&[], &mut []).unwrap();
+    }
+}

@@ -1,0 +1,356 @@
+//! A compiled module behind one API for every backend: run it on literals (any layout in,
+//! the module's layouts out), on resident [`DeviceBuffer`]s (no copies, no relayouts), or on
+//! caller-owned raw physical buffers.
+//!
+//! Parameters and results are addressed as the program flattens them: entry parameters
+//! depth-first through tuples ("parameter leaves"), and the result tuple depth-first. For a
+//! module without tuple parameters, parameter leaf `i` is entry parameter `i`.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use tessera_hlo::eval::evaluate;
+use tessera_hlo::{ArrayShape, LayoutMap, Literal, LiteralError, Module, Shape};
+use tessera_lower::Program;
+use tessera_runtime::RuntimeError;
+
+use crate::device_buffer::{physical_bytes, shape_text};
+use crate::{Backend, DeviceBuffer, Error};
+
+/// The entry computation's parameters and result, with the layouts callers see.
+pub(crate) struct Signature {
+    /// Entry parameters with their declared layouts.
+    parameters: Vec<Shape>,
+    /// Array leaves of the parameters, depth-first, every one with an explicit layout.
+    parameter_leaves: Vec<Leaf>,
+    result: Shape,
+    result_leaves: Vec<Leaf>,
+}
+
+struct Leaf {
+    shape: ArrayShape,
+    map: LayoutMap,
+    bytes: usize,
+}
+
+impl Leaf {
+    fn new(shape: &ArrayShape) -> Result<Leaf, Error> {
+        let mut shape = shape.clone();
+        shape.layout = Some(shape.layout_or_default());
+        let map = LayoutMap::new(&shape).map_err(LiteralError::from)?;
+        let bytes = physical_bytes(&shape)?;
+        Ok(Leaf { shape, map, bytes })
+    }
+}
+
+fn leaves(shape: &Shape) -> Result<Vec<Leaf>, Error> {
+    shape.leaves().into_iter().filter_map(|(_, s)| s.as_array()).map(Leaf::new).collect()
+}
+
+impl Signature {
+    /// The signature `entry_computation_layout` declares (the parameter instructions' shapes
+    /// where it says nothing).
+    pub(crate) fn of_module(module: &Module) -> Result<Signature, Error> {
+        let entry = module.entry_comp();
+        let declared = module.entry_computation_layout();
+        let pick = |own: Shape, declared: Option<&Shape>| match declared {
+            Some(d) if d.compatible(&own) => d.clone(),
+            _ => own,
+        };
+        let parameters: Vec<Shape> = entry
+            .parameter_shapes()
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| pick(s, declared.and_then(|d| d.parameters.get(i))))
+            .collect();
+        let result = pick(entry.root_inst().shape.clone(), declared.map(|d| &d.result));
+        let parameter_leaves = parameters.iter().map(leaves).collect::<Result<Vec<_>, _>>()?.into_iter().flatten();
+        Ok(Signature {
+            parameter_leaves: parameter_leaves.collect(),
+            result_leaves: leaves(&result)?,
+            parameters,
+            result,
+        })
+    }
+
+    /// The lowering must lay out parameters and results exactly as the module declares them;
+    /// anything else is a lowering bug, reported rather than run.
+    pub(crate) fn check_program(&self, program: &Program) -> Result<(), Error> {
+        let check = |what: &str, ids: &[tessera_lower::BufferId], leaves: &[Leaf]| -> Result<(), Error> {
+            if ids.len() != leaves.len() {
+                return Err(RuntimeError::Invalid(format!(
+                    "the program has {} {what}s but the module {}",
+                    ids.len(),
+                    leaves.len()
+                ))
+                .into());
+            }
+            for (i, (id, leaf)) in ids.iter().zip(leaves).enumerate() {
+                let buffer = &program.buffers[id.0 as usize];
+                let same = LayoutMap::new(&buffer.shape).is_ok_and(|m| m == leaf.map);
+                if !same || buffer.bytes != leaf.bytes as u64 {
+                    return Err(RuntimeError::Invalid(format!(
+                        "{what} {i} is laid out as {} but the module declares {}",
+                        shape_text(&buffer.shape),
+                        shape_text(&leaf.shape)
+                    ))
+                    .into());
+                }
+            }
+            Ok(())
+        };
+        check("parameter", &program.parameters, &self.parameter_leaves)?;
+        check("result", &program.results, &self.result_leaves)
+    }
+}
+
+/// What runs the module.
+pub(crate) enum Engine {
+    Interp(Box<Module>),
+    Compiled(Box<tessera_runtime::Executable>),
+}
+
+pub struct Executable {
+    backend: Backend,
+    engine: Engine,
+    signature: Signature,
+    compile_time: Duration,
+}
+
+impl Executable {
+    pub(crate) fn new(backend: Backend, engine: Engine, signature: Signature, compile_time: Duration) -> Executable {
+        Executable { backend, engine, signature, compile_time }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// Wall time of `Client::compile` (verification through assembly).
+    pub fn compile_time(&self) -> Duration {
+        self.compile_time
+    }
+
+    /// Entry parameter shapes with their layouts.
+    pub fn parameter_shapes(&self) -> &[Shape] {
+        &self.signature.parameters
+    }
+
+    /// The result shape with its layout.
+    pub fn result_shape(&self) -> &Shape {
+        &self.signature.result
+    }
+
+    /// Array leaves of the parameters, depth-first, with explicit layouts: what
+    /// [`Executable::transfer_argument`], [`Executable::execute`] and [`Executable::run_raw`]
+    /// index.
+    pub fn parameter_leaves(&self) -> impl ExactSizeIterator<Item = &ArrayShape> {
+        self.signature.parameter_leaves.iter().map(|l| &l.shape)
+    }
+
+    /// Array leaves of the result, depth-first, with explicit layouts.
+    pub fn result_leaves(&self) -> impl ExactSizeIterator<Item = &ArrayShape> {
+        self.signature.result_leaves.iter().map(|l| &l.shape)
+    }
+
+    /// The runtime executable of a compiled backend (`None` for the interpreter).
+    pub fn runtime(&self) -> Option<&tessera_runtime::Executable> {
+        match &self.engine {
+            Engine::Compiled(e) => Some(e),
+            Engine::Interp(_) => None,
+        }
+    }
+
+    /// Runs on one literal per entry parameter, in any layout; returns the result's array
+    /// leaves (a tuple flattened depth-first) in the module's result layouts.
+    pub fn run(&self, args: &[Literal]) -> Result<Vec<Literal>, Error> {
+        let params = &self.signature.parameters;
+        if args.len() != params.len() {
+            return Err(RuntimeError::Count { what: "arguments", expected: params.len(), found: args.len() }.into());
+        }
+        for (i, (arg, shape)) in args.iter().zip(params).enumerate() {
+            if !arg.shape().compatible(shape) {
+                return Err(Error::argument(i, format!("expected {}, got {}", shape.without_layout(), arg.shape())));
+            }
+        }
+        match &self.engine {
+            Engine::Interp(module) => {
+                let result = evaluate(module, args)?;
+                let mut out = Vec::new();
+                flatten_owned(result, &mut out);
+                Ok(out)
+            }
+            Engine::Compiled(exe) => {
+                let mut leaves = Vec::new();
+                args.iter().for_each(|a| flatten(a, &mut leaves));
+                let bytes = leaves
+                    .iter()
+                    .zip(&self.signature.parameter_leaves)
+                    .map(|(lit, leaf)| leaf_bytes(lit, leaf))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let inputs: Vec<&[u8]> = bytes.iter().map(|b| b.as_ref()).collect();
+                let mut results = self.new_results()?;
+                let mut outputs: Vec<&mut [u8]> = results.iter_mut().map(|r| r.bytes_mut()).collect();
+                exe.run(&inputs, &mut outputs)?;
+                results.iter().map(DeviceBuffer::to_literal).collect()
+            }
+        }
+    }
+
+    /// Lays `literal` out for parameter leaf `index` (its layout and memory space) in a
+    /// resident buffer that [`Executable::execute`] uses as it is.
+    pub fn transfer_argument(&self, index: usize, literal: &Literal) -> Result<DeviceBuffer, Error> {
+        let leaves = &self.signature.parameter_leaves;
+        let leaf = leaves
+            .get(index)
+            .ok_or_else(|| Error::argument(index, format!("the executable takes {} parameters", leaves.len())))?;
+        let target = Shape::Array(leaf.shape.clone());
+        if !literal.shape().compatible(&target) {
+            return Err(Error::argument(
+                index,
+                format!("expected {}, got {}", target.without_layout(), literal.shape()),
+            ));
+        }
+        let mut buffer = DeviceBuffer::zeroed(&leaf.shape)?;
+        buffer.bytes_mut().copy_from_slice(&leaf_bytes(literal, leaf)?);
+        Ok(buffer)
+    }
+
+    /// Runs on resident buffers (one per parameter leaf, laid out by
+    /// [`Executable::transfer_argument`]) and returns the result leaves as new buffers.
+    pub fn execute(&self, args: &[&DeviceBuffer]) -> Result<Vec<DeviceBuffer>, Error> {
+        let mut results = self.new_results()?;
+        self.execute_into(args, &mut results)?;
+        Ok(results)
+    }
+
+    /// [`Executable::execute`] into result buffers the caller keeps (made once with
+    /// [`Executable::new_results`]): a warmed-up call allocates nothing.
+    pub fn execute_into(&self, args: &[&DeviceBuffer], results: &mut [DeviceBuffer]) -> Result<(), Error> {
+        let leaves = &self.signature.parameter_leaves;
+        if args.len() != leaves.len() {
+            return Err(RuntimeError::Count { what: "parameters", expected: leaves.len(), found: args.len() }.into());
+        }
+        for (i, (arg, leaf)) in args.iter().zip(leaves).enumerate() {
+            if !same_layout(arg.shape(), leaf) {
+                return Err(Error::argument(
+                    i,
+                    format!(
+                        "the buffer holds {} but the parameter is {} (transfer_argument lays it out)",
+                        shape_text(arg.shape()),
+                        shape_text(&leaf.shape)
+                    ),
+                ));
+            }
+        }
+        let results_leaves = &self.signature.result_leaves;
+        if results.len() != results_leaves.len() {
+            let found = results.len();
+            return Err(RuntimeError::Count { what: "results", expected: results_leaves.len(), found }.into());
+        }
+        for (i, (r, leaf)) in results.iter().zip(results_leaves).enumerate() {
+            if !same_layout(r.shape(), leaf) {
+                return Err(Error::Result {
+                    index: i,
+                    message: format!("the buffer holds {}, not {}", shape_text(r.shape()), shape_text(&leaf.shape)),
+                });
+            }
+        }
+        let inputs: Vec<&[u8]> = args.iter().map(|a| a.bytes()).collect();
+        let mut outputs: Vec<&mut [u8]> = results.iter_mut().map(|r| r.bytes_mut()).collect();
+        self.run_raw(&inputs, &mut outputs)
+    }
+
+    /// Zeroed result buffers in the result layouts.
+    pub fn new_results(&self) -> Result<Vec<DeviceBuffer>, Error> {
+        self.signature.result_leaves.iter().map(|l| DeviceBuffer::zeroed(&l.shape)).collect()
+    }
+
+    /// Runs on caller-owned physical buffers: `args[i]` holds parameter leaf `i` laid out in
+    /// its layout, `results[i]` receives result leaf `i`. Sizes must match exactly.
+    pub fn run_raw(&self, args: &[&[u8]], results: &mut [&mut [u8]]) -> Result<(), Error> {
+        let leaves = &self.signature.parameter_leaves;
+        if args.len() != leaves.len() {
+            return Err(RuntimeError::Count { what: "parameters", expected: leaves.len(), found: args.len() }.into());
+        }
+        for (i, (arg, leaf)) in args.iter().zip(leaves).enumerate() {
+            if arg.len() != leaf.bytes {
+                let message =
+                    format!("{} needs {} bytes but the buffer has {}", shape_text(&leaf.shape), leaf.bytes, arg.len());
+                return Err(Error::argument(i, message));
+            }
+        }
+        let result_leaves = &self.signature.result_leaves;
+        if results.len() != result_leaves.len() {
+            let found = results.len();
+            return Err(RuntimeError::Count { what: "results", expected: result_leaves.len(), found }.into());
+        }
+        for (i, (r, leaf)) in results.iter().zip(result_leaves).enumerate() {
+            if r.len() != leaf.bytes {
+                let message =
+                    format!("{} needs {} bytes but the buffer has {}", shape_text(&leaf.shape), leaf.bytes, r.len());
+                return Err(Error::Result { index: i, message });
+            }
+        }
+        match &self.engine {
+            Engine::Compiled(exe) => Ok(exe.run(args, results)?),
+            Engine::Interp(module) => {
+                let mut literals = args
+                    .iter()
+                    .zip(leaves)
+                    .map(|(bytes, leaf)| Literal::from_physical_bytes(Shape::Array(leaf.shape.clone()), *bytes))
+                    .collect::<Result<Vec<_>, _>>()?
+                    .into_iter();
+                let entry_args: Vec<Literal> =
+                    self.signature.parameters.iter().map(|shape| regroup(shape, &mut literals)).collect();
+                let mut out = Vec::new();
+                flatten_owned(evaluate(module, &entry_args)?, &mut out);
+                for (i, (lit, r)) in out.iter().zip(results.iter_mut()).enumerate() {
+                    let bytes = leaf_bytes(lit, &result_leaves[i])?;
+                    r.copy_from_slice(&bytes);
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Same dimensions, element type and physical placement.
+fn same_layout(shape: &ArrayShape, leaf: &Leaf) -> bool {
+    shape.same_dims_and_type(&leaf.shape) && LayoutMap::new(shape).is_ok_and(|m| m == leaf.map)
+}
+
+/// The literal's physical bytes in the leaf's layout, copied only when the layouts differ.
+fn leaf_bytes<'a>(literal: &'a Literal, leaf: &Leaf) -> Result<Cow<'a, [u8]>, Error> {
+    if literal.layout_map() == Some(&leaf.map) {
+        return Ok(Cow::Borrowed(literal.physical_bytes()?));
+    }
+    let moved = literal.relayout_like(&Shape::Array(leaf.shape.clone()))?;
+    Ok(Cow::Owned(moved.physical_bytes()?.to_vec()))
+}
+
+/// Array leaves of a literal, depth-first.
+fn flatten<'a>(literal: &'a Literal, out: &mut Vec<&'a Literal>) {
+    match literal.tuple_elements() {
+        Some(elems) => elems.iter().for_each(|e| flatten(e, out)),
+        None if literal.array_shape().is_some() => out.push(literal),
+        None => {}
+    }
+}
+
+fn flatten_owned(literal: Literal, out: &mut Vec<Literal>) {
+    match literal.tuple_elements() {
+        Some(elems) => elems.iter().cloned().for_each(|e| flatten_owned(e, out)),
+        None if literal.array_shape().is_some() => out.push(literal),
+        None => {}
+    }
+}
+
+/// Rebuilds one entry argument of `shape` from the flattened leaves.
+fn regroup(shape: &Shape, leaves: &mut impl Iterator<Item = Literal>) -> Literal {
+    match shape {
+        Shape::Tuple(elems) => Literal::tuple(elems.iter().map(|e| regroup(e, leaves)).collect()),
+        Shape::Array(_) => leaves.next().unwrap_or_else(|| Literal::tuple(Vec::new())),
+        _ => Literal::tuple(Vec::new()),
+    }
+}

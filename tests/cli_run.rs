@@ -1,0 +1,313 @@
+//! `tessera run` as scripts use it (DESIGN.md section 8): the built binary on corpus cases for
+//! every backend, with logical and `--physical` files, the `--time` JSON line, and the exit
+//! codes (0 success, 1 compile/run error, 2 usage error).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use tessera::{Backend, Client, CompileOptions};
+use tessera_hlo::npy::{read_npy, read_npy_physical, write_npy_physical};
+use tessera_hlo::{ArrayShape, ElementType, Literal, Shape};
+
+const BACKENDS: [&str; 3] = ["interp", "cranelift", "llvm"];
+
+/// Cases the kernel lowering handles today, chosen to cover: plain f32, bf16 as raw bits,
+/// pred and integer results, tuple results, non-default and tiled entry layouts (packed bf16,
+/// s8 tiles), dots, and a model.
+const CASES: [&str; 9] = [
+    "binary_arith_f32",
+    "unary_bf16",
+    "compare_s32",
+    "convert_int_int",
+    "hand_layout_2d",
+    "hand_tiled_bf16_packed",
+    "hand_tiled_small_tile_s8",
+    "matmul",
+    "model_mlp2",
+];
+
+fn corpus() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus")
+}
+
+fn case_dir(case: &str) -> PathBuf {
+    let in_tree = corpus().join(case);
+    if in_tree.is_dir() {
+        in_tree
+    } else {
+        PathBuf::from("/work/shared/corpus").join(case)
+    }
+}
+
+fn tessera(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_tessera")).args(args).output().expect("the binary runs")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera_cli_run_{}_{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Parameter and result leaves of a module with their layouts.
+fn signature(module: &Path) -> (Vec<ArrayShape>, Vec<ArrayShape>) {
+    let exe = Client::new(Backend::Interp)
+        .unwrap()
+        .compile_text(&std::fs::read_to_string(module).unwrap(), &CompileOptions::default())
+        .unwrap();
+    (exe.parameter_leaves().cloned().collect(), exe.result_leaves().cloned().collect())
+}
+
+/// Every element as f64 (floats) or exact bits (everything else).
+enum Values {
+    Float(Vec<f64>),
+    Bits(Vec<u128>),
+}
+
+fn values(lit: &Literal) -> Values {
+    match lit.element_type() {
+        ElementType::F32 => Values::Float(lit.to_vec::<f32>().unwrap().into_iter().map(f64::from).collect()),
+        ElementType::F64 => Values::Float(lit.to_vec::<f64>().unwrap()),
+        ElementType::F16 => Values::Float(lit.to_vec::<half::f16>().unwrap().into_iter().map(f64::from).collect()),
+        ElementType::BF16 => Values::Float(lit.to_vec::<half::bf16>().unwrap().into_iter().map(f64::from).collect()),
+        _ => Values::Bits(lit.to_bits_vec().unwrap()),
+    }
+}
+
+/// Checks `got` against the case's expected output `i` with the corpus tolerance rule.
+fn check_output(case: &str, i: usize, got: &Literal, meta: &serde_json::Value) {
+    let shape = Shape::Array(got.array_shape().unwrap().clone());
+    let expected = read_npy(case_dir(case).join(format!("expected/{i}.npy")), &shape).unwrap();
+    let output = &meta["outputs"][i];
+    let rtol = output["rtol"].as_f64().or(meta["rtol"].as_f64()).unwrap();
+    let atol = output["atol"].as_f64().or(meta["atol"].as_f64()).unwrap();
+    match (values(got), values(&expected)) {
+        (Values::Float(g), Values::Float(e)) => {
+            for (k, (a, b)) in g.iter().zip(&e).enumerate() {
+                let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+                assert!(ok, "{case} output {i} element {k}: {a} vs expected {b}");
+            }
+            assert_eq!(g.len(), e.len());
+        }
+        (Values::Bits(g), Values::Bits(e)) => assert_eq!(g, e, "{case} output {i}"),
+        _ => panic!("{case} output {i}: element type {}", got.element_type()),
+    }
+}
+
+fn metadata(case: &str) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(case_dir(case).join("case.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn logical_files_match_the_corpus_on_every_backend() {
+    for case in CASES {
+        let dir = case_dir(case);
+        let module = dir.join("module.hlo");
+        let (_, results) = signature(&module);
+        let meta = metadata(case);
+        for backend in BACKENDS {
+            let out = temp_dir(&format!("{case}_{backend}"));
+            let run = tessera(&[
+                "run",
+                text(&module),
+                "--args",
+                text(&dir.join("args")),
+                "--out",
+                text(&out),
+                "--backend",
+                backend,
+            ]);
+            assert!(run.status.success(), "{case} on {backend}: {}", String::from_utf8_lossy(&run.stderr));
+            assert!(run.stdout.is_empty(), "stdout stays clean without --time");
+            for (i, leaf) in results.iter().enumerate() {
+                // Logical files hold values in C order whatever the result's layout.
+                let logical = Shape::array(leaf.element_type, &leaf.dims);
+                let got = read_npy(out.join(format!("{i}.npy")), &logical).unwrap();
+                check_output(case, i, &got, &meta);
+            }
+            assert!(!out.join(format!("{}.npy", results.len())).exists());
+            let _ = std::fs::remove_dir_all(&out);
+        }
+    }
+}
+
+/// The physical buffer of `lit` with every padding byte set to 0xA5 (padding holds
+/// arbitrary values; a kernel that reads it as data shows up as a wrong result).
+fn with_garbage_padding(lit: &Literal) -> Literal {
+    let map = lit.layout_map().unwrap();
+    let bits = map.element_size_bits() as usize;
+    let mut bytes = vec![0xA5u8; lit.physical_bytes().unwrap().len()];
+    let data = lit.physical_bytes().unwrap();
+    if bits.is_multiple_of(8) {
+        let size = bits / 8;
+        for slot in map.offsets() {
+            let at = slot as usize * size;
+            bytes[at..at + size].copy_from_slice(&data[at..at + size]);
+        }
+    } else {
+        bytes.copy_from_slice(data);
+    }
+    Literal::from_physical_bytes(lit.shape().clone(), bytes).unwrap()
+}
+
+#[test]
+fn physical_files_follow_the_declared_layouts() {
+    for case in ["hand_layout_2d", "hand_tiled_bf16_packed", "hand_tiled_small_tile_s8", "binary_arith_f32"] {
+        let dir = case_dir(case);
+        let module = dir.join("module.hlo");
+        let (params, results) = signature(&module);
+        let meta = metadata(case);
+        let args = temp_dir(&format!("{case}_physical_args"));
+        for (i, leaf) in params.iter().enumerate() {
+            let logical =
+                read_npy(dir.join(format!("args/{i}.npy")), &Shape::array(leaf.element_type, &leaf.dims)).unwrap();
+            let physical = logical.relayout(leaf.layout.as_ref().unwrap()).unwrap();
+            write_npy_physical(&with_garbage_padding(&physical), args.join(format!("{i}.npy"))).unwrap();
+        }
+        for backend in BACKENDS {
+            let out = temp_dir(&format!("{case}_{backend}_physical_out"));
+            let run = tessera(&[
+                "run",
+                text(&module),
+                "--args",
+                text(&args),
+                "--out",
+                text(&out),
+                "--backend",
+                backend,
+                "--physical",
+            ]);
+            assert!(run.status.success(), "{case} on {backend}: {}", String::from_utf8_lossy(&run.stderr));
+            for (i, leaf) in results.iter().enumerate() {
+                let got = read_npy_physical(out.join(format!("{i}.npy")), &Shape::Array(leaf.clone())).unwrap();
+                check_output(case, i, &got, &meta);
+            }
+            let _ = std::fs::remove_dir_all(&out);
+        }
+        let _ = std::fs::remove_dir_all(&args);
+    }
+}
+
+#[test]
+fn physical_files_of_a_tiled_layout_are_one_dimensional_with_padding() {
+    let dir = case_dir("hand_tiled_small_tile_s8");
+    let module = dir.join("module.hlo");
+    let (params, _) = signature(&module);
+    // f32[2,1000]{1,0:T(2,128)}: 1000 columns pad to 1024.
+    assert_eq!(params[0].dims, vec![2, 1000]);
+    let out = temp_dir("tiled_physical_shape");
+    let args = temp_dir("tiled_physical_shape_args");
+    for (i, leaf) in params.iter().enumerate() {
+        let logical =
+            read_npy(dir.join(format!("args/{i}.npy")), &Shape::array(leaf.element_type, &leaf.dims)).unwrap();
+        write_npy_physical(&logical.relayout(leaf.layout.as_ref().unwrap()).unwrap(), args.join(format!("{i}.npy")))
+            .unwrap();
+    }
+    let run = tessera(&["run", text(&module), "--args", text(&args), "--out", text(&out), "--physical"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let raw = tessera_hlo::npy::read_npy_any(out.join("0.npy")).unwrap();
+    assert_eq!(raw.shape().dims(), &[2048]);
+    assert_eq!(raw.element_type(), ElementType::F32);
+}
+
+#[test]
+fn time_prints_one_json_line() {
+    let dir = case_dir("binary_arith_f32");
+    for backend in BACKENDS {
+        let run = tessera(&[
+            "run",
+            text(&dir.join("module.hlo")),
+            "--args",
+            text(&dir.join("args")),
+            "--time",
+            "5",
+            "--threads",
+            "1",
+            "--backend",
+            backend,
+        ]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let stdout = String::from_utf8(run.stdout).unwrap();
+        assert_eq!(stdout.lines().count(), 1, "{stdout}");
+        let json: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(json["backend"], backend);
+        assert_eq!(json["runs"], 5);
+        let (median, min) = (json["median_us"].as_f64().unwrap(), json["min_us"].as_f64().unwrap());
+        assert!(min > 0.0 && min <= median, "{json}");
+        assert!(json["compile_us"].as_f64().unwrap() > 0.0);
+        let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        assert_eq!(keys.len(), 5, "{json}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_with_2() {
+    let dir = case_dir("binary_arith_f32");
+    let module = dir.join("module.hlo");
+    let args = dir.join("args");
+    let cases: [&[&str]; 6] = [
+        &["run", text(&module)],
+        &["run", text(&module), "--args", text(&args)],
+        &["run", text(&module), "--args", text(&args), "--out", "/tmp/x", "--backend", "tpu"],
+        &["run", text(&module), "--args", text(&args), "--time", "0"],
+        &["run", text(&module), "--args", text(&args), "--time", "3", "--threads", "zero"],
+        &["frobnicate"],
+    ];
+    for argv in cases {
+        let run = tessera(argv);
+        assert_eq!(run.status.code(), Some(2), "{argv:?}: {}", String::from_utf8_lossy(&run.stderr));
+    }
+}
+
+#[test]
+fn compile_and_run_errors_exit_with_1_and_say_why() {
+    let dir = case_dir("binary_arith_f32");
+    let out = temp_dir("errors_out");
+    let expect_error = |argv: &[&str], needle: &str| {
+        let run = tessera(argv);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{argv:?}: {stderr}");
+        assert!(stderr.contains(needle), "{argv:?}: {stderr}");
+    };
+    // A module that does not exist.
+    expect_error(&["run", "/nonexistent/m.hlo", "--args", text(&dir.join("args")), "--out", text(&out)], "nonexistent");
+    let sort = case_dir("sort_1d_2d");
+    for backend in ["cranelift", "llvm"] {
+        // An op the kernel lowering does not handle: the message names it and the backend.
+        expect_error(
+            &[
+                "run",
+                text(&sort.join("module.hlo")),
+                "--args",
+                text(&sort.join("args")),
+                "--out",
+                text(&out),
+                "--backend",
+                backend,
+            ],
+            &format!("the {backend} backend cannot compile this module"),
+        );
+    }
+    // Arguments of the wrong element type.
+    let s32 = case_dir("compare_s32");
+    expect_error(
+        &["run", text(&s32.join("module.hlo")), "--args", text(&dir.join("args")), "--out", text(&out)],
+        "argument 0",
+    );
+    // The wrong number of arguments.
+    let one_arg = temp_dir("one_arg");
+    std::fs::copy(dir.join("args/0.npy"), one_arg.join("0.npy")).unwrap();
+    expect_error(
+        &["run", text(&dir.join("module.hlo")), "--args", text(&one_arg), "--out", text(&out)],
+        "takes 2 arguments but the folder holds 1",
+    );
+    // A module that does not parse.
+    let bad = temp_dir("bad_module").join("m.hlo");
+    std::fs::write(&bad, "HloModule m\nENTRY e {\n  ROOT x = f32[] bogus()\n}\n").unwrap();
+    expect_error(&["run", text(&bad), "--args", text(&one_arg), "--out", text(&out)], "m.hlo");
+}
