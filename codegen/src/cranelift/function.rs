@@ -378,7 +378,13 @@ impl Translator<'_, '_> {
 
     /// Calls runtime symbol `name`; its Cranelift declaration follows the first use, and a
     /// later use with other types is refused rather than calling with the wrong ABI.
-    fn call_symbol(&mut self, name: &str, args: &[Value], params: &[Type], ret: Option<Type>) -> Result<Option<Value>> {
+    pub(crate) fn call_symbol(
+        &mut self,
+        name: &str,
+        args: &[Value],
+        params: &[Type],
+        ret: Option<Type>,
+    ) -> Result<Option<Value>> {
         let func_ref = match self.imports.get(name) {
             Some(f) => *f,
             None => {
