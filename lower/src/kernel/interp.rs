@@ -675,10 +675,15 @@ impl Machine<'_, '_, '_> {
         Ok(match mem {
             MemType::Pred => u64::from(self.bytes(buf, i, 1)[0] != 0),
             MemType::Scalar(t) => {
-                let n = (t.bits() / 8) as usize;
-                let mut raw = [0u8; 8];
-                raw[..n].copy_from_slice(self.bytes(buf, i * n, n));
-                norm(t, u64::from_le_bytes(raw))
+                // Fixed-width reads: a runtime-length copy would cost a memmove call per load.
+                let data = &self.bufs[self.map[buf]];
+                let x = match t.bits() {
+                    8 => u64::from(data[i]),
+                    16 => u64::from(u16::from_le_bytes([data[2 * i], data[2 * i + 1]])),
+                    32 => u64::from(u32::from_le_bytes(data[4 * i..4 * i + 4].try_into().unwrap_or_default())),
+                    _ => u64::from_le_bytes(data[8 * i..8 * i + 8].try_into().unwrap_or_default()),
+                };
+                norm(t, x)
             }
             MemType::Packed { bits, pred } => {
                 let (byte, shift, mask) = packed_pos(i, bits);
@@ -697,10 +702,12 @@ impl Machine<'_, '_, '_> {
         let data = &mut self.bufs[self.map[buf]];
         match mem {
             MemType::Pred => data[i] = (x & 1) as u8,
-            MemType::Scalar(t) => {
-                let n = (t.bits() / 8) as usize;
-                data[i * n..i * n + n].copy_from_slice(&x.to_le_bytes()[..n]);
-            }
+            MemType::Scalar(t) => match t.bits() {
+                8 => data[i] = x as u8,
+                16 => data[2 * i..2 * i + 2].copy_from_slice(&(x as u16).to_le_bytes()),
+                32 => data[4 * i..4 * i + 4].copy_from_slice(&(x as u32).to_le_bytes()),
+                _ => data[8 * i..8 * i + 8].copy_from_slice(&x.to_le_bytes()),
+            },
             MemType::Packed { bits, .. } => {
                 let (byte, shift, mask) = packed_pos(i, bits);
                 data[byte] = (data[byte] & !(mask << shift)) | (((x as u8) & mask) << shift);
