@@ -37,6 +37,7 @@ pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Ke
     let mut kernel = em.b.finish();
     kernel.grid.extent = grid;
     hoist::hoist(&mut kernel);
+    hoist::share_indices(&mut kernel);
     hoist::pool_constants(&mut kernel);
     Ok(kernel)
 }
