@@ -180,3 +180,48 @@ fn the_harness_catches_a_wrong_element() {
     assert!(support::compare(&got, &want, "x").is_err());
     assert!(support::compare(&want, &want, "x").is_ok());
 }
+
+#[test]
+fn map_inlines_its_computation() {
+    check(
+        "HloModule m\nf {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  s = f32[] multiply(x, y)\n  ROOT r = f32[] add(s, x)\n}\nENTRY e {\n  a = f32[4,9]{1,0} parameter(0)\n  b = f32[4,9]{0,1} parameter(1)\n  ROOT m = f32[4,9]{1,0} map(a, b), dimensions={0,1}, to_apply=f\n}\n",
+    );
+}
+
+#[test]
+fn unsupported_ops_and_types_are_errors_naming_them() {
+    let cases = [
+        ("HloModule m\nENTRY e {\n  p = c64[4]{0} parameter(0)\n  ROOT r = c64[4]{0} negate(p)\n}\n", "complex"),
+        ("HloModule m\nENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT r = u8[8,4]{1,0} bitcast-convert(p)\n}\n", "bitcast-convert"),
+        ("HloModule m\nENTRY e {\n  p = f32[3,4]{1,0} parameter(0)\n  c = f32[3,4]{1,0} constant({{1,2,3,4},{5,6,7,8},{9,10,11,12}})\n  ROOT r = f32[3,4]{1,0} add(p, c)\n}\n", "array constant"),
+    ];
+    for (text, what) in cases {
+        let module = tessera_hlo::text::parse_module(text).expect("parses");
+        match tessera_lower::emit_kernel(&module, module.entry_comp(), "k") {
+            Err(tessera_lower::LowerError::Unsupported { what: w, .. }) => assert!(w.contains(what), "{w}"),
+            other => panic!("expected an unsupported error naming {what}, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn broadcast_scalars_are_loaded_once_per_row() {
+    let k = check(
+        "HloModule m\nENTRY e {\n  a = f32[8,64]{1,0} parameter(0)\n  s = f32[] parameter(1)\n  b = f32[8,64]{1,0} broadcast(s), dimensions={}\n  ROOT r = f32[8,64]{1,0} multiply(a, b)\n}\n",
+    );
+    let text = k.to_string();
+    let scalar_load = text.lines().position(|l| l.contains("load.f32 b1[0]")).expect("a load of the scalar");
+    let inner_loop = text.lines().position(|l| l.contains("vector(")).expect("a vector loop");
+    assert!(scalar_load < inner_loop, "the scalar's load stays in the inner loop:\n{text}");
+}
+
+#[test]
+fn reduce_precision_on_every_float_type() {
+    for ty in FLOATS {
+        for (e, m) in [(5, 10), (8, 7), (11, 52), (4, 3), (8, 23), (2, 0), (11, 20)] {
+            check(&format!(
+                "HloModule m\nENTRY e {{\n  p = {ty}[7,9]{{1,0}} parameter(0)\n  ROOT r = {ty}[7,9]{{1,0}} reduce-precision(p), exponent_bits={e}, mantissa_bits={m}\n}}\n"
+            ));
+        }
+    }
+}

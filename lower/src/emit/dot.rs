@@ -6,7 +6,7 @@
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{ElementType, InstId, Opcode};
 
-use super::{scalar, types, Emitter, Frame};
+use super::{index, scalar, types, Emitter, Frame};
 use crate::kernel::{IndexExpr, ValueId};
 use crate::LowerError;
 
@@ -90,8 +90,7 @@ impl<'m> Emitter<'m> {
         };
         let acc = self.b.local(acc_ty, zero);
         if dd.lhs_contract.iter().all(|&d| lhs_dims[d] > 0) {
-            let snapshot = self.cache.clone();
-            let multi_snapshot = self.multi_cache.clone();
+            let mark = self.mark();
             let mut opened = 0;
             for (&l, &r) in dd.lhs_contract.iter().zip(&dd.rhs_contract) {
                 let e = if lhs_dims[l] == 1 {
@@ -117,8 +116,7 @@ impl<'m> Emitter<'m> {
             for _ in 0..opened {
                 self.b.end_loop();
             }
-            self.cache = snapshot;
-            self.multi_cache = multi_snapshot;
+            self.forget_since(mark);
             step?;
         }
         let v = self.b.get_local(acc);
@@ -127,7 +125,128 @@ impl<'m> Emitter<'m> {
 
     /// Emits the whole output of dot `id` as runtime GEMM calls when its operands and result
     /// view as strided matrices; false when it does not qualify (the caller emits loops).
-    pub(crate) fn try_gemm(&mut self, _id: InstId) -> Result<bool, LowerError> {
-        Ok(false)
+    pub(crate) fn try_gemm(&mut self, id: InstId) -> Result<bool, LowerError> {
+        let inst = self.comp.inst(id);
+        let (lhs, rhs) = (self.comp.inst(inst.operands[0]), self.comp.inst(inst.operands[1]));
+        let out_et = inst.shape.element_type();
+        let func = match out_et {
+            ElementType::F32 => "tessera_rt_gemm_f32",
+            ElementType::F64 => "tessera_rt_gemm_f64",
+            _ => return Ok(false),
+        };
+        if lhs.opcode != Opcode::Parameter || rhs.opcode != Opcode::Parameter {
+            return Ok(false);
+        }
+        if lhs.shape.element_type() != out_et || rhs.shape.element_type() != out_et {
+            return Ok(false);
+        }
+        let (Some(ln), Some(rn)) = (lhs.parameter_number(), rhs.parameter_number()) else { return Ok(false) };
+        let (lp, rp) = (&self.params[ln as usize], &self.params[rn as usize]);
+        let out = &self.outputs[0];
+        let (Some(ls), Some(rs), Some(os)) = (plain_strides(&lp.map), plain_strides(&rp.map), plain_strides(&out.map))
+        else {
+            return Ok(false);
+        };
+        let (ld, rd, od) = (lp.map.dims().to_vec(), rp.map.dims().to_vec(), out.map.dims().to_vec());
+        let dd = dot_dims(inst, ld.len(), rd.len())?;
+        let nb = dd.lhs_batch.len();
+        let (nl, nr) = (dd.lhs_free.len(), dd.rhs_free.len());
+        let out_m: Vec<usize> = (nb..nb + nl).collect();
+        let out_n: Vec<usize> = (nb + nl..nb + nl + nr).collect();
+        let group = |dims: &[usize], sizes: &[i64], strides: &[i64]| collapse(dims, sizes, strides);
+        let (Some((m, a_rs)), Some((k, a_cs))) = (group(&dd.lhs_free, &ld, &ls), group(&dd.lhs_contract, &ld, &ls))
+        else {
+            return Ok(false);
+        };
+        let (Some((k2, b_rs)), Some((n, b_cs))) = (group(&dd.rhs_contract, &rd, &rs), group(&dd.rhs_free, &rd, &rs))
+        else {
+            return Ok(false);
+        };
+        let (Some((m2, c_rs)), Some((n2, c_cs))) = (group(&out_m, &od, &os), group(&out_n, &od, &os)) else {
+            return Ok(false);
+        };
+        if k != k2 || m != m2 || n != n2 || m == 0 || n == 0 || k == 0 || m * n * k < 32 * 32 * 32 {
+            return Ok(false);
+        }
+        // The contracting groups must pair element for element: same sizes in the same order.
+        let ksizes = |ds: &[usize], sz: &[i64]| ds.iter().map(|&d| sz[d]).filter(|&x| x != 1).collect::<Vec<_>>();
+        if ksizes(&dd.lhs_contract, &ld) != ksizes(&dd.rhs_contract, &rd) {
+            return Ok(false);
+        }
+        let (abuf, bbuf, cbuf) = (lp.buf, rp.buf, out.buf);
+        let batch: Vec<(i64, i64, i64, i64)> =
+            (0..nb).map(|i| (od[i], ls[dd.lhs_batch[i]], rs[dd.rhs_batch[i]], os[i])).filter(|b| b.0 != 1).collect();
+        if batch.iter().any(|b| b.0 == 0) {
+            return Ok(true);
+        }
+        let mut bases = (index::constant(0), index::constant(0), index::constant(0));
+        let mut opened = 0;
+        for (i, &(extent, sa, sb, sc)) in batch.iter().enumerate() {
+            let v = if i == 0 {
+                self.grid_extent = extent;
+                let g = self.b.grid_var();
+                self.bounds.set_var(g, 0, extent - 1);
+                g
+            } else {
+                opened += 1;
+                self.open_loop(0, extent)
+            };
+            let iv = index::var(v);
+            bases.0 = index::add(&bases.0, &index::scale(&iv, sa));
+            bases.1 = index::add(&bases.1, &index::scale(&iv, sb));
+            bases.2 = index::add(&bases.2, &index::scale(&iv, sc));
+        }
+        use crate::kernel::CallArg as A;
+        self.b.call(
+            func,
+            vec![
+                A::I64(m),
+                A::I64(n),
+                A::I64(k),
+                A::Ptr { buf: abuf, index: bases.0 },
+                A::I64(a_rs),
+                A::I64(a_cs),
+                A::Ptr { buf: bbuf, index: bases.1 },
+                A::I64(b_rs),
+                A::I64(b_cs),
+                A::Ptr { buf: cbuf, index: bases.2 },
+                A::I64(c_rs),
+                A::I64(c_cs),
+            ],
+        );
+        for _ in 0..opened {
+            self.b.end_loop();
+        }
+        Ok(true)
     }
+}
+
+/// Element strides of each logical dimension of an untiled, unpadded layout.
+fn plain_strides(map: &tessera_hlo::LayoutMap) -> Option<Vec<i64>> {
+    if map.physical_element_count() != map.element_count() {
+        return None;
+    }
+    let mut strides = vec![0i64; map.dims().len()];
+    for p in map.physical_dims() {
+        match p.index {
+            tessera_hlo::IndexExpr::Logical(d) => strides[d] = p.stride,
+            tessera_hlo::IndexExpr::Zero => {}
+            _ => return None,
+        }
+    }
+    Some(strides)
+}
+
+/// The (count, element stride) of dimensions `dims` (major first) collapsed into one, when
+/// their strides nest (each dimension's stride is the next one's times its size).
+fn collapse(dims: &[usize], sizes: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
+    let live: Vec<usize> = dims.iter().copied().filter(|&d| sizes[d] != 1).collect();
+    let count = live.iter().map(|&d| sizes[d]).product();
+    let Some(&last) = live.last() else { return Some((1, 1)) };
+    for w in live.windows(2) {
+        if strides[w[0]] != strides[w[1]] * sizes[w[1]] {
+            return None;
+        }
+    }
+    Some((count, strides[last]))
 }

@@ -8,7 +8,7 @@
 use tessera_hlo::ir::{AttrList, AttrValue, ComparisonDirection, ComparisonType};
 use tessera_hlo::{InstId, Opcode};
 
-use super::{index, scalar, types, Emitter, Frame};
+use super::{index, scalar, types, Emitter, Frame, Params};
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, IndexExpr, Op, Ty, ValueId};
 use crate::LowerError;
 
@@ -23,6 +23,11 @@ fn dim(inst: &tessera_hlo::Instruction, d: i64, rank: usize) -> Result<usize, Lo
         .ok_or_else(|| LowerError::invalid(&inst.name, format!("dimension {d} out of range")))
 }
 
+/// Element generation inlines each use of an instruction at its own index, so a DAG whose
+/// reductions feed reductions grows multiplicatively; beyond this many generated elements the
+/// computation is refused rather than emitted as a huge kernel.
+const GENERATED_LIMIT: usize = 20_000;
+
 impl<'m> Emitter<'m> {
     /// The register value of element `idx` of instruction `id` (cached within the scope).
     pub(crate) fn elem(&mut self, f: &Frame<'m>, id: InstId, idx: &[IndexExpr]) -> Result<ValueId, LowerError> {
@@ -30,7 +35,15 @@ impl<'m> Emitter<'m> {
         if let Some(&v) = self.cache.get(&key) {
             return Ok(v);
         }
+        self.generated += 1;
+        if self.generated > GENERATED_LIMIT {
+            return Err(LowerError::unsupported(
+                &f.comp.inst(id).name,
+                format!("a fused computation needing more than {GENERATED_LIMIT} inlined element computations (fusion should split it)"),
+            ));
+        }
         let v = self.elem_uncached(f, id, idx)?;
+        self.cache_log.push(key.clone());
         self.cache.insert(key, v);
         Ok(v)
     }
@@ -66,13 +79,48 @@ impl<'m> Emitter<'m> {
         use Opcode as O;
         let inst = f.comp.inst(id);
         let name = inst.name.as_str();
+        if idx.len() != inst.shape.rank() {
+            return Err(LowerError::invalid(
+                name,
+                format!("indexed with {} coordinates at rank {}", idx.len(), inst.shape.rank()),
+            ));
+        }
+        if inst.operands.iter().any(|o| f.comp.get(*o).is_none()) {
+            return Err(LowerError::invalid(name, "an operand does not exist"));
+        }
+        let arity = match inst.opcode {
+            O::Parameter | O::Constant | O::Iota => 0,
+            O::Select | O::Clamp => 3,
+            O::Pad | O::Dot => 2,
+            op if op.is_elementwise_binary() => 2,
+            O::Concatenate | O::Reduce | O::Call | O::Map => 1,
+            op if op.is_elementwise_unary() => 1,
+            O::Broadcast | O::Transpose | O::Reshape | O::Bitcast | O::Slice | O::Reverse | O::GetTupleElement => 1,
+            // Opcodes the lowering does not handle are reported as such below.
+            _ => 0,
+        };
+        let exact = arity > 0 && !matches!(inst.opcode, O::Concatenate | O::Reduce | O::Call | O::Map);
+        if inst.operands.len() < arity || (exact && inst.operands.len() != arity) {
+            return Err(LowerError::invalid(name, format!("{} operands for {}", inst.operands.len(), inst.opcode)));
+        }
         let et = self.et(f, id)?;
         let ty = types::reg(et, name)?;
         match inst.opcode {
             O::Parameter => {
                 let n = inst.parameter_number().and_then(|n| usize::try_from(n).ok());
-                if let Some(s) = &f.scalars {
-                    return n.and_then(|n| s.get(n).copied()).ok_or_else(|| LowerError::invalid(name, "bad parameter"));
+                match &f.params {
+                    Params::Scalars(s) => {
+                        return n
+                            .and_then(|n| s.get(n).copied())
+                            .ok_or_else(|| LowerError::invalid(name, "bad parameter"))
+                    }
+                    Params::Caller(caller, operands) => {
+                        let o = n.and_then(|n| operands.get(n).copied());
+                        let o = o.ok_or_else(|| LowerError::invalid(name, "bad parameter"))?;
+                        let caller = (**caller).clone();
+                        return self.elem(&caller, o, idx);
+                    }
+                    Params::Buffers => {}
                 }
                 let p = n.and_then(|n| self.params.get(n)).ok_or_else(|| LowerError::invalid(name, "bad parameter"))?;
                 let (buf, map) = (p.buf, p.map.clone());
@@ -99,6 +147,13 @@ impl<'m> Emitter<'m> {
             }
             O::Copy => self.elem(f, inst.operands[0], idx),
             O::Convert | O::BitcastConvert => {
+                let from = self.et(f, inst.operands[0])?;
+                if inst.opcode == O::BitcastConvert && from.bit_width() != et.bit_width() {
+                    return Err(LowerError::unsupported(
+                        name,
+                        format!("bitcast-convert between widths ({} to {})", from.name(), et.name()),
+                    ));
+                }
                 let ops = self.operand_values(f, id, idx)?;
                 let (v, from) = ops[0];
                 if inst.opcode == O::Convert {
@@ -125,7 +180,17 @@ impl<'m> Emitter<'m> {
                 let lo = scalar::binary(&mut self.b, O::Maximum, et, ops[1].0, ops[0].0, name)?;
                 scalar::binary(&mut self.b, O::Minimum, et, lo, ops[2].0, name)
             }
-            O::ReducePrecision => Err(LowerError::unsupported(name, "reduce-precision")),
+            O::ReducePrecision => {
+                let (e, m) = (inst.attr_int("exponent_bits"), inst.attr_int("mantissa_bits"));
+                let (Some(e), Some(m)) = (e, m) else {
+                    return Err(LowerError::invalid(name, "reduce-precision without bit counts"));
+                };
+                if !(1..=11).contains(&e) || !(0..=52).contains(&m) || !et.is_float() {
+                    return Err(LowerError::invalid(name, "reduce-precision bit counts out of range"));
+                }
+                let ops = self.operand_values(f, id, idx)?;
+                Ok(scalar::reduce_precision(&mut self.b, et, ops[0].0, e as u32, m as u32))
+            }
             op if op.is_elementwise_unary() => {
                 let ops = self.operand_values(f, id, idx)?;
                 let (v, oet) = ops[0];
@@ -144,6 +209,9 @@ impl<'m> Emitter<'m> {
             }
             O::Transpose => {
                 let perm = ints(inst, "dimensions")?;
+                if perm.len() != idx.len() {
+                    return Err(LowerError::invalid(name, "transpose permutation does not match the rank"));
+                }
                 let mut oi = vec![IndexExpr::default(); perm.len()];
                 for (i, &p) in perm.iter().enumerate() {
                     let p = dim(inst, p, perm.len())?;
@@ -183,9 +251,27 @@ impl<'m> Emitter<'m> {
             O::Pad => self.elem_pad(f, id, idx, ty),
             O::Concatenate => self.elem_concat(f, id, idx, ty),
             O::Reduce => Ok(self.reduce_values(f, id, idx)?[0]),
+            O::Call => {
+                let callee = self.call_frame(f, id)?;
+                let root = callee.comp.root;
+                self.elem(&callee, root, idx)
+            }
             O::GetTupleElement => {
                 let src = inst.operands[0];
                 let i = inst.attr_int("index").and_then(|i| usize::try_from(i).ok()).unwrap_or(0);
+                if f.comp.inst(src).opcode == O::Call {
+                    let callee = self.call_frame(f, src)?;
+                    let root = callee.comp.root_inst();
+                    if root.opcode != O::Tuple {
+                        return Err(LowerError::unsupported(name, "get-tuple-element of a call without a tuple root"));
+                    }
+                    let o = root
+                        .operands
+                        .get(i)
+                        .copied()
+                        .ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))?;
+                    return self.elem(&callee, o, idx);
+                }
                 if f.comp.inst(src).opcode != O::Reduce {
                     return Err(LowerError::unsupported(name, "get-tuple-element of anything but a variadic reduce"));
                 }
@@ -193,6 +279,15 @@ impl<'m> Emitter<'m> {
                 vals.get(i).copied().ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))
             }
             O::Dot => self.elem_dot(f, id, idx),
+            O::Map => {
+                let comp = inst.called("to_apply").ok_or_else(|| LowerError::invalid(name, "map without to_apply"))?;
+                let ops = self.operand_values(f, id, idx)?;
+                let vals = self.call_scalar(comp, ops.into_iter().map(|(v, _)| v).collect())?;
+                match vals.as_slice() {
+                    [v] => Ok(*v),
+                    _ => Err(LowerError::unsupported(name, "a map computation returning a tuple")),
+                }
+            }
             op => Err(LowerError::unsupported(name, format!("opcode {}", op.name()))),
         }
     }
@@ -250,6 +345,19 @@ impl<'m> Emitter<'m> {
         Ok(oi)
     }
 
+    /// `e` as an operand index known (from an enclosing branch condition) to lie in `0..n`:
+    /// kept as is when its bounds already say so, otherwise held in an index value with those
+    /// bounds, which the kernel verifier accepts as checked at run time.
+    fn guarded(&mut self, e: &IndexExpr, n: i64) -> IndexExpr {
+        let (lo, hi) = self.bounds.range(e);
+        if lo >= 0 && hi < n {
+            return e.clone();
+        }
+        let v = self.b.let_(Op::Index(e.clone()));
+        self.bounds.set_value(v, 0, n - 1);
+        index::value(v)
+    }
+
     /// A scalar `I64` register holding `e`.
     fn index_value(&mut self, e: &IndexExpr) -> ValueId {
         self.b.let_(Op::Index(e.clone()))
@@ -274,6 +382,9 @@ impl<'m> Emitter<'m> {
         let cfg = cfg.clone();
         let op = inst.operands[0];
         let op_dims = f.comp.inst(op).shape.dims().to_vec();
+        if cfg.len() != idx.len() || op_dims.len() != idx.len() {
+            return Err(LowerError::invalid(&inst.name, "padding configuration does not match the rank"));
+        }
         let mut cond: Option<ValueId> = None;
         let mut never = op_dims.contains(&0);
         let mut pos = Vec::with_capacity(idx.len());
@@ -320,15 +431,22 @@ impl<'m> Emitter<'m> {
         };
         let pv = self.elem(f, pad_value, &[])?;
         let local = self.b.local(ty, pv);
-        let snapshot = self.cache.clone();
+        let mark = self.mark();
         self.b.begin_if(cond);
-        let oi: Vec<IndexExpr> = pos.iter().map(|(t, k)| self.idiv(t, *k)).collect();
+        let oi: Vec<IndexExpr> = pos
+            .iter()
+            .zip(&op_dims)
+            .map(|((t, k), &n)| {
+                let t = self.guarded(t, (n - 1) * k + 1);
+                self.idiv(&t, *k)
+            })
+            .collect();
         let r = self.elem(f, op, &oi);
         if let Ok(v) = r {
             self.b.set_local(local, v);
         }
         self.b.end_if();
-        self.cache = snapshot;
+        self.forget_since(mark);
         r?;
         Ok(self.b.get_local(local))
     }
@@ -349,16 +467,17 @@ impl<'m> Emitter<'m> {
             }
             start += n;
         }
-        let at = |idx: &[IndexExpr], start: i64| {
+        let at = |em: &mut Self, idx: &[IndexExpr], start: i64, n: i64| {
             let mut oi = idx.to_vec();
-            oi[d] = index::add_const(&idx[d], -start);
+            oi[d] = em.guarded(&index::add_const(&idx[d], -start), n);
             oi
         };
         match pieces.as_slice() {
             [] => Err(LowerError::invalid(&inst.name, "concatenate index outside every operand")),
-            [(o, s, _)] => {
-                let (o, s) = (*o, *s);
-                self.elem(f, o, &at(idx, s))
+            [(o, s, n)] => {
+                let (o, s, n) = (*o, *s, *n);
+                let oi = at(self, idx, s, n);
+                self.elem(f, o, &oi)
             }
             _ => {
                 let zero = match ty {
@@ -367,7 +486,7 @@ impl<'m> Emitter<'m> {
                 };
                 let local = self.b.local(ty, zero);
                 let iv = self.index_value(&idx[d]);
-                let snapshot = self.cache.clone();
+                let mark = self.mark();
                 let mut opened = 0;
                 let mut result = Ok(());
                 for (i, &(o, s, n)) in pieces.iter().enumerate() {
@@ -378,11 +497,12 @@ impl<'m> Emitter<'m> {
                         self.b.begin_if(c);
                         opened += 1;
                     }
-                    match self.elem(f, o, &at(idx, s)) {
+                    let oi = at(self, idx, s, n);
+                    match self.elem(f, o, &oi) {
                         Ok(v) => self.b.set_local(local, v),
                         Err(e) => result = Err(e),
                     }
-                    self.cache = snapshot.clone();
+                    self.forget_since(mark);
                     if !last {
                         self.b.begin_else();
                     }

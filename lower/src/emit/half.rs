@@ -143,3 +143,95 @@ pub fn f16_bits_value(bits: u16) -> f32 {
 pub fn bf16_bits_value(bits: u16) -> f32 {
     ::half::bf16::from_bits(bits).to_f32()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{run_kernel, IndexExpr, MemType};
+
+    /// Runs `convert` over every element of `input` (of `from` memory) into `to` memory.
+    fn run(input: &[u8], n: i64, from: Ty, to: Ty, convert: fn(&mut KernelBuilder, ValueId) -> ValueId) -> Vec<u8> {
+        let mut b = KernelBuilder::new("conv", 1);
+        let src = b.buffer("src", MemType::Scalar(from), n, false);
+        let dst = b.buffer("dst", MemType::Scalar(to), n, true);
+        let i = b.begin_loop(0, n);
+        let x = b.load(src, IndexExpr::var(i, 1));
+        let y = convert(&mut b, x);
+        b.store(dst, IndexExpr::var(i, 1), y);
+        b.end_loop();
+        let k = b.finish();
+        let mut inp = input.to_vec();
+        let mut out = vec![0u8; n as usize * (to.bits() / 8) as usize];
+        run_kernel(&k, &mut [&mut inp, &mut out]).expect("conversion kernel runs");
+        out
+    }
+
+    fn all_halves() -> Vec<u8> {
+        (0..=u16::MAX).flat_map(|h| h.to_le_bytes()).collect()
+    }
+
+    /// f32 inputs around every f16/bf16 rounding boundary: each upper half with low halves
+    /// below, at and above the halfway points of both formats.
+    fn f32_inputs() -> Vec<u32> {
+        let lows = [0u32, 1, 0x0fff, 0x1000, 0x1001, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0xc000, 0xffff];
+        (0..=u16::MAX).flat_map(|h| lows.iter().map(move |&l| (u32::from(h) << 16) | l)).collect()
+    }
+
+    fn u16s(bytes: &[u8]) -> Vec<u16> {
+        bytes.chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]])).collect()
+    }
+
+    fn u32s(bytes: &[u8]) -> Vec<u32> {
+        bytes.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    }
+
+    #[test]
+    fn f16_to_f32_matches_half_on_all_inputs() {
+        let out = u32s(&run(&all_halves(), 65536, Ty::I16, Ty::F32, f16_to_f32));
+        for (h, got) in (0..=u16::MAX).zip(out) {
+            assert_eq!(got, ::half::f16::from_bits(h).to_f32().to_bits(), "f16 bits {h:#06x}");
+        }
+    }
+
+    #[test]
+    fn bf16_to_f32_matches_half_on_all_inputs() {
+        let out = u32s(&run(&all_halves(), 65536, Ty::I16, Ty::F32, bf16_to_f32));
+        for (h, got) in (0..=u16::MAX).zip(out) {
+            assert_eq!(got, ::half::bf16::from_bits(h).to_f32().to_bits(), "bf16 bits {h:#06x}");
+        }
+    }
+
+    #[test]
+    fn f32_to_f16_matches_half() {
+        let inputs = f32_inputs();
+        let bytes: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let out = u16s(&run(&bytes, inputs.len() as i64, Ty::F32, Ty::I16, f32_to_f16));
+        for (x, got) in inputs.into_iter().zip(out) {
+            assert_eq!(got, ::half::f16::from_f32(f32::from_bits(x)).to_bits(), "f32 bits {x:#010x}");
+        }
+    }
+
+    #[test]
+    fn f32_to_bf16_matches_half() {
+        let inputs = f32_inputs();
+        let bytes: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let out = u16s(&run(&bytes, inputs.len() as i64, Ty::F32, Ty::I16, f32_to_bf16));
+        for (x, got) in inputs.into_iter().zip(out) {
+            assert_eq!(got, ::half::bf16::from_f32(f32::from_bits(x)).to_bits(), "f32 bits {x:#010x}");
+        }
+    }
+
+    #[test]
+    fn half_round_trips_are_exact_on_all_inputs() {
+        // Every f16/bf16 value widened and narrowed again gives back its bits (NaNs quieted).
+        let to_f16 = |b: &mut KernelBuilder, x: ValueId| {
+            let f = f16_to_f32(b, x);
+            f32_to_f16(b, f)
+        };
+        let out = u16s(&run(&all_halves(), 65536, Ty::I16, Ty::I16, to_f16));
+        for (h, got) in (0..=u16::MAX).zip(out) {
+            let want = ::half::f16::from_f32(::half::f16::from_bits(h).to_f32()).to_bits();
+            assert_eq!(got, want, "f16 bits {h:#06x}");
+        }
+    }
+}

@@ -9,6 +9,7 @@
 mod dot;
 mod elemental;
 pub mod half;
+mod hoist;
 pub mod index;
 mod nest;
 mod reduce;
@@ -35,6 +36,9 @@ pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Ke
     let grid = em.grid_extent;
     let mut kernel = em.b.finish();
     kernel.grid.extent = grid;
+    hoist::hoist(&mut kernel);
+    hoist::share_indices(&mut kernel);
+    hoist::pool_constants(&mut kernel);
     Ok(kernel)
 }
 
@@ -52,7 +56,26 @@ pub(crate) struct ArrayBuf {
 pub(crate) struct Frame<'m> {
     pub comp: &'m Computation,
     pub id: usize,
-    pub scalars: Option<Vec<ValueId>>,
+    pub params: Params<'m>,
+}
+
+/// Where a frame's parameters come from.
+#[derive(Clone)]
+pub(crate) enum Params<'m> {
+    /// The kernel's input buffers (the fused computation).
+    Buffers,
+    /// Scalar values (an inlined reducer).
+    Scalars(Vec<ValueId>),
+    /// The operands of a `call` in the caller's frame, at the same index.
+    Caller(Box<Frame<'m>>, Vec<InstId>),
+}
+
+/// One output value of the root: an instruction's element, or one value of a variadic
+/// reduce.
+#[derive(Clone)]
+enum OutVal<'m> {
+    Inst(Frame<'m>, InstId),
+    ReduceElem(Frame<'m>, InstId, usize),
 }
 
 pub(crate) struct Emitter<'m> {
@@ -63,14 +86,28 @@ pub(crate) struct Emitter<'m> {
     pub params: Vec<ArrayBuf>,
     pub outputs: Vec<ArrayBuf>,
     /// Element values already generated in the current scope, by (frame, instruction, index).
-    pub cache: HashMap<(usize, InstId, Vec<IndexExpr>), ValueId>,
+    pub cache: HashMap<CacheKey, ValueId>,
     /// The same for instructions with several values (variadic reduces).
-    pub multi_cache: HashMap<(usize, InstId, Vec<IndexExpr>), Vec<ValueId>>,
+    pub multi_cache: HashMap<CacheKey, Vec<ValueId>>,
+    /// Frame ids of inlined calls, by (caller frame, call instruction).
+    call_frames: HashMap<(usize, InstId), usize>,
     next_frame: usize,
     grid_extent: i64,
     /// Loops opened so far; a loop whose body opened none is innermost.
     loops_opened: usize,
+    /// Cache keys in insertion order, so leaving a scope forgets what was generated in it.
+    cache_log: Vec<CacheKey>,
+    multi_log: Vec<CacheKey>,
+    /// Element computations generated so far (a guard against exponential inlining).
+    pub generated: usize,
 }
+
+/// An element of an instruction in a frame: (frame, instruction, logical index).
+pub(crate) type CacheKey = (usize, InstId, Vec<IndexExpr>);
+
+/// Where a scope began in the cache logs.
+#[derive(Clone, Copy)]
+pub(crate) struct Mark(usize, usize);
 
 pub(crate) fn array_shape<'a>(shape: &'a Shape, inst: &str) -> Result<&'a ArrayShape, LowerError> {
     shape.as_array().ok_or_else(|| LowerError::unsupported(inst, format!("a value of shape {shape} here")))
@@ -112,9 +149,13 @@ impl<'m> Emitter<'m> {
             outputs,
             cache: HashMap::new(),
             multi_cache: HashMap::new(),
+            call_frames: HashMap::new(),
             next_frame: 1,
             grid_extent: 1,
             loops_opened: 0,
+            generated: 0,
+            cache_log: Vec::new(),
+            multi_log: Vec::new(),
         })
     }
 
@@ -126,27 +167,60 @@ impl<'m> Emitter<'m> {
     }
 
     pub(crate) fn fused_frame(&self) -> Frame<'m> {
-        Frame { comp: self.comp, id: 0, scalars: None }
+        Frame { comp: self.comp, id: 0, params: Params::Buffers }
     }
 
     pub(crate) fn new_frame(&mut self, comp: &'m Computation, scalars: Vec<ValueId>) -> Frame<'m> {
         self.next_frame += 1;
-        Frame { comp, id: self.next_frame, scalars: Some(scalars) }
+        Frame { comp, id: self.next_frame, params: Params::Scalars(scalars) }
+    }
+
+    /// The frame of the computation `call` instruction `id` of frame `f` calls; one per call
+    /// site, so its elements are cached across uses.
+    pub(crate) fn call_frame(&mut self, f: &Frame<'m>, id: InstId) -> Result<Frame<'m>, LowerError> {
+        let inst = f.comp.inst(id);
+        let callee = inst.called("to_apply").ok_or_else(|| LowerError::invalid(&inst.name, "call without to_apply"))?;
+        let module = self.module;
+        let comp = module.get(callee).ok_or_else(|| LowerError::invalid(&inst.name, "called computation missing"))?;
+        let next = self.next_frame + 1;
+        let fid = *self.call_frames.entry((f.id, id)).or_insert(next);
+        if fid == next {
+            self.next_frame = next;
+        }
+        Ok(Frame { comp, id: fid, params: Params::Caller(Box::new(f.clone()), inst.operands.clone()) })
+    }
+
+    /// The root's output values, looking through a root `call` and into tuple roots.
+    fn out_values(&mut self) -> Result<Vec<OutVal<'m>>, LowerError> {
+        let mut frame = self.fused_frame();
+        let mut id = self.comp.root;
+        while frame.comp.inst(id).opcode == Opcode::Call {
+            frame = self.call_frame(&frame, id)?;
+            id = frame.comp.root;
+        }
+        let inst = frame.comp.inst(id);
+        Ok(match (&inst.shape, inst.opcode) {
+            (Shape::Tuple(_), Opcode::Tuple) => inst.operands.iter().map(|&o| OutVal::Inst(frame.clone(), o)).collect(),
+            (Shape::Tuple(s), Opcode::Reduce) => {
+                (0..s.len()).map(|i| OutVal::ReduceElem(frame.clone(), id, i)).collect()
+            }
+            (Shape::Tuple(_), op) => {
+                return Err(LowerError::unsupported(&inst.name, format!("a tuple-shaped {op} root")));
+            }
+            _ => vec![OutVal::Inst(frame, id)],
+        })
     }
 
     fn emit_root(&mut self) -> Result<(), LowerError> {
-        let root = self.comp.root_inst();
-        let values: Vec<InstId> = match &root.shape {
-            Shape::Tuple(_) if root.opcode == Opcode::Tuple => root.operands.clone(),
-            Shape::Tuple(_) => {
-                return Err(LowerError::unsupported(&root.name, format!("a tuple-shaped {} root", root.opcode)))
-            }
-            _ => vec![self.comp.root],
-        };
-        if values.len() == 1 && self.comp.inst(values[0]).opcode == Opcode::Dot && self.try_gemm(values[0])? {
-            return Ok(());
+        let values = self.out_values()?;
+        if values.len() != self.outputs.len() {
+            return Err(LowerError::invalid(&self.comp.root_inst().name, "the root's outputs do not match its shape"));
         }
-        let frame = self.fused_frame();
+        if let [OutVal::Inst(f, id)] = values.as_slice() {
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
+                return Ok(());
+            }
+        }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);
         let packed = self.outputs.iter().any(|o| matches!(o.mem, MemType::Packed { .. }));
         let groups: Vec<Vec<usize>> =
@@ -154,13 +228,22 @@ impl<'m> Emitter<'m> {
         let use_grid = groups.len() == 1 && !packed;
         for group in groups {
             let map = self.outputs[group[0]].map.clone();
-            let splits = self.splits(&values, &group, &map);
+            let roots: Vec<InstId> = group
+                .iter()
+                .filter_map(|&o| match &values[o] {
+                    OutVal::Inst(f, id) if f.id == 0 => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            let splits = self.splits(&roots, &map);
             let bits = self.outputs[group[0]].mem.bits();
             let vals = values.clone();
-            let frame = frame.clone();
             let mut body = move |em: &mut Emitter<'m>, idx: &[IndexExpr], addr: &IndexExpr| {
                 for &o in &group {
-                    let v = em.elem(&frame, vals[o], idx)?;
+                    let v = match &vals[o] {
+                        OutVal::Inst(f, id) => em.elem(f, *id, idx)?,
+                        OutVal::ReduceElem(f, id, i) => em.reduce_values(f, *id, idx)?[*i],
+                    };
                     let et = em.outputs[o].et;
                     let m = types::to_mem(&mut em.b, et, v);
                     let buf = em.outputs[o].buf;
@@ -175,13 +258,13 @@ impl<'m> Emitter<'m> {
 
     /// Tile boundaries of the parameters the outputs read through index-preserving maps, per
     /// output dimension, so the nest can loop over their tiles.
-    fn splits(&self, values: &[InstId], group: &[usize], map: &LayoutMap) -> Vec<Vec<i64>> {
+    fn splits(&self, roots: &[InstId], map: &LayoutMap) -> Vec<Vec<i64>> {
         let rank = map.dims().len();
         let mut out = vec![Vec::new(); rank];
         let mut seen = std::collections::HashSet::new();
-        for &o in group {
+        for &r in roots {
             let dims: Vec<Option<usize>> = (0..rank).map(Some).collect();
-            self.collect_splits(values[o], &dims, &mut out, &mut seen);
+            self.collect_splits(r, &dims, &mut out, &mut seen);
         }
         for l in &mut out {
             l.sort_unstable();
@@ -246,7 +329,7 @@ impl<'m> Emitter<'m> {
         splits: &[Vec<i64>],
         use_grid: bool,
         bits: u32,
-        body: &mut dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &IndexExpr) -> Result<(), LowerError>,
+        body: &mut NestBody<'_, 'm>,
     ) -> Result<(), LowerError> {
         let dims = map.dims().to_vec();
         if dims.contains(&0) {
@@ -285,7 +368,7 @@ impl<'m> Emitter<'m> {
         limits: &mut Vec<Option<i64>>,
         vals: &mut Vec<IndexExpr>,
         grid_free: bool,
-        body: &mut dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &IndexExpr) -> Result<(), LowerError>,
+        body: &mut NestBody<'_, 'm>,
     ) -> Result<(), LowerError> {
         let Some(g) = ctx.digits.get(k) else {
             let idx = nest::logical_index(ctx.digits, vals, ctx.rank);
@@ -301,29 +384,32 @@ impl<'m> Emitter<'m> {
         let result = if grid_free && count > 1 {
             self.grid_extent = count;
             let gv = self.b.grid_var();
-            let snapshot = self.cache.clone();
+            let mark = self.mark();
             match partial {
-                Some(r) => {
-                    let gi = self.b.let_(Op::Index(index::var(gv)));
-                    let lim = self.b.constant(Const::Int { ty: crate::kernel::Ty::I64, bits: full });
-                    let cond = self.b.cmp(CmpOp::Slt, crate::kernel::Ty::I64, gi, lim);
-                    self.b.begin_if(cond);
+                // The last grid index also runs the peeled partial nest, so every index in
+                // the full nest stays provably inside the buffers with the grid's bounds.
+                Some(r) if full > 0 => {
+                    self.grid_extent = full;
                     self.bounds.set_var(gv, 0, full - 1);
                     limits[g.dim] = None;
                     vals.push(index::var(gv));
                     let r1 = self.digit_loops(ctx, k + 1, limits, vals, false, body);
                     vals.pop();
-                    self.cache = snapshot.clone();
-                    self.b.begin_else();
+                    self.forget_since(mark);
+                    let gi = self.b.let_(Op::Index(index::var(gv)));
+                    let last = self.b.constant(Const::Int { ty: crate::kernel::Ty::I64, bits: full - 1 });
+                    let cond = self.b.cmp(CmpOp::Eq, crate::kernel::Ty::I64, gi, last);
+                    self.b.begin_if(cond);
                     limits[g.dim] = Some(r);
                     vals.push(index::constant(full));
                     let r2 = self.digit_loops(ctx, k + 1, limits, vals, false, body);
                     vals.pop();
                     self.b.end_if();
-                    self.cache = snapshot;
+                    self.forget_since(mark);
                     r1.and(r2)
                 }
-                None => {
+                // (A partial digit with no full part has one value: never the grid.)
+                _ => {
                     self.bounds.set_var(gv, 0, full - 1);
                     limits[g.dim] = None;
                     vals.push(index::var(gv));
@@ -341,7 +427,7 @@ impl<'m> Emitter<'m> {
                 r = self.digit_loops(ctx, k + 1, limits, vals, grid_free, body);
                 vals.pop();
             } else if full > 1 {
-                let snapshot = self.cache.clone();
+                let mark = self.mark();
                 let before = self.loops_opened;
                 let v = self.open_loop(0, full);
                 limits[g.dim] = None;
@@ -349,10 +435,10 @@ impl<'m> Emitter<'m> {
                 r = self.digit_loops(ctx, k + 1, limits, vals, grid_free, body);
                 vals.pop();
                 let innermost = self.loops_opened == before + 1;
-                let width = if innermost && g.coef == 1 { nest::vector_width(ctx.bits) } else { 1 };
+                let width = if innermost && g.coef == 1 { nest::vector_width(ctx.bits, full) } else { 1 };
                 let tail = if width > 1 && full % i64::from(width) != 0 { Tail::Peel } else { Tail::None };
                 self.b.end_loop_vectorized(width, tail);
-                self.cache = snapshot;
+                self.forget_since(mark);
             }
             if let (Some(rem), Ok(())) = (partial, &r) {
                 limits[g.dim] = Some(rem);
@@ -364,6 +450,35 @@ impl<'m> Emitter<'m> {
         };
         limits[g.dim] = saved;
         result
+    }
+
+    /// Loops over `digits` (of an array with logical bounds `limits`) on the current grid
+    /// index, calling `body` at each logical index: the inner loops of reductions.
+    pub(crate) fn reduce_loops(
+        &mut self,
+        digits: &[Digit],
+        mut limits: Vec<Option<i64>>,
+        body: &mut NestBody<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let ctx = NestCtx { digits, rank: limits.len(), bits: 0 };
+        let mut vals = Vec::new();
+        self.digit_loops(&ctx, 0, &mut limits, &mut vals, false, body)
+    }
+
+    /// The start of a scope (a loop body or branch): values generated after it are not
+    /// visible once the scope is closed.
+    pub(crate) fn mark(&self) -> Mark {
+        Mark(self.cache_log.len(), self.multi_log.len())
+    }
+
+    /// Forgets the cached elements generated since `m` (their values went out of scope).
+    pub(crate) fn forget_since(&mut self, m: Mark) {
+        for k in self.cache_log.drain(m.0..) {
+            self.cache.remove(&k);
+        }
+        for k in self.multi_log.drain(m.1..) {
+            self.multi_cache.remove(&k);
+        }
     }
 
     /// Opens a loop over `start..end` whose variable's bounds the simplifier knows.
@@ -405,6 +520,27 @@ impl<'m> Emitter<'m> {
         }
     }
 
+    /// Replaces each div/mod term of an index value by an index value of its own, so the
+    /// expression is affine and the quotient is computed once where the value is (the
+    /// hoisting pass then moves it out of the loops it does not depend on).
+    fn settle_value_terms(&mut self, mut e: IndexExpr) -> IndexExpr {
+        for t in &mut e.terms {
+            if matches!(t.src, crate::kernel::IndexSrc::Value(_)) && (t.div != 1 || t.modulo.is_some()) {
+                let unit = crate::kernel::Term { scale: 1, ..*t };
+                let (lo, hi) = self.bounds.term_range(&unit);
+                let w = self.b.let_(Op::Index(IndexExpr { terms: vec![unit], offset: 0 }));
+                self.bounds.set_value(w, lo, hi);
+                *t = crate::kernel::Term {
+                    src: crate::kernel::IndexSrc::Value(w),
+                    div: 1,
+                    modulo: None,
+                    scale: t.scale,
+                };
+            }
+        }
+        e
+    }
+
     pub(crate) fn idiv(&mut self, e: &IndexExpr, d: i64) -> IndexExpr {
         let mut made = Vec::new();
         let Emitter { b, bounds, .. } = self;
@@ -416,7 +552,7 @@ impl<'m> Emitter<'m> {
         for (v, (lo, hi)) in made {
             self.bounds.set_value(v, lo.max(0), hi.max(0));
         }
-        r
+        self.settle_value_terms(r)
     }
 
     pub(crate) fn irem(&mut self, e: &IndexExpr, m: i64) -> IndexExpr {
@@ -430,7 +566,7 @@ impl<'m> Emitter<'m> {
         for (v, (lo, hi)) in made {
             self.bounds.set_value(v, lo.max(0), hi.max(0));
         }
-        r
+        self.settle_value_terms(r)
     }
 
     /// The literal of a constant instruction as one register value, when it has one value.
@@ -464,6 +600,9 @@ impl<'m> Emitter<'m> {
         Ok(self.b.constant(c))
     }
 }
+
+/// What a nest runs at each logical index: given the index and the output address.
+pub(crate) type NestBody<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &IndexExpr) -> Result<(), LowerError> + 'a;
 
 struct NestCtx<'a> {
     digits: &'a [Digit],

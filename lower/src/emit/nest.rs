@@ -26,6 +26,9 @@ pub struct Digit {
     pub coef: i64,
 }
 
+/// The smallest grid a split of the outermost loop may leave.
+const MIN_GRID: i64 = 16;
+
 /// `(dim, weight, modulus)` when a layout expression is digit `(x / weight) % modulus` of a
 /// logical index; `None` for the combining (`*`) layouts, and `Some(None)` for a zero.
 pub fn as_digit(e: &LayoutExpr) -> Option<Option<(usize, i64, Option<i64>)>> {
@@ -88,10 +91,10 @@ pub fn plan(map: &LayoutMap, splits: &[Vec<i64>]) -> Option<Vec<Digit>> {
     }
     // Each dimension's digits must run from the most significant down to weight 1, each
     // weight the product of the next one's weight and extent.
-    for d in 0..dims.len() {
+    for (d, &size) in dims.iter().enumerate() {
         let ds: Vec<&(usize, i64, i64, i64, bool)> = raw.iter().filter(|r| r.0 == d).collect();
         if ds.is_empty() {
-            if dims[d] > 1 {
+            if size > 1 {
                 return None;
             }
             continue;
@@ -106,11 +109,19 @@ pub fn plan(map: &LayoutMap, splits: &[Vec<i64>]) -> Option<Vec<Digit>> {
         }
     }
     let mut out = Vec::new();
+    let mut outermost = true;
     for &(d, a, extent, stride, top) in &raw {
         let hi = a.saturating_mul(extent);
         let mut cuts: Vec<i64> = Vec::new();
+        // The outermost loop becomes the grid: splitting it may not starve the thread pool
+        // (div/mod on the grid variable stays outside the inner loops anyway).
+        let grid_digit = outermost && extent > 1;
+        if extent > 1 {
+            outermost = false;
+        }
         for &c in splits.get(d).map(Vec::as_slice).unwrap_or(&[]) {
             let fits = c > a && c < hi && c % a == 0 && (top || hi % c == 0);
+            let fits = fits && !(grid_digit && (hi + c - 1) / c < MIN_GRID);
             let chained = cuts.last().is_none_or(|&last| c % last == 0);
             if fits && chained {
                 cuts.push(c);
@@ -150,13 +161,19 @@ pub fn address(digits: &[Digit], values: &[IndexExpr]) -> IndexExpr {
     index::linear(&parts)
 }
 
-/// The vector width a contiguous innermost loop over elements of `bits` asks for.
-pub fn vector_width(bits: u32) -> u32 {
-    match bits {
+/// The vector width a contiguous innermost loop of `trip` iterations over elements of `bits`
+/// asks for: a 512-bit vector, or the largest power of two the trip count fills.
+pub fn vector_width(bits: u32, trip: i64) -> u32 {
+    let full: u32 = match bits {
         64 => 8,
         32 => 16,
         16 => 32,
         8 => 64,
         _ => 1,
+    };
+    let mut w = full;
+    while w > 1 && i64::from(w) > trip {
+        w /= 2;
     }
+    w
 }

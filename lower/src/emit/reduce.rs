@@ -48,6 +48,13 @@ impl<'m> Emitter<'m> {
                 full[d] = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
             }
         }
+        // f16/bf16 sums accumulate in f32 and round once at the end, as the reference
+        // interpreter (and XLA:CPU's float normalization of reductions) does.
+        let first_et = match &inst.shape {
+            tessera_hlo::Shape::Tuple(_) => None,
+            s => Some(s.element_type()),
+        };
+        let wide = k == 1 && first_et.is_some_and(types::is_half) && is_plain_add(self.module, reducer);
         let mut locals = Vec::with_capacity(k);
         for (i, &init) in inits.iter().enumerate() {
             let et = match &inst.shape {
@@ -60,35 +67,63 @@ impl<'m> Emitter<'m> {
             locals.push(self.b.local(ty, v));
         }
         let empty = rdims.iter().any(|&d| in_dims[d as usize] == 0);
-        if !empty {
-            let order: Vec<usize> = in_map
+        // The reduced dimensions loop over the input's physical digits (tile by tile for a
+        // tiled input, so its addresses stay affine), falling back to logical order for
+        // layouts without a digit decomposition.
+        let digits = super::nest::plan(&in_map, &[]).map(|ds| {
+            ds.into_iter().filter(|g| reduced[g.dim]).map(|g| super::nest::Digit { coef: 0, ..g }).collect::<Vec<_>>()
+        });
+        let digits = digits.unwrap_or_else(|| {
+            in_map
                 .layout()
                 .major_to_minor()
                 .filter_map(|d| usize::try_from(d).ok())
                 .filter(|&d| reduced[d])
-                .collect();
-            let snapshot = self.cache.clone();
-            let multi_snapshot = self.multi_cache.clone();
-            let mut opened = 0;
-            for &d in &order {
-                full[d] = if in_dims[d] == 1 {
-                    IndexExpr::constant(0)
+                .map(|d| super::nest::Digit { dim: d, weight: 1, extent: in_dims[d], coef: 0 })
+                .collect()
+        });
+        if !empty {
+            let kept = full.clone();
+            let inputs = inputs.to_vec();
+            let locals_c = locals.clone();
+            let frame = f.clone();
+            let mut body = move |em: &mut Emitter<'m>, ridx: &[IndexExpr], _: &IndexExpr| {
+                let mut full = kept.clone();
+                for (d, e) in ridx.iter().enumerate() {
+                    if reduced[d] {
+                        full[d] = e.clone();
+                    }
+                }
+                if wide {
+                    em.wide_add_step(&frame, inputs[0], &full, locals_c[0])
                 } else {
-                    opened += 1;
-                    IndexExpr::var(self.open_loop(0, in_dims[d]), 1)
-                };
-            }
-            let r = self.reduce_step(f, inputs, &full, &locals, reducer);
-            for _ in 0..opened {
-                self.b.end_loop();
-            }
-            self.cache = snapshot;
-            self.multi_cache = multi_snapshot;
-            r?;
+                    em.reduce_step(&frame, &inputs, &full, &locals_c, reducer)
+                }
+            };
+            let limits: Vec<Option<i64>> = in_dims.iter().map(|&n| Some(n)).collect();
+            self.reduce_loops(&digits, limits, &mut body)?;
         }
-        let out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        if let (true, Some(et)) = (wide, first_et) {
+            out[0] = super::scalar::round(&mut self.b, et, out[0]);
+        }
+        self.multi_log.push(key.clone());
         self.multi_cache.insert(key, out.clone());
         Ok(out)
+    }
+
+    fn wide_add_step(
+        &mut self,
+        f: &Frame<'m>,
+        input: InstId,
+        full: &[IndexExpr],
+        local: crate::kernel::LocalId,
+    ) -> Result<(), LowerError> {
+        let acc = self.b.get_local(local);
+        let x = self.elem(f, input, full)?;
+        let s = self.b.binary(crate::kernel::BinOp::Add, crate::kernel::Ty::F32, acc, x);
+        self.b.set_local(local, s);
+        Ok(())
     }
 
     fn reduce_step(
@@ -130,4 +165,14 @@ impl<'m> Emitter<'m> {
             Ok(vec![self.elem(&frame, c.root, &[])?])
         }
     }
+}
+
+/// True when `comp` is `add(parameter 0, parameter 1)` and nothing else.
+fn is_plain_add(module: &tessera_hlo::Module, comp: CompId) -> bool {
+    let Some(c) = module.get(comp) else { return false };
+    let root = c.root_inst();
+    let mut params: Vec<i64> =
+        root.operands.iter().filter_map(|&o| c.get(o).and_then(|i| i.parameter_number())).collect();
+    params.sort_unstable();
+    root.opcode == Opcode::Add && c.instructions.len() == 3 && params == [0, 1]
 }

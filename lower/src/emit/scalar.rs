@@ -449,3 +449,60 @@ pub fn bitcast_convert(
         _ => bits,
     })
 }
+
+/// XLA's reduce-precision on a float register value: round the mantissa to `mant_bits` bits
+/// (nearest even), then flush exponents outside an `exp_bits` range to infinity or zero; a NaN
+/// stays itself unless no mantissa bits remain (then it becomes an infinity of its sign).
+/// f16/bf16 values are reduced in f32 and rounded back, as the reference does.
+pub fn reduce_precision(b: &mut KernelBuilder, et: ElementType, x: ValueId, exp_bits: u32, mant_bits: u32) -> ValueId {
+    let f64_src = et == ElementType::F64;
+    let (fty, ity, src_exp, src_mant, total) =
+        if f64_src { (Ty::F64, Ty::I64, 11u32, 52u32, 64u32) } else { (Ty::F32, Ty::I32, 8, 23, 32) };
+    let c = |b: &mut KernelBuilder, v: u64| int_const(b, ity, v as i64);
+    let mut v = b.cast(CastOp::Bitcast, fty, ity, x);
+    if mant_bits < src_mant {
+        let shift = src_mant - mant_bits;
+        let last = 1u64 << shift;
+        let lastv = c(b, last);
+        let and = b.binary(BinOp::And, ity, v, lastv);
+        let sh = c(b, u64::from(shift));
+        let lsb = b.binary(BinOp::LShr, ity, and, sh);
+        let bias = c(b, (last >> 1).wrapping_sub(1));
+        let inc = b.binary(BinOp::Add, ity, lsb, bias);
+        let sum = b.binary(BinOp::Add, ity, v, inc);
+        let mask = c(b, !(last - 1));
+        v = b.binary(BinOp::And, ity, sum, mask);
+    }
+    if exp_bits < src_exp {
+        let sign = 1u64 << (total - 1);
+        let exp_mask = ((1u64 << src_exp) - 1) << src_mant;
+        let exp_bias = (1u64 << (src_exp - 1)) - 1;
+        let reduced_bias = (1u64 << (exp_bits - 1)) - 1;
+        let (max_e, min_e) = (exp_bias + reduced_bias, exp_bias - reduced_bias);
+        let em = c(b, exp_mask);
+        let e = b.binary(BinOp::And, ity, v, em);
+        let signv = c(b, sign);
+        let s = b.binary(BinOp::And, ity, v, signv);
+        let inf = b.binary(BinOp::Or, ity, s, em);
+        let hi = c(b, max_e << src_mant);
+        let lo = c(b, min_e << src_mant);
+        let over = b.cmp(CmpOp::Ugt, ity, e, hi);
+        let under = b.cmp(CmpOp::Ule, ity, e, lo);
+        let t = b.select(ity, under, s, v);
+        v = b.select(ity, over, inf, t);
+    }
+    let r = b.cast(CastOp::Bitcast, ity, fty, v);
+    let is_nan = b.cmp(CmpOp::FNe, fty, x, x);
+    let nan = if mant_bits > 0 {
+        x
+    } else {
+        let ix = b.cast(CastOp::Bitcast, fty, ity, x);
+        let signv = c(b, 1u64 << (total - 1));
+        let s = b.binary(BinOp::And, ity, ix, signv);
+        let em = c(b, ((1u64 << src_exp) - 1) << src_mant);
+        let inf = b.binary(BinOp::Or, ity, s, em);
+        b.cast(CastOp::Bitcast, ity, fty, inf)
+    };
+    let r = b.select(fty, is_nan, nan, r);
+    round(b, et, r)
+}
