@@ -46,7 +46,7 @@ fn float_data(ty: Ty, n: usize, seed: u64) -> Vec<u8> {
     let v: Vec<u64> = (0..n as u64)
         .map(|i| {
             let h = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed;
-            if h % 5 == 0 {
+            if h.is_multiple_of(5) {
                 specials[(h / 5 % specials.len() as u64) as usize]
             } else {
                 let x = ((h >> 20) % 20001) as f64 / 1000.0 - 10.0;
