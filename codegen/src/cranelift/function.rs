@@ -284,7 +284,9 @@ impl Translator<'_, '_> {
                 let args = args.iter().map(|&a| self.typed(a, *ty)).collect::<Result<Vec<_>>>()?;
                 let t = cl_type(*ty);
                 let results = self.call_symbol(func.symbol(*ty), &args, &vec![t; args.len()], Some(t))?;
-                Ok((results.expect("a math call returns its value"), *ty))
+                let value =
+                    results.ok_or_else(|| Failure::Malformed(format!("the call to {func:?} returned nothing")))?;
+                Ok((value, *ty))
             }
         }
     }
