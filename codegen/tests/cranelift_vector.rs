@@ -46,7 +46,7 @@ fn float_data(ty: Ty, n: usize, seed: u64) -> Vec<u8> {
     let v: Vec<u64> = (0..n as u64)
         .map(|i| {
             let h = (i + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ seed;
-            if h % 5 == 0 {
+            if h.is_multiple_of(5) {
                 specials[(h / 5 % specials.len() as u64) as usize]
             } else {
                 let x = ((h >> 20) % 20001) as f64 / 1000.0 - 10.0;
@@ -193,6 +193,13 @@ fn random_vector_kernel(seed: u64) -> Kernel {
                 k.unary(op, ty, a)
             }
             0 => k.unary(r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Not]), ty, a),
+            1 if ty.is_float() && r.below(3) == 0 => {
+                // Math functions run once per lane inside the vector loop.
+                let func =
+                    r.pick(&[MathFn::Exp, MathFn::Tanh, MathFn::Log1p, MathFn::Atan2, MathFn::Pow, MathFn::Fmod]);
+                let args = if func.arity() == 2 { vec![a, b] } else { vec![a] };
+                k.math(func, ty, args)
+            }
             1 | 2 if ty.is_float() => {
                 k.binary(r.pick(&[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::FDiv, BinOp::FMax, BinOp::FMin]), ty, a, b)
             }

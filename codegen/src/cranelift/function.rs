@@ -284,7 +284,9 @@ impl Translator<'_, '_> {
                 let args = args.iter().map(|&a| self.typed(a, *ty)).collect::<Result<Vec<_>>>()?;
                 let t = cl_type(*ty);
                 let results = self.call_symbol(func.symbol(*ty), &args, &vec![t; args.len()], Some(t))?;
-                Ok((results.expect("a math call returns its value"), *ty))
+                let value =
+                    results.ok_or_else(|| Failure::Malformed(format!("the call to {func:?} returned nothing")))?;
+                Ok((value, *ty))
             }
         }
     }
@@ -378,7 +380,13 @@ impl Translator<'_, '_> {
 
     /// Calls runtime symbol `name`; its Cranelift declaration follows the first use, and a
     /// later use with other types is refused rather than calling with the wrong ABI.
-    fn call_symbol(&mut self, name: &str, args: &[Value], params: &[Type], ret: Option<Type>) -> Result<Option<Value>> {
+    pub(crate) fn call_symbol(
+        &mut self,
+        name: &str,
+        args: &[Value],
+        params: &[Type],
+        ret: Option<Type>,
+    ) -> Result<Option<Value>> {
         let func_ref = match self.imports.get(name) {
             Some(f) => *f,
             None => {

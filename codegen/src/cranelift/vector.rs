@@ -9,7 +9,8 @@
 //! - varying loads and all stores contiguous: exactly one term over the loop variable, with
 //!   scale 1 and no div/mod; uniform loads do not use the loop variable at all;
 //! - varying ops in the set Cranelift vectorizes (arithmetic, min/max, sqrt, abs, neg,
-//!   rounding, comparisons, selects, bitwise ops, int<->float conversions of 32-bit lanes).
+//!   rounding, comparisons, selects, bitwise ops, int<->float conversions of 32-bit lanes);
+//!   math functions are called once per lane.
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
 //! same NaN choice for FMax/FMin), so the tail split never changes an answer.
@@ -19,7 +20,7 @@ use std::collections::HashMap;
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
 use tessera_lower::kernel::{BinOp, CastOp, IndexExpr, IndexSrc, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId};
 
-use super::function::{mem_flags, Translator};
+use super::function::{cl_type, mem_flags, Translator};
 use super::index::access_form;
 use super::ops::{float_cc, int_cc};
 use super::{Failure, Result};
@@ -213,12 +214,13 @@ impl Planner<'_, '_, '_> {
                 );
                 ok.then_some(Some(*to))
             }
-            Op::Math { args, .. } => {
-                if vary(self, args)? {
-                    None
-                } else {
-                    Some(None)
+            Op::Math { ty, args, .. } => {
+                if !vary(self, args)? {
+                    return Some(None);
                 }
+                // One call per lane: the loads, stores and arithmetic around it stay vectors.
+                self.lanes(*ty)?;
+                Some(Some(*ty))
             }
         }
     }
@@ -483,6 +485,23 @@ impl Translator<'_, '_> {
                     CastOp::SIToFP => ins.fcvt_from_sint(vt, x),
                     _ => ins.fcvt_to_sint_sat(vt, x),
                 }
+            }
+            Op::Math { func, ty, args } => {
+                let vectors_in =
+                    args.iter().map(|&a| self.vector_operand(a, *ty, lanes, vectors)).collect::<Result<Vec<_>>>()?;
+                let t = cl_type(*ty);
+                let mut result = None;
+                for lane in 0..lanes as u8 {
+                    let lane_args: Vec<Value> = vectors_in.iter().map(|&v| self.b.ins().extractlane(v, lane)).collect();
+                    let r = self
+                        .call_symbol(func.symbol(*ty), &lane_args, &vec![t; lane_args.len()], Some(t))?
+                        .ok_or_else(mismatch)?;
+                    result = Some(match result {
+                        None => self.b.ins().splat(vt, r),
+                        Some(v) => self.b.ins().insertlane(v, r, lane),
+                    });
+                }
+                result.ok_or_else(mismatch)?
             }
             _ => return Err(mismatch()),
         })
