@@ -94,9 +94,12 @@ impl<'m> Emitter<'m> {
             O::Pad | O::Dot => 2,
             op if op.is_elementwise_binary() => 2,
             O::Concatenate | O::Reduce | O::Call | O::Map => 1,
-            _ => 1,
+            op if op.is_elementwise_unary() => 1,
+            O::Broadcast | O::Transpose | O::Reshape | O::Bitcast | O::Slice | O::Reverse | O::GetTupleElement => 1,
+            // Opcodes the lowering does not handle are reported as such below.
+            _ => 0,
         };
-        let exact = !matches!(inst.opcode, O::Concatenate | O::Reduce | O::Call | O::Map);
+        let exact = arity > 0 && !matches!(inst.opcode, O::Concatenate | O::Reduce | O::Call | O::Map);
         if inst.operands.len() < arity || (exact && inst.operands.len() != arity) {
             return Err(LowerError::invalid(name, format!("{} operands for {}", inst.operands.len(), inst.opcode)));
         }

@@ -200,3 +200,60 @@ fn rename_all(stmts: &mut [Stmt], map: &HashMap<ValueId, ValueId>) {
         }
     }
 }
+
+/// Drops an `index` statement whose expression an earlier visible `index` statement already
+/// computes (the simplifier materializes the same sum for a division and a remainder).
+pub fn share_indices(kernel: &mut Kernel) {
+    let mut rename = HashMap::new();
+    let body = std::mem::take(&mut kernel.body);
+    let mut body = dedupe(body, &mut Vec::new(), &mut rename);
+    rename_all(&mut body, &rename);
+    kernel.body = body;
+}
+
+fn dedupe(
+    stmts: Vec<Stmt>,
+    visible: &mut Vec<(IndexExpr, ValueId)>,
+    rename: &mut HashMap<ValueId, ValueId>,
+) -> Vec<Stmt> {
+    let scope = visible.len();
+    let mut out = Vec::with_capacity(stmts.len());
+    for s in stmts {
+        match s {
+            Stmt::Let(v, Op::Index(mut e)) => {
+                rename_index(&mut e, rename);
+                match visible.iter().find(|(x, _)| *x == e) {
+                    Some(&(_, w)) => {
+                        rename.insert(v, w);
+                    }
+                    None => {
+                        visible.push((e.clone(), v));
+                        out.push(Stmt::Let(v, Op::Index(e)));
+                    }
+                }
+            }
+            Stmt::Loop(mut l) => {
+                l.body = dedupe(std::mem::take(&mut l.body), visible, rename);
+                out.push(Stmt::Loop(l));
+            }
+            Stmt::If { cond, then_body, else_body } => out.push(Stmt::If {
+                cond,
+                then_body: dedupe(then_body, visible, rename),
+                else_body: dedupe(else_body, visible, rename),
+            }),
+            s => out.push(s),
+        }
+    }
+    visible.truncate(scope);
+    out
+}
+
+fn rename_index(e: &mut IndexExpr, map: &HashMap<ValueId, ValueId>) {
+    for t in &mut e.terms {
+        if let IndexSrc::Value(v) = &mut t.src {
+            if let Some(&n) = map.get(v) {
+                *v = n;
+            }
+        }
+    }
+}

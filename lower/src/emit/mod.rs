@@ -37,6 +37,7 @@ pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Ke
     let mut kernel = em.b.finish();
     kernel.grid.extent = grid;
     hoist::hoist(&mut kernel);
+    hoist::share_indices(&mut kernel);
     hoist::pool_constants(&mut kernel);
     Ok(kernel)
 }
@@ -519,6 +520,27 @@ impl<'m> Emitter<'m> {
         }
     }
 
+    /// Replaces each div/mod term of an index value by an index value of its own, so the
+    /// expression is affine and the quotient is computed once where the value is (the
+    /// hoisting pass then moves it out of the loops it does not depend on).
+    fn settle_value_terms(&mut self, mut e: IndexExpr) -> IndexExpr {
+        for t in &mut e.terms {
+            if matches!(t.src, crate::kernel::IndexSrc::Value(_)) && (t.div != 1 || t.modulo.is_some()) {
+                let unit = crate::kernel::Term { scale: 1, ..*t };
+                let (lo, hi) = self.bounds.term_range(&unit);
+                let w = self.b.let_(Op::Index(IndexExpr { terms: vec![unit], offset: 0 }));
+                self.bounds.set_value(w, lo, hi);
+                *t = crate::kernel::Term {
+                    src: crate::kernel::IndexSrc::Value(w),
+                    div: 1,
+                    modulo: None,
+                    scale: t.scale,
+                };
+            }
+        }
+        e
+    }
+
     pub(crate) fn idiv(&mut self, e: &IndexExpr, d: i64) -> IndexExpr {
         let mut made = Vec::new();
         let Emitter { b, bounds, .. } = self;
@@ -530,7 +552,7 @@ impl<'m> Emitter<'m> {
         for (v, (lo, hi)) in made {
             self.bounds.set_value(v, lo.max(0), hi.max(0));
         }
-        r
+        self.settle_value_terms(r)
     }
 
     pub(crate) fn irem(&mut self, e: &IndexExpr, m: i64) -> IndexExpr {
@@ -544,7 +566,7 @@ impl<'m> Emitter<'m> {
         for (v, (lo, hi)) in made {
             self.bounds.set_value(v, lo.max(0), hi.max(0));
         }
-        r
+        self.settle_value_terms(r)
     }
 
     /// The literal of a constant instruction as one register value, when it has one value.

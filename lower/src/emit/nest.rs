@@ -26,6 +26,9 @@ pub struct Digit {
     pub coef: i64,
 }
 
+/// The smallest grid a split of the outermost loop may leave.
+const MIN_GRID: i64 = 16;
+
 /// `(dim, weight, modulus)` when a layout expression is digit `(x / weight) % modulus` of a
 /// logical index; `None` for the combining (`*`) layouts, and `Some(None)` for a zero.
 pub fn as_digit(e: &LayoutExpr) -> Option<Option<(usize, i64, Option<i64>)>> {
@@ -106,11 +109,19 @@ pub fn plan(map: &LayoutMap, splits: &[Vec<i64>]) -> Option<Vec<Digit>> {
         }
     }
     let mut out = Vec::new();
+    let mut outermost = true;
     for &(d, a, extent, stride, top) in &raw {
         let hi = a.saturating_mul(extent);
         let mut cuts: Vec<i64> = Vec::new();
+        // The outermost loop becomes the grid: splitting it may not starve the thread pool
+        // (div/mod on the grid variable stays outside the inner loops anyway).
+        let grid_digit = outermost && extent > 1;
+        if extent > 1 {
+            outermost = false;
+        }
         for &c in splits.get(d).map(Vec::as_slice).unwrap_or(&[]) {
             let fits = c > a && c < hi && c % a == 0 && (top || hi % c == 0);
+            let fits = fits && !(grid_digit && (hi + c - 1) / c < MIN_GRID);
             let chained = cuts.last().is_none_or(|&last| c % last == 0);
             if fits && chained {
                 cuts.push(c);
