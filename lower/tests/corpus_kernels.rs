@@ -23,29 +23,8 @@ const EXPECTED_PASSING: usize = 59;
 /// Cases known to fail for reasons outside the pass pipeline and program construction, with
 /// the reason. A failure not listed here fails the test, and so does a listed case that
 /// passes (delete its line then).
-const KNOWN_FAILURES: &[(&str, &str)] = &[
-    ("reduce_sum_f32", "emitter: a 19200-element f32 sum accumulated sequentially misses the accumulate tolerance"),
-    ("avgpool2d", ARITY),
-    ("conv1d", ARITY),
-    ("conv2d_depthwise", ARITY),
-    ("conv2d_grad", ARITY),
-    ("conv2d_nchw_valid", ARITY),
-    ("conv2d_nhwc_same_stride2", ARITY),
-    ("cumsum", ARITY),
-    ("dynamic_slice_update", ARITY),
-    ("gather_fancy_index", ARITY),
-    ("gather_take", ARITY),
-    ("hand_batch_norm", ARITY),
-    ("maxpool2d", ARITY),
-    ("maxpool2d_grad", ARITY),
-    ("model_lenet", ARITY),
-    ("scatter_add", ARITY),
-    ("scatter_set", ARITY),
-];
-
-/// Since lower@785c0a8 the emitter checks operand counts before it rejects an op it does not
-/// lower, so these unsupported ops come back as `Invalid` ("2 operands for convolution").
-const ARITY: &str = "emitter: its operand-count check reports an op it does not lower as Invalid, not Unsupported";
+const KNOWN_FAILURES: &[(&str, &str)] =
+    &[("reduce_sum_f32", "emitter: a 19200-element f32 sum accumulated sequentially misses the accumulate tolerance")];
 
 enum Outcome {
     Pass(usize),
