@@ -5,7 +5,8 @@
 //! - Parameters are `Parameter(n)` buffers, tuple parameters flattened depth-first.
 //! - Constants are `Constant` buffers holding their physical bytes, made only when something
 //!   reads them as a buffer; a scalar constant feeding a single-op kernel is folded into it.
-//! - `tuple` and `get-tuple-element` only alias: they build and take apart lists of buffers.
+//! - `tuple`, `get-tuple-element` and `opt-barrier` only alias: they build, take apart or
+//!   pass on lists of buffers.
 //! - Every other instruction becomes one kernel through [`emit_kernel`]: a fusion lowers its
 //!   fused computation; a single op is wrapped in a computation whose parameters are its
 //!   operands. Its arrays get `Temp` buffers.
@@ -56,6 +57,12 @@ pub(crate) fn build_program(module: &Module) -> Result<Program, LowerError> {
             Opcode::Tuple => {
                 let elems = inst.operands.iter().map(|&o| b.value(entry, o)).collect::<Result<_, _>>()?;
                 b.values.insert(id, Value::Tuple(elems));
+            }
+            // An optimization barrier only orders work, which a sequential program already
+            // does: its value is its operand's.
+            Opcode::OptimizationBarrier if inst.operands.len() == 1 => {
+                let value = b.value(entry, inst.operands[0])?;
+                b.values.insert(id, value);
             }
             Opcode::GetTupleElement => {
                 let tuple = b.value(entry, inst.operands[0])?;

@@ -145,9 +145,12 @@ impl Fusion {
 }
 
 /// Instructions that need a kernel of their own unless inlined: everything except
-/// parameters, constants and the pure aliasing of tuples.
+/// parameters, constants and pure aliasing (tuples, opt-barriers).
 fn computes(inst: &Instruction) -> bool {
-    !matches!(inst.opcode, Opcode::Parameter | Opcode::Constant | Opcode::Tuple | Opcode::GetTupleElement)
+    !matches!(
+        inst.opcode,
+        Opcode::Parameter | Opcode::Constant | Opcode::Tuple | Opcode::GetTupleElement | Opcode::OptimizationBarrier
+    )
 }
 
 fn is_scalar_constant(inst: &Instruction) -> bool {
@@ -199,6 +202,7 @@ fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Resu
             Err("a broadcast would recompute an expensive producer for every repeated element")
         }
         Opcode::Tuple | Opcode::GetTupleElement => Err("consumed by a tuple: the value is materialized"),
+        Opcode::OptimizationBarrier => Err("an opt-barrier passes on materialized values"),
         Opcode::Dot => Err("a dot keeps plain parameters"),
         Opcode::Reduce if !is_array(u) => Err("a variadic reduce is not fused"),
         Opcode::Reduce if p.opcode.is_elementwise() || is_scalar_constant(p) => Ok(()),
