@@ -17,9 +17,11 @@
 //! ```
 
 mod client;
+pub mod conformance;
 mod device_buffer;
 mod error;
 mod executable;
+pub mod table;
 
 pub use client::{Backend, Client, ClientOptions, CompileOptions};
 pub use device_buffer::DeviceBuffer;

@@ -4,7 +4,6 @@
 
 mod run_command;
 mod summary;
-mod table;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -8,7 +8,7 @@ use tessera_hlo::ir::{Module, Opcode};
 use tessera_hlo::layout_index::LayoutMap;
 use tessera_hlo::Shape;
 
-use crate::table::Table;
+use tessera::table::Table;
 
 pub fn summarize(module: &Module) -> String {
     let mut out = String::new();

@@ -1,0 +1,127 @@
+//! Every public corpus case on every backend (DESIGN.md section 9), logical and physical I/O,
+//! printed as one table. The interpreter must pass everything; the JIT tiers must pass every
+//! case built from the core ops and every layout case, and may refuse the rest only with an
+//! error naming what they lack. No backend may ever give a wrong answer.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use tessera::conformance::{run_case, uses_only_core_ops, Case, Mode, Outcome};
+use tessera::table::Table;
+use tessera::{Backend, Client};
+
+/// Raise these as the tiers learn more; a drop is a regression.
+const EXPECTED_PASSING: [(Backend, usize); 3] = [(Backend::Interp, 97), (Backend::Cranelift, 0), (Backend::Llvm, 0)];
+
+fn shared_dir() -> PathBuf {
+    let dir = match std::env::var_os("TESSERA_SHARED") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    assert!(dir.join("corpus").is_dir(), "the shared corpus is missing at {} (set TESSERA_SHARED)", dir.display());
+    dir
+}
+
+fn is_layout_case(name: &str) -> bool {
+    name.starts_with("hand_tiled_") || name.starts_with("hand_layout_")
+}
+
+#[test]
+fn corpus_on_every_backend() {
+    let backends = [Backend::Interp, Backend::Cranelift, Backend::Llvm];
+    let clients: Vec<Client> = backends.iter().map(|&b| Client::new(b).expect("client")).collect();
+    let dirs = Case::list(&shared_dir().join("corpus")).expect("corpus");
+    let mut columns = Vec::new();
+    for b in backends {
+        columns.push((b, Mode::Logical));
+    }
+    for b in backends {
+        columns.push((b, Mode::Physical));
+    }
+
+    let mut rows = Vec::new();
+    let mut failures = Vec::new();
+    let mut passes: BTreeMap<(&str, Mode), usize> = BTreeMap::new();
+    let mut refusals: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for dir in &dirs {
+        let case = Case::load(dir).expect("corpus case loads");
+        let core = uses_only_core_ops(&case);
+        let mut cells = vec![case.name.clone(), if core { "core".into() } else { String::new() }];
+        for &(backend, mode) in &columns {
+            let client = &clients[backends.iter().position(|&b| b == backend).unwrap()];
+            // Physical I/O of the big bench arrays only repeats what logical I/O checked.
+            if mode == Mode::Physical && case.is_bench {
+                cells.push("-".into());
+                continue;
+            }
+            let outcome = run_case(&case, client, mode);
+            let must_pass = backend == Backend::Interp || core || is_layout_case(&case.name);
+            let cell = match &outcome {
+                Outcome::Pass { run, .. } => {
+                    *passes.entry((backend.name(), mode)).or_default() += 1;
+                    if case.is_bench {
+                        format!("pass {:.0}ms", run.as_secs_f64() * 1e3)
+                    } else {
+                        "pass".into()
+                    }
+                }
+                Outcome::Unsupported(why) => {
+                    if must_pass {
+                        failures.push(format!("{} on {backend} ({mode:?}): refused: {why}", case.name));
+                    }
+                    if mode == Mode::Logical {
+                        refusals
+                            .entry(format!("{backend}: {}", short_reason(why)))
+                            .or_default()
+                            .push(case.name.clone());
+                    }
+                    "unsupported".into()
+                }
+                Outcome::Mismatch(m) => {
+                    failures.push(format!("{} on {backend} ({mode:?}): MISMATCH {m}", case.name));
+                    "MISMATCH".into()
+                }
+                Outcome::Failed(m) => {
+                    failures.push(format!("{} on {backend} ({mode:?}): FAILED {m}", case.name));
+                    "FAILED".into()
+                }
+            };
+            cells.push(cell);
+        }
+        rows.push(cells);
+    }
+
+    let mut header = vec!["case".to_string(), "ops".to_string()];
+    for (b, m) in &columns {
+        header.push(format!("{}{}", b.name(), if *m == Mode::Physical { " phys" } else { "" }));
+    }
+    let header: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&header);
+    rows.into_iter().for_each(|r| table.row(r));
+    print!("{}", table.render());
+    println!();
+    for (b, m) in &columns {
+        println!(
+            "{:>10} {:8?}: {} of {} pass",
+            b.name(),
+            m,
+            passes.get(&(b.name(), *m)).copied().unwrap_or(0),
+            dirs.len()
+        );
+    }
+    println!("\nrefused (logical I/O), by reason:");
+    for (reason, cases) in &refusals {
+        println!("  {reason} [{}]: {}", cases.len(), cases.join(", "));
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+    for (b, n) in EXPECTED_PASSING {
+        let got = passes.get(&(b.name(), Mode::Logical)).copied().unwrap_or(0);
+        assert!(got >= n, "{got} cases pass on {b}, fewer than the {n} that passed before");
+    }
+}
+
+/// The part of a refusal that names what is missing, so refusals group by cause.
+fn short_reason(why: &str) -> String {
+    let tail = why.rsplit(": ").next().unwrap_or(why);
+    tail.chars().take(80).collect()
+}
