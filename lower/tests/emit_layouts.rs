@@ -157,6 +157,10 @@ fn data_movement_ops() {
         "p = f32[6,4]{1,0} parameter(0)\n  ROOT r = f32[24]{0} bitcast(p)",
         "p = f32[6,4]{0,1} parameter(0)\n  ROOT r = f32[4,6]{1,0} bitcast(p)",
         "p = f64[] parameter(0)\n  ROOT r = f64[3,3]{1,0} broadcast(p), dimensions={}",
+        "p = f32[10,300]{1,0:T(8,128)} parameter(0)\n  i = s32[] parameter(1)\n  j = s32[] parameter(2)\n  ROOT r = f32[4,130]{1,0} dynamic-slice(p, i, j), dynamic_slice_sizes={4,130}",
+        "p = s8[7,9]{0,1} parameter(0)\n  i = u8[] parameter(1)\n  j = u8[] parameter(2)\n  ROOT r = s8[3,9]{1,0} dynamic-slice(p, i, j), dynamic_slice_sizes={3,9}",
+        "p = f32[10,30]{1,0} parameter(0)\n  u = f32[4,7]{0,1} parameter(1)\n  i = s64[] parameter(2)\n  j = s64[] parameter(3)\n  ROOT r = f32[10,30]{1,0} dynamic-update-slice(p, u, i, j)",
+        "p = bf16[16,300]{1,0:T(8,128)(2,1)} parameter(0)\n  u = bf16[3,200]{1,0} parameter(1)\n  i = s16[] parameter(2)\n  j = s16[] parameter(3)\n  ROOT r = bf16[16,300]{1,0:T(8,128)(2,1)} dynamic-update-slice(p, u, i, j)",
     ];
     for body in cases {
         let text = format!("HloModule m\nENTRY e {{\n  {body}\n}}\n");

@@ -279,6 +279,16 @@ impl<'m> Emitter<'m> {
                 vals.get(i).copied().ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))
             }
             O::Dot => self.elem_dot(f, id, idx),
+            O::DynamicSlice => {
+                let op = inst.operands[0];
+                let op_dims = f.comp.inst(op).shape.dims().to_vec();
+                let sizes = inst.shape.dims().to_vec();
+                let starts = self.clamped_starts(f, id, 1, &op_dims, &sizes)?;
+                let oi: Vec<IndexExpr> =
+                    starts.iter().zip(idx).map(|(&s, i)| index::add(&index::value(s), i)).collect();
+                self.elem(f, op, &oi)
+            }
+            O::DynamicUpdateSlice => self.elem_dus(f, id, idx, ty),
             O::Map => {
                 let comp = inst.called("to_apply").ok_or_else(|| LowerError::invalid(name, "map without to_apply"))?;
                 let ops = self.operand_values(f, id, idx)?;
@@ -356,6 +366,92 @@ impl<'m> Emitter<'m> {
         let v = self.b.let_(Op::Index(e.clone()));
         self.bounds.set_value(v, 0, n - 1);
         index::value(v)
+    }
+
+    /// XLA's start indices of a dynamic slice or update (operands `first..` of `id`), each
+    /// clamped so the window of `sizes` fits `dims`, as `I64` index values.
+    fn clamped_starts(
+        &mut self,
+        f: &Frame<'m>,
+        id: InstId,
+        first: usize,
+        dims: &[i64],
+        sizes: &[i64],
+    ) -> Result<Vec<ValueId>, LowerError> {
+        let inst = f.comp.inst(id);
+        let starts = inst.operands.get(first..).unwrap_or(&[]).to_vec();
+        if starts.len() != dims.len() || sizes.len() != dims.len() {
+            return Err(LowerError::invalid(&inst.name, "one scalar start index per dimension is needed"));
+        }
+        let mut out = Vec::with_capacity(dims.len());
+        for ((&s, &d), &size) in starts.iter().zip(dims).zip(sizes) {
+            let et = self.et(f, s)?;
+            if !et.is_integral() || f.comp.inst(s).shape.rank() != 0 || size > d || size < 0 {
+                return Err(LowerError::invalid(
+                    &inst.name,
+                    "start indices must be integer scalars and the window must fit",
+                ));
+            }
+            let ty = types::reg(et, &inst.name)?;
+            let v = self.elem(f, s, &[])?;
+            let unsigned = et.is_unsigned_integral();
+            let wide = if ty == Ty::I64 {
+                v
+            } else {
+                self.b.cast(if unsigned { CastOp::ZExt } else { CastOp::SExt }, ty, Ty::I64, v)
+            };
+            let hi = self.i64_const(d - size);
+            let c = if unsigned {
+                self.b.binary(BinOp::UMin, Ty::I64, wide, hi)
+            } else {
+                let zero = self.i64_const(0);
+                let lo = self.b.binary(BinOp::SMax, Ty::I64, wide, zero);
+                self.b.binary(BinOp::SMin, Ty::I64, lo, hi)
+            };
+            self.bounds.set_value(c, 0, d - size);
+            out.push(c);
+        }
+        Ok(out)
+    }
+
+    fn elem_dus(&mut self, f: &Frame<'m>, id: InstId, idx: &[IndexExpr], ty: Ty) -> Result<ValueId, LowerError> {
+        let inst = f.comp.inst(id);
+        let (op, upd) = (inst.operands[0], inst.operands[1]);
+        let dims = inst.shape.dims().to_vec();
+        let sizes = f.comp.inst(upd).shape.dims().to_vec();
+        let starts = self.clamped_starts(f, id, 2, &dims, &sizes)?;
+        let base = self.elem(f, op, idx)?;
+        if sizes.contains(&0) {
+            return Ok(base);
+        }
+        let local = self.b.local(ty, base);
+        let mut cond: Option<ValueId> = None;
+        let mut rel = Vec::with_capacity(dims.len());
+        for ((&s, i), &u) in starts.iter().zip(idx).zip(&sizes) {
+            let r = index::add(i, &index::scale(&index::value(s), -1));
+            let rv = self.index_value(&r);
+            let zero = self.i64_const(0);
+            let lim = self.i64_const(u);
+            let ge = self.b.cmp(CmpOp::Sge, Ty::I64, rv, zero);
+            let lt = self.b.cmp(CmpOp::Slt, Ty::I64, rv, lim);
+            let both = self.b.binary(BinOp::And, Ty::Pred, ge, lt);
+            cond = Some(self.and(cond, both));
+            self.bounds.set_value(rv, 0, u - 1);
+            rel.push(index::value(rv));
+        }
+        let Some(cond) = cond else {
+            return self.elem(f, upd, &[]);
+        };
+        let mark = self.mark();
+        self.b.begin_if(cond);
+        let r = self.elem(f, upd, &rel);
+        if let Ok(v) = r {
+            self.b.set_local(local, v);
+        }
+        self.b.end_if();
+        self.forget_since(mark);
+        r?;
+        Ok(self.b.get_local(local))
     }
 
     /// A scalar `I64` register holding `e`.
