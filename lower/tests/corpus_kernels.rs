@@ -23,8 +23,7 @@ const EXPECTED_PASSING: usize = 59;
 /// Cases known to fail for reasons outside the pass pipeline and program construction, with
 /// the reason. A failure not listed here fails the test, and so does a listed case that
 /// passes (delete its line then).
-const KNOWN_FAILURES: &[(&str, &str)] =
-    &[("reduce_sum_f32", "emitter: a 19200-element f32 sum accumulated sequentially misses the accumulate tolerance")];
+const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 enum Outcome {
     Pass(usize),

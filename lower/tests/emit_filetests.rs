@@ -1,5 +1,5 @@
 //! Filetests: HLO in (`tests/filetests/emit/NAME.hlo`), kernel IR out (`NAME.kir`, the entry
-//! computation lowered by `emit_kernel`). `BLESS=1 cargo test --test emit_filetests` rewrites
+//! computation lowered by `emit_kernel`). `TESSERA_BLESS=1 cargo test --test emit_filetests` rewrites
 //! the expected files.
 
 use std::path::Path;
@@ -7,7 +7,7 @@ use std::path::Path;
 #[test]
 fn emitted_kernels_match_their_golden_ir() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/filetests/emit");
-    let bless = std::env::var_os("BLESS").is_some();
+    let bless = std::env::var_os("TESSERA_BLESS").is_some();
     let mut names: Vec<_> = std::fs::read_dir(&dir)
         .expect("filetest folder")
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -32,5 +32,5 @@ fn emitted_kernels_match_their_golden_ir() {
             failures.push(format!("{}:\n--- want\n{want}\n--- got\n{got}", kir.display()));
         }
     }
-    assert!(failures.is_empty(), "{}\n(BLESS=1 rewrites the expected files)", failures.join("\n"));
+    assert!(failures.is_empty(), "{}\n(TESSERA_BLESS=1 rewrites the expected files)", failures.join("\n"));
 }

@@ -149,10 +149,7 @@ impl<'m> Emitter<'m> {
             O::Convert | O::BitcastConvert => {
                 let from = self.et(f, inst.operands[0])?;
                 if inst.opcode == O::BitcastConvert && from.bit_width() != et.bit_width() {
-                    return Err(LowerError::unsupported(
-                        name,
-                        format!("bitcast-convert between widths ({} to {})", from.name(), et.name()),
-                    ));
+                    return self.bitcast_between_widths(f, inst.operands[0], from, et, idx, name);
                 }
                 let ops = self.operand_values(f, id, idx)?;
                 let (v, from) = ops[0];
@@ -609,6 +606,63 @@ impl<'m> Emitter<'m> {
                 result?;
                 Ok(self.b.get_local(local))
             }
+        }
+    }
+}
+
+impl<'m> Emitter<'m> {
+    /// `bitcast-convert` to a narrower type adds a minor dimension of `wide / narrow` parts
+    /// (part `j` is bits `j*narrow..` of the wide value: little-endian, as XLA defines it); to a
+    /// wider type it consumes that dimension, OR-ing the parts back together.
+    fn bitcast_between_widths(
+        &mut self,
+        f: &Frame<'m>,
+        operand: InstId,
+        from: tessera_hlo::ElementType,
+        to: tessera_hlo::ElementType,
+        idx: &[IndexExpr],
+        name: &str,
+    ) -> Result<ValueId, LowerError> {
+        let (fw, tw) = (from.bit_width(), to.bit_width());
+        let unsigned = |w: u32| match w {
+            8 => Ok(tessera_hlo::ElementType::U8),
+            16 => Ok(tessera_hlo::ElementType::U16),
+            32 => Ok(tessera_hlo::ElementType::U32),
+            64 => Ok(tessera_hlo::ElementType::U64),
+            _ => Err(LowerError::unsupported(name, format!("bitcast-convert of {}-bit elements", w))),
+        };
+        let (fu, tu) = (unsigned(fw)?, unsigned(tw)?);
+        let (fty, tty) = (types::reg(fu, name)?, types::reg(tu, name)?);
+        if fw > tw {
+            let (outer, part) = idx.split_at(idx.len().saturating_sub(1));
+            let part = part.first().cloned().ok_or_else(|| LowerError::invalid(name, "missing part dimension"))?;
+            let v = self.elem(f, operand, outer)?;
+            let bits = scalar::bitcast_convert(&mut self.b, from, fu, v, name)?;
+            let j = self.b.let_(Op::Index(part));
+            let j = if fty == Ty::I64 { j } else { self.b.cast(CastOp::Trunc, Ty::I64, fty, j) };
+            let width = self.b.constant(Const::Int { ty: fty, bits: i64::from(tw) });
+            let shift = self.b.binary(BinOp::Mul, fty, j, width);
+            let shifted = self.b.binary(BinOp::LShr, fty, bits, shift);
+            let narrow = self.b.cast(CastOp::Trunc, fty, tty, shifted);
+            scalar::bitcast_convert(&mut self.b, tu, to, narrow, name)
+        } else {
+            let parts = i64::from(tw / fw);
+            let mut acc: Option<ValueId> = None;
+            for j in 0..parts {
+                let mut sub = idx.to_vec();
+                sub.push(IndexExpr::constant(j));
+                let v = self.elem(f, operand, &sub)?;
+                let bits = scalar::bitcast_convert(&mut self.b, from, fu, v, name)?;
+                let wide = self.b.cast(CastOp::ZExt, fty, tty, bits);
+                let amount = self.b.constant(Const::Int { ty: tty, bits: j * i64::from(fw) });
+                let placed = self.b.binary(BinOp::Shl, tty, wide, amount);
+                acc = Some(match acc {
+                    None => placed,
+                    Some(a) => self.b.binary(BinOp::Or, tty, a, placed),
+                });
+            }
+            let bits = acc.ok_or_else(|| LowerError::invalid(name, "bitcast-convert without parts"))?;
+            scalar::bitcast_convert(&mut self.b, tu, to, bits, name)
         }
     }
 }

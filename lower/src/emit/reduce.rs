@@ -7,7 +7,7 @@ use tessera_hlo::ir::AttrList;
 use tessera_hlo::{CompId, InstId, Opcode};
 
 use super::{layout_map, types, Emitter, Frame};
-use crate::kernel::{IndexExpr, ValueId};
+use crate::kernel::{CastOp, IndexExpr, Ty, ValueId};
 use crate::LowerError;
 
 impl<'m> Emitter<'m> {
@@ -48,13 +48,17 @@ impl<'m> Emitter<'m> {
                 full[d] = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
             }
         }
-        // f16/bf16 sums accumulate in f32 and round once at the end, as the reference
-        // interpreter (and XLA:CPU's float normalization of reductions) does.
+        // Float sums accumulate wider and round once at the end: f16/bf16 in f32, as the
+        // reference interpreter (and XLA:CPU's float normalization of reductions) does, and f32
+        // in f64. A sequential f32 sum over tens of thousands of elements drifts past the
+        // corpus tolerances (set by XLA's vectorized, reassociated sums); f64 stays well inside.
         let first_et = match &inst.shape {
             tessera_hlo::Shape::Tuple(_) => None,
             s => Some(s.element_type()),
         };
-        let wide = k == 1 && first_et.is_some_and(types::is_half) && is_plain_add(self.module, reducer);
+        let plain_add = k == 1 && is_plain_add(self.module, reducer);
+        let wide = plain_add && first_et.is_some_and(types::is_half);
+        let widest = plain_add && first_et == Some(tessera_hlo::ElementType::F32);
         let mut locals = Vec::with_capacity(k);
         for (i, &init) in inits.iter().enumerate() {
             let et = match &inst.shape {
@@ -64,7 +68,12 @@ impl<'m> Emitter<'m> {
             .ok_or_else(|| LowerError::invalid(&name, "reduce result shape"))?;
             let ty = types::reg(et, &name)?;
             let v = self.elem(f, init, &[])?;
-            locals.push(self.b.local(ty, v));
+            if widest {
+                let v = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v);
+                locals.push(self.b.local(Ty::F64, v));
+            } else {
+                locals.push(self.b.local(ty, v));
+            }
         }
         let empty = rdims.iter().any(|&d| in_dims[d as usize] == 0);
         // The reduced dimensions loop over the input's physical digits (tile by tile for a
@@ -94,8 +103,8 @@ impl<'m> Emitter<'m> {
                         full[d] = e.clone();
                     }
                 }
-                if wide {
-                    em.wide_add_step(&frame, inputs[0], &full, locals_c[0])
+                if wide || widest {
+                    em.wide_add_step(&frame, inputs[0], &full, locals_c[0], widest)
                 } else {
                     em.reduce_step(&frame, &inputs, &full, &locals_c, reducer)
                 }
@@ -106,6 +115,9 @@ impl<'m> Emitter<'m> {
         let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
         if let (true, Some(et)) = (wide, first_et) {
             out[0] = super::scalar::round(&mut self.b, et, out[0]);
+        }
+        if widest {
+            out[0] = self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, out[0]);
         }
         self.multi_log.push(key.clone());
         self.multi_cache.insert(key, out.clone());
@@ -118,10 +130,17 @@ impl<'m> Emitter<'m> {
         input: InstId,
         full: &[IndexExpr],
         local: crate::kernel::LocalId,
+        in_f64: bool,
     ) -> Result<(), LowerError> {
         let acc = self.b.get_local(local);
-        let x = self.elem(f, input, full)?;
-        let s = self.b.binary(crate::kernel::BinOp::Add, crate::kernel::Ty::F32, acc, x);
+        let mut x = self.elem(f, input, full)?;
+        let ty = if in_f64 {
+            x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
+            Ty::F64
+        } else {
+            Ty::F32
+        };
+        let s = self.b.binary(crate::kernel::BinOp::Add, ty, acc, x);
         self.b.set_local(local, s);
         Ok(())
     }
