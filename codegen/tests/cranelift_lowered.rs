@@ -8,7 +8,7 @@ use std::path::Path;
 
 use common::*;
 use tessera_hlo::{LayoutMap, Shape};
-use tessera_lower::kernel::{run_kernel, Kernel, Stmt};
+use tessera_lower::kernel::{run_kernel, Kernel, MemType, Stmt, Ty};
 
 /// The shared folder beside the checkout, or `TESSERA_SHARED` (as the hlo tests find it).
 fn corpus() -> std::path::PathBuf {
@@ -114,7 +114,14 @@ fn lowered_corpus_kernels_match_the_interpreter() {
         let mid = kernel.grid.extent / 2;
         call(&compiled, 0, &mut bufs, mid, kernel.grid.extent);
         call(&compiled, 0, &mut bufs, 0, mid);
-        if bufs != expect {
+        // The runtime GEMM blocks and vectorizes its sums, the interpreter's does not: kernels
+        // that call it agree within rounding, everything else bit for bit.
+        let calls_gemm = kernel.body.iter().any(|s| matches!(s, Stmt::Call { .. }));
+        if calls_gemm {
+            if let Err(e) = close_floats(&kernel, &expect, &bufs) {
+                failures.push(format!("{name}: {e}\n{kernel}"));
+            }
+        } else if bufs != expect {
             let e = same_buffers(&kernel, &expect, &bufs).err().unwrap_or_else(|| "NaN payloads differ".into());
             failures.push(format!("{name}: {e}\n{kernel}"));
         }
@@ -130,4 +137,37 @@ fn lowered_corpus_kernels_match_the_interpreter() {
     eprintln!("compile time per kernel (us, whole compile() call): {compile_us:?}");
     assert!(failures.is_empty(), "{} modules differ; first:\n{}", failures.len(), failures[0]);
     assert!(compared.len() >= 5, "only {} corpus modules lowered and compared", compared.len());
+}
+
+/// Float buffers within a relative 1e-5 of the interpreter's (GEMM reassociates its sums),
+/// every other buffer identical.
+fn close_floats(kernel: &Kernel, expect: &[Vec<u8>], got: &[Vec<u8>]) -> Result<(), String> {
+    for (i, ((e, g), b)) in expect.iter().zip(got).zip(&kernel.buffers).enumerate() {
+        let pairs: Vec<(f64, f64)> = match b.mem {
+            MemType::Scalar(Ty::F32) => e
+                .chunks_exact(4)
+                .zip(g.chunks_exact(4))
+                .map(|(x, y)| {
+                    let f = |c: &[u8]| f64::from(f32::from_le_bytes(c.try_into().unwrap()));
+                    (f(x), f(y))
+                })
+                .collect(),
+            MemType::Scalar(Ty::F64) => e
+                .chunks_exact(8)
+                .zip(g.chunks_exact(8))
+                .map(|(x, y)| {
+                    let f = |c: &[u8]| f64::from_le_bytes(c.try_into().unwrap());
+                    (f(x), f(y))
+                })
+                .collect(),
+            _ if e == g => continue,
+            _ => return Err(format!("buffer {i} differs")),
+        };
+        for (j, (x, y)) in pairs.into_iter().enumerate() {
+            if !((x - y).abs() <= 1e-5 * (x.abs() + 1.0) || (x.is_nan() && y.is_nan())) {
+                return Err(format!("buffer {i} element {j}: interpreter {x}, tier {y}"));
+            }
+        }
+    }
+    Ok(())
 }

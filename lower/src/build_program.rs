@@ -21,6 +21,7 @@ use tessera_hlo::ir::Payload;
 use tessera_hlo::{ArrayShape, Computation, InstId, Instruction, LayoutMap, Module, Opcode, Shape};
 
 use crate::emit_kernel;
+use crate::kernel::verify_kernel;
 use crate::program::{Buffer, BufferId, BufferKind, Launch, Program};
 use crate::LowerError;
 
@@ -251,7 +252,7 @@ impl Builder<'_> {
             }
         }
         let name = self.kernel_name(&inst.name);
-        let kernel = emit_kernel(self.module, &comp, &name)?;
+        let kernel = checked(emit_kernel(self.module, &comp, &name)?)?;
         let value = match &inst.shape {
             Shape::Tuple(elems) => {
                 let mut out = Vec::with_capacity(elems.len());
@@ -290,7 +291,7 @@ impl Builder<'_> {
         let p = comp.add(param);
         comp.root = comp.add(Instruction::new(format!("{}.copy", buf.name), Opcode::Copy, shape.clone(), vec![p]));
         let name = self.kernel_name(&format!("{}_copy", buf.name));
-        let kernel = emit_kernel(self.module, &comp, &name)?;
+        let kernel = checked(emit_kernel(self.module, &comp, &name)?)?;
         let dst = self.add_buffer(&format!("{}.copy", buf.name), &shape, BufferKind::Temp)?;
         self.launch(kernel, vec![src, dst]);
         Ok(dst)
@@ -344,4 +345,12 @@ fn wrap_single_op(entry: &Computation, id: InstId) -> (Computation, Vec<InstId>)
     }
     comp.root = comp.add(clone);
     (comp, inputs)
+}
+
+/// Every kernel leaves the lowering verified (ids, types, and indices proved inside their
+/// buffers), so no tier ever compiles an access it cannot trust; a failure here is a lowering
+/// bug, reported instead of run.
+fn checked(kernel: crate::kernel::Kernel) -> Result<crate::kernel::Kernel, LowerError> {
+    verify_kernel(&kernel).map_err(|e| LowerError::Pipeline { pass: "emit".into(), message: e.to_string() })?;
+    Ok(kernel)
 }

@@ -192,7 +192,7 @@ fn map_inlines_its_computation() {
 fn unsupported_ops_and_types_are_errors_naming_them() {
     let cases = [
         ("HloModule m\nENTRY e {\n  p = c64[4]{0} parameter(0)\n  ROOT r = c64[4]{0} negate(p)\n}\n", "complex"),
-        ("HloModule m\nENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT r = u8[8,4]{1,0} bitcast-convert(p)\n}\n", "bitcast-convert"),
+        ("HloModule m\nENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT r = s32[] get-dimension-size(p), dimensions={0}\n}\n", "get-dimension-size"),
         ("HloModule m\nENTRY e {\n  p = f32[3,4]{1,0} parameter(0)\n  c = f32[3,4]{1,0} constant({{1,2,3,4},{5,6,7,8},{9,10,11,12}})\n  ROOT r = f32[3,4]{1,0} add(p, c)\n}\n", "array constant"),
     ];
     for (text, what) in cases {
@@ -224,4 +224,14 @@ fn reduce_precision_on_every_float_type() {
             ));
         }
     }
+}
+
+/// Width-changing bitcast-convert splits an element into little-endian parts along a new minor
+/// dimension, or joins them back, in every layout of that dimension.
+#[test]
+fn bitcast_convert_between_widths() {
+    check("HloModule m\nENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT r = u8[8,4]{1,0} bitcast-convert(p)\n}\n");
+    check("HloModule m\nENTRY e {\n  p = f64[3,5]{0,1} parameter(0)\n  ROOT r = u16[3,5,4]{0,2,1} bitcast-convert(p)\n}\n");
+    check("HloModule m\nENTRY e {\n  p = u8[6,4]{1,0} parameter(0)\n  ROOT r = f32[6]{0} bitcast-convert(p)\n}\n");
+    check("HloModule m\nENTRY e {\n  p = s16[5,2]{0,1} parameter(0)\n  ROOT r = s32[5]{0} bitcast-convert(p)\n}\n");
 }
