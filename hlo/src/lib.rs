@@ -4,6 +4,7 @@
 
 pub mod algebra;
 pub mod builder;
+pub mod corpus;
 pub mod element_type;
 pub mod eval;
 pub mod ir;

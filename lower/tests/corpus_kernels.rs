@@ -7,18 +7,15 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fs;
-use std::path::Path;
 
-use common::{compare, parse_json, shared_dir, values, Json};
-use tessera_hlo::npy::read_npy;
-use tessera_hlo::text::parse_module;
-use tessera_hlo::{Layout, Literal, Shape};
+use common::shared_dir;
+use tessera_hlo::corpus::{tolerance, Case};
+use tessera_hlo::{Literal, Shape};
 use tessera_lower::kernel::interp::run_program;
 use tessera_lower::{lower_module, LowerError, LowerOptions};
 
 /// Raise this when the lowering learns more; a drop means a regression.
-const EXPECTED_PASSING: usize = 59;
+const EXPECTED_PASSING: usize = 61;
 
 /// Cases known to fail for reasons outside the pass pipeline and program construction, with
 /// the reason. A failure not listed here fails the test, and so does a listed case that
@@ -32,31 +29,20 @@ enum Outcome {
     Failed(String),
 }
 
-fn run_case(case: &Path, fusion: bool) -> Outcome {
-    let meta = fs::read(case.join("case.json")).expect("case.json");
-    let meta = parse_json(&meta, &mut 0);
-    let Ok(text) = fs::read_to_string(case.join("module.hlo")) else {
-        return Outcome::Skipped("no module.hlo".into());
-    };
-    let module = parse_module(&text).expect("corpus modules parse");
-    let program = match lower_module(&module, &LowerOptions { fusion, dump_dir: None }) {
+fn run_case(case: &Case, fusion: bool) -> Outcome {
+    let program = match lower_module(&case.module, &LowerOptions { fusion, dump_dir: None }) {
         Ok(p) => p,
         Err(LowerError::Unsupported { what, .. }) => return Outcome::Unsupported(what),
         Err(e) => return Outcome::Failed(format!("lowering: {e}")),
     };
-    let params = module.entry_comp().parameter_shapes();
-    if params.iter().any(Shape::is_tuple) {
+    if case.module.entry_comp().parameter_shapes().iter().any(Shape::is_tuple) {
         return Outcome::Skipped("tuple parameter (no per-element arguments stored)".into());
     }
+    let logical = case.arguments().expect("corpus arguments");
     let mut args: Vec<Vec<u8>> = Vec::new();
-    for (i, (shape, &buf)) in params.iter().zip(&program.parameters).enumerate() {
-        let path = case.join(format!("args/{i}.npy"));
-        if !path.exists() {
-            return Outcome::Skipped("arguments not stored".into());
-        }
-        let logical = read_npy(&path, &shape.without_layout()).expect("argument npy");
+    for (arg, &buf) in logical.iter().zip(&program.parameters) {
         let layout = program.buffers[buf.0 as usize].shape.layout_or_default();
-        let physical = logical.relayout(&layout).expect("relayout argument");
+        let physical = arg.relayout(&layout).expect("relayout argument");
         args.push(physical.physical_bytes().expect("array argument").to_vec());
     }
     let arg_refs: Vec<&[u8]> = args.iter().map(Vec::as_slice).collect();
@@ -64,47 +50,25 @@ fn run_case(case: &Path, fusion: bool) -> Outcome {
         Ok(o) => o,
         Err(e) => return Outcome::Failed(format!("kernel interpreter: {e}")),
     };
-    let tolerances = match meta.get("outputs") {
-        Some(Json::Arr(o)) => o.clone(),
-        _ => Vec::new(),
-    };
-    let mut checked = 0;
-    for (i, (bytes, &buf)) in outputs.iter().zip(&program.results).enumerate() {
-        let path = case.join(format!("expected/{i}.npy"));
-        if !path.exists() {
-            continue;
-        }
+    let wants = case.outputs().expect("corpus outputs");
+    for (i, ((bytes, &buf), want)) in outputs.iter().zip(&program.results).zip(&wants).enumerate() {
         let shape = program.buffers[buf.0 as usize].shape.clone();
-        let rank = shape.rank();
-        let got = Literal::from_physical_bytes(Shape::Array(shape.clone()), bytes.clone())
-            .and_then(|l| l.relayout(&Layout::row_major(rank)))
-            .expect("decode result");
-        let mut logical = shape.clone();
-        logical.layout = None;
-        let expected = read_npy(&path, &Shape::Array(logical)).expect("expected npy");
-        let o = tolerances.get(i);
-        let tol = |k: &str| o.and_then(|o| o.get(k)).and_then(Json::num).or_else(|| meta.get(k).and_then(Json::num));
-        let (rtol, atol) = (tol("rtol").unwrap_or(0.0), tol("atol").unwrap_or(0.0));
-        if let Err(m) = compare(&values(&got), &values(&expected), rtol, atol) {
+        let got = Literal::from_physical_bytes(Shape::Array(shape), bytes.clone()).expect("decode result");
+        if let Err(m) = tolerance::check(&got, want) {
             return Outcome::Failed(format!("output {i} {m}"));
         }
-        checked += 1;
-    }
-    if checked == 0 {
-        return Outcome::Skipped("no stored outputs".into());
     }
     Outcome::Pass(program.kernels.len())
 }
 
 #[test]
 fn corpus_lowers_and_matches_xla_through_the_kernel_interpreter() {
-    let dir = shared_dir().join("corpus");
-    let mut cases: Vec<_> = fs::read_dir(&dir).expect("corpus dir").flatten().map(|e| e.path()).collect();
-    cases.sort();
+    let cases = Case::list(&shared_dir().join("corpus")).expect("corpus dir");
     let (mut pass, mut skipped, mut failures) = (0, 0, Vec::new());
     let mut unsupported: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for case in cases.iter().filter(|p| p.join("case.json").exists()) {
-        let name = case.file_name().unwrap().to_string_lossy().to_string();
+    for dir in &cases {
+        let case = &Case::load(dir).expect("corpus case loads");
+        let name = case.name.clone();
         let shown = if name.starts_with("bench_") {
             skipped += 1;
             "skipped (bench)".to_string()

@@ -2,9 +2,7 @@
 //! physical (`--physical`) I/O, and judge its outputs by the case's tolerances. The test suite
 //! and `tessera corpus` both use it, so the pass table a person reads is the one CI asserts.
 
-pub mod bench_args;
-pub mod case;
-pub mod tolerance;
+pub use tessera_hlo::corpus::{bench_args, case, tolerance};
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +11,7 @@ use tessera_hlo::eval::EvalError;
 use tessera_hlo::{ArrayShape, LayoutMap, Literal, Shape};
 use tessera_lower::LowerError;
 
-pub use case::Case;
+pub use tessera_hlo::corpus::Case;
 
 use crate::{Client, Error, Executable};
 

@@ -1,12 +1,12 @@
-//! What the lower crate's integration tests share: the shared folder, a minimal case.json
-//! reader and the corpus tolerance check (the same rules as `hlo/tests/eval_corpus.rs`).
+//! What the lower crate's integration tests share: the shared folder, literal values as f64
+//! (through `hlo::corpus`) and an elementwise tolerance check.
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 
-use tessera_hlo::{ElementType, Literal};
+use tessera_hlo::Literal;
 
 /// The shared folder (corpus, parser suite, seeds): `$TESSERA_SHARED`, else `shared/` beside
 /// the checkout. Conformance cannot be judged without it, so a missing folder fails the test
@@ -23,131 +23,8 @@ pub fn shared_dir() -> PathBuf {
     dir
 }
 
-#[derive(Debug, Clone)]
-pub enum Json {
-    Null,
-    Bool,
-    Num(f64),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(Vec<(String, Json)>),
-}
-
-impl Json {
-    pub fn get(&self, key: &str) -> Option<&Json> {
-        match self {
-            Json::Obj(kv) => kv.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-    pub fn num(&self) -> Option<f64> {
-        match self {
-            Json::Num(x) => Some(*x),
-            _ => None,
-        }
-    }
-}
-
-/// Just enough JSON for case.json (no external crates in this workspace's tests).
-pub fn parse_json(s: &[u8], i: &mut usize) -> Json {
-    while s[*i].is_ascii_whitespace() {
-        *i += 1;
-    }
-    match s[*i] {
-        b'{' => {
-            *i += 1;
-            let mut kv = Vec::new();
-            loop {
-                while s[*i].is_ascii_whitespace() || s[*i] == b',' {
-                    *i += 1;
-                }
-                if s[*i] == b'}' {
-                    *i += 1;
-                    return Json::Obj(kv);
-                }
-                let Json::Str(k) = parse_json(s, i) else { panic!("bad json key") };
-                while s[*i].is_ascii_whitespace() || s[*i] == b':' {
-                    *i += 1;
-                }
-                kv.push((k, parse_json(s, i)));
-            }
-        }
-        b'[' => {
-            *i += 1;
-            let mut v = Vec::new();
-            loop {
-                while s[*i].is_ascii_whitespace() || s[*i] == b',' {
-                    *i += 1;
-                }
-                if s[*i] == b']' {
-                    *i += 1;
-                    return Json::Arr(v);
-                }
-                v.push(parse_json(s, i));
-            }
-        }
-        b'"' => {
-            *i += 1;
-            let mut out = String::new();
-            while s[*i] != b'"' {
-                if s[*i] == b'\\' {
-                    *i += 1;
-                    out.push(match s[*i] {
-                        b'n' => '\n',
-                        b't' => '\t',
-                        b'u' => {
-                            *i += 4;
-                            '?'
-                        }
-                        c => c as char,
-                    });
-                } else {
-                    out.push(s[*i] as char);
-                }
-                *i += 1;
-            }
-            *i += 1;
-            Json::Str(out)
-        }
-        b't' => {
-            *i += 4;
-            Json::Bool
-        }
-        b'f' => {
-            *i += 5;
-            Json::Bool
-        }
-        b'n' => {
-            *i += 4;
-            Json::Null
-        }
-        _ => {
-            let start = *i;
-            while *i < s.len() && (s[*i].is_ascii_digit() || b"+-.eEInfinityNaN".contains(&s[*i])) {
-                *i += 1;
-            }
-            Json::Num(std::str::from_utf8(&s[start..*i]).unwrap().parse().unwrap_or(f64::NAN))
-        }
-    }
-}
-
 pub fn values(lit: &Literal) -> Vec<f64> {
-    let ty = lit.element_type();
-    lit.to_bits_vec()
-        .expect("array")
-        .into_iter()
-        .map(|b| match ty {
-            ElementType::F16 => half::f16::from_bits(b as u16).to_f64(),
-            ElementType::BF16 => half::bf16::from_bits(b as u16).to_f64(),
-            ElementType::F32 => f64::from(f32::from_bits(b as u32)),
-            ElementType::F64 => f64::from_bits(b as u64),
-            t if t.is_signed_integral() => {
-                let w = t.bit_width();
-                (((b as u64) << (64 - w)) as i64 >> (64 - w)) as f64
-            }
-            _ => b as f64,
-        })
-        .collect()
+    tessera_hlo::corpus::tolerance::values(lit).expect("array literal")
 }
 
 /// Whether `got` matches `expected` elementwise within `rtol`/`atol` (NaN matches NaN, an

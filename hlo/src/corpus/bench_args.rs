@@ -2,7 +2,7 @@
 //! (corpus README, "Benchmark cases and generated arguments"): splitmix64 of the flat index,
 //! so every element is independent of the others and any slice can be regenerated.
 
-use tessera_hlo::{Literal, Shape};
+use crate::{Literal, Shape};
 
 fn bits(seed: u64, i: u64) -> u64 {
     let mut z = seed.wrapping_add(i.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -58,7 +58,7 @@ pub fn generate(shape: &Shape, dtype: &str, seed: u64, dist: Dist) -> Result<Lit
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tessera_hlo::ElementType;
+    use crate::ElementType;
 
     /// Golden values printed by the corpus's `make_args.py` `generate()` for the same specs.
     #[test]

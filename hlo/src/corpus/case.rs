@@ -6,10 +6,10 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::npy::read_npy;
+use crate::text::parse_module;
+use crate::{Literal, Module, Shape};
 use serde_json::Value as Json;
-use tessera_hlo::npy::read_npy;
-use tessera_hlo::text::parse_module;
-use tessera_hlo::{Literal, Module, Shape};
 
 use super::bench_args::{generate, Dist};
 
@@ -104,6 +104,24 @@ impl Case {
             args.push(generated(spec, shape)?);
         }
         Ok(args)
+    }
+
+    /// Every argument that has an `arg_gen` entry, regenerated even when it is also stored (so
+    /// the generator can be checked against the stored file), with its parameter number.
+    pub fn generated_arguments(&self) -> Result<Vec<(usize, Literal)>, String> {
+        let params = self.module.entry_comp().parameter_shapes();
+        let mut out = Vec::new();
+        for spec in self.meta.get("arg_gen").and_then(Json::as_array).into_iter().flatten() {
+            let file = spec.get("file").and_then(Json::as_str).ok_or("arg_gen entry without file")?;
+            let i: usize = file
+                .strip_prefix("args/")
+                .and_then(|f| f.strip_suffix(".npy"))
+                .and_then(|n| n.parse().ok())
+                .ok_or_else(|| format!("arg_gen file {file} is not args/N.npy"))?;
+            let shape = params.get(i).ok_or_else(|| format!("arg_gen file {file} names no parameter"))?;
+            out.push((i, generated(spec, shape)?));
+        }
+        Ok(out)
     }
 
     /// What each output (the result tuple flattened depth-first) must be.

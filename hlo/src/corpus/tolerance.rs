@@ -3,7 +3,7 @@
 //! known only by statistics, every sample by that rule, sums within `rtol * sum_abs + atol * n`
 //! and min/max by the rule.
 
-use tessera_hlo::{ElementType, Literal};
+use crate::{ElementType, Literal};
 
 use super::case::{Expected, Output, Stats};
 
