@@ -1,7 +1,9 @@
 //! The `tessera` command line. The contract (DESIGN.md section 8) is exact because scripts
-//! depend on it: exit code 0 on success, 1 on a compile or run error (message on stderr),
-//! 2 on a usage error.
+//! depend on it: exit code 0 on success, 1 on a compile or run error (message on stderr) or
+//! a `compare` disagreement, 2 on a usage error.
 
+mod compare_command;
+mod progress;
 mod run_command;
 mod summary;
 
@@ -51,6 +53,22 @@ enum Command {
         #[arg(long)]
         physical: bool,
     },
+    /// Compile a module on every backend, run each on the same arguments, check the JIT tiers
+    /// against the interpreter and print compile and run times. Exit code 1 if a tier
+    /// disagrees or fails; a tier that refuses the module (an unsupported op) is only reported.
+    Compare {
+        module: PathBuf,
+        /// Folder with the arguments 0.npy, 1.npy, ... (default: seeded random arguments:
+        /// floats uniform in [-1, 1), signed ints in [-8, 8), unsigned in [0, 8), random preds).
+        #[arg(long, value_name = "DIR")]
+        args: Option<PathBuf>,
+        /// Timed runs per backend (after one checked run); the table shows their median.
+        #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..))]
+        runs: u32,
+        /// Threads kernels run on (default: all cores).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -74,7 +92,7 @@ fn main() -> ExitCode {
     // clap exits with 2 on usage errors and 0 for --help/--version, as the contract wants.
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Parse { module, print } => parse_command(&module, print),
+        Command::Parse { module, print } => parse_command(&module, print).map(|()| ExitCode::SUCCESS),
         Command::Run { module, args, out, backend, time, threads, physical } => {
             run_command::run(&run_command::RunArgs {
                 module,
@@ -85,10 +103,18 @@ fn main() -> ExitCode {
                 threads: threads.map(|n| n as usize),
                 physical,
             })
+            .map(|()| ExitCode::SUCCESS)
         }
+        Command::Compare { module, args, runs, threads } => compare_command::compare(&compare_command::CompareArgs {
+            module,
+            args,
+            runs: runs as usize,
+            threads: threads.map(|n| n as usize),
+        })
+        .map(|agree| if agree { ExitCode::SUCCESS } else { ExitCode::from(1) }),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(message) => {
             eprintln!("error: {message}");
             ExitCode::from(1)

@@ -5,13 +5,15 @@
 //! `--time` measures executions only: no reading, relayout or allocation per run.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tessera::{Backend, Client, ClientOptions, CompileOptions, DeviceBuffer, Error, Executable};
 use tessera_hlo::npy::{read_npy, read_npy_physical, write_npy, write_npy_physical};
-use tessera_hlo::Shape;
+use tessera_hlo::{Literal, Shape};
+
+use crate::progress::Progress;
 
 pub struct RunArgs {
     pub module: PathBuf,
@@ -32,7 +34,7 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
         client.compile_text(&text, &CompileOptions::default()).map_err(|e| format!("{}: {e}", a.module.display()))?
     };
 
-    let args = read_arguments(&exe, &a.args, a.physical)?;
+    let args = transfer_arguments(&exe, &read_arguments(&exe, &a.args, a.physical)?)?;
     let arg_refs: Vec<&DeviceBuffer> = args.iter().collect();
     let mut results = exe.new_results().map_err(|e| e.to_string())?;
     exe.execute_into(&arg_refs, &mut results).map_err(|e| e.to_string())?;
@@ -47,8 +49,8 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Reads `dir/i.npy` for every parameter leaf into a buffer laid out for it.
-fn read_arguments(exe: &Executable, dir: &Path, physical: bool) -> Result<Vec<DeviceBuffer>, String> {
+/// Reads `dir/i.npy` for every parameter leaf of `exe`.
+pub fn read_arguments(exe: &Executable, dir: &Path, physical: bool) -> Result<Vec<Literal>, String> {
     let expected = exe.parameter_leaves().len();
     let present = numbered_npy_files(dir)?;
     if present != expected {
@@ -57,15 +59,19 @@ fn read_arguments(exe: &Executable, dir: &Path, physical: bool) -> Result<Vec<De
             dir.display()
         ));
     }
-    let mut buffers = Vec::with_capacity(expected);
+    let mut literals = Vec::with_capacity(expected);
     for (i, leaf) in exe.parameter_leaves().enumerate() {
         let path = dir.join(format!("{i}.npy"));
         let shape = Shape::Array(leaf.clone());
         let literal = if physical { read_npy_physical(&path, &shape) } else { read_npy(&path, &shape) };
-        let literal = literal.map_err(|e| format!("argument {i}: {e}"))?;
-        buffers.push(exe.transfer_argument(i, &literal).map_err(|e| e.to_string())?);
+        literals.push(literal.map_err(|e| format!("argument {i}: {e}"))?);
     }
-    Ok(buffers)
+    Ok(literals)
+}
+
+/// One resident buffer per parameter leaf, laid out for it.
+pub fn transfer_arguments(exe: &Executable, literals: &[Literal]) -> Result<Vec<DeviceBuffer>, String> {
+    literals.iter().enumerate().map(|(i, l)| exe.transfer_argument(i, l).map_err(|e| e.to_string())).collect()
 }
 
 /// How many of `0.npy, 1.npy, ...` exist without a gap.
@@ -92,7 +98,7 @@ fn write_results(results: &[DeviceBuffer], out: &Path, physical: bool) -> Result
 }
 
 /// `runs` timed executions (after the warm-up the caller did).
-fn time_runs(
+pub fn time_runs(
     exe: &Executable,
     args: &[&DeviceBuffer],
     results: &mut [DeviceBuffer],
@@ -130,68 +136,6 @@ pub fn timing_json(backend: Backend, compile: Duration, times: &[Duration]) -> S
         compile.as_secs_f64() * 1e6,
         us.len()
     )
-}
-
-/// Progress on stderr for work that takes longer than a second; silent otherwise, so quick
-/// runs and stdout stay clean.
-struct Progress {
-    stop: Arc<AtomicBool>,
-    /// Set once something was printed.
-    shown: Arc<AtomicBool>,
-    start: Instant,
-    /// Print the total time on drop if anything was shown.
-    report_done: bool,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Progress {
-    /// Prints `label` once if the guard lives longer than a second, and the total time when
-    /// it drops.
-    fn after_a_second(label: String) -> Progress {
-        Progress::spawn(true, move |first| first.then(|| label.clone()))
-    }
-
-    /// Prints `message()` every second while the guard lives (starting after one second).
-    fn periodic(message: impl Fn() -> String + Send + 'static) -> Progress {
-        Progress::spawn(false, move |_| Some(message()))
-    }
-
-    /// Every second the guard lives, prints what `tick(first)` returns (nothing for `None`).
-    fn spawn(report_done: bool, tick: impl Fn(bool) -> Option<String> + Send + 'static) -> Progress {
-        let stop = Arc::new(AtomicBool::new(false));
-        let shown = Arc::new(AtomicBool::new(false));
-        let (stop2, shown2) = (stop.clone(), shown.clone());
-        let thread = std::thread::spawn(move || {
-            let mut first = true;
-            loop {
-                // Sleep in slices so dropping the guard is not held up for a second.
-                for _ in 0..20 {
-                    std::thread::sleep(Duration::from_millis(50));
-                    if stop2.load(Ordering::Relaxed) {
-                        return;
-                    }
-                }
-                if let Some(message) = tick(first) {
-                    eprintln!("tessera: {message}");
-                    shown2.store(true, Ordering::Relaxed);
-                }
-                first = false;
-            }
-        });
-        Progress { stop, shown, start: Instant::now(), report_done, thread: Some(thread) }
-    }
-}
-
-impl Drop for Progress {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        if self.report_done && self.shown.load(Ordering::Relaxed) {
-            eprintln!("tessera: done in {:.1} s", self.start.elapsed().as_secs_f64());
-        }
-    }
 }
 
 #[cfg(test)]

@@ -124,7 +124,8 @@ impl Outcome {
     }
 }
 
-fn classify(e: Error) -> Outcome {
+/// A compile or run error as an outcome: a refusal naming what is missing, or a failure.
+pub fn classify(e: Error) -> Outcome {
     match &e {
         Error::Lower { source: LowerError::Unsupported { .. }, .. }
         | Error::Codegen(CodegenError::Unsupported { .. })
