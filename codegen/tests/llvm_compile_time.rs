@@ -8,25 +8,6 @@ use std::time::Duration;
 use tessera_lower::kernel::random::random_kernel;
 use tessera_lower::kernel::*;
 
-fn muladd() -> Kernel {
-    let n = 4096;
-    let mut b = KernelBuilder::new("muladd", 1);
-    let f32m = MemType::Scalar(Ty::F32);
-    let a = b.buffer("a", f32m, n, false);
-    let bb = b.buffer("b", f32m, n, false);
-    let c = b.buffer("c", f32m, n, false);
-    let out = b.buffer("out", f32m, n, true);
-    let i = b.begin_loop(0, n);
-    let x = b.load(a, IndexExpr::var(i, 1));
-    let y = b.load(bb, IndexExpr::var(i, 1));
-    let z = b.load(c, IndexExpr::var(i, 1));
-    let m = b.binary(BinOp::Mul, Ty::F32, x, y);
-    let s = b.binary(BinOp::Add, Ty::F32, m, z);
-    b.store(out, IndexExpr::var(i, 1), s);
-    b.end_loop_vectorized(16, Tail::None);
-    b.finish()
-}
-
 /// CPU time this thread has run (Linux `schedstat`, nanoseconds): wall time on a shared
 /// machine mostly measures the other processes.
 fn thread_cpu() -> Option<Duration> {
@@ -49,7 +30,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 #[test]
 fn compile_time_per_small_kernel() {
-    let k = muladd();
+    let k = common::muladd(4096);
     let (walls, cpus): (Vec<_>, Vec<_>) = (0..15).map(|_| timed(&k)).unzip();
     let cpus: Option<Vec<Duration>> = cpus.into_iter().collect();
     eprintln!(

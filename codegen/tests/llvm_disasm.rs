@@ -9,7 +9,6 @@ use std::ffi::{c_char, CStr, CString};
 
 use inkwell::llvm_sys::disassembler::{LLVMCreateDisasmCPUFeatures, LLVMDisasmDispose, LLVMDisasmInstruction};
 use inkwell::targets::TargetMachine;
-use tessera_lower::kernel::*;
 
 /// Disassembles the function at `start`. MCJIT does not report function sizes, so this
 /// walks instructions linearly and stops at a return or unconditional jump once no branch
@@ -77,22 +76,7 @@ fn parse_int(s: &str) -> Option<i64> {
 
 #[test]
 fn elementwise_kernel_uses_the_widest_host_vectors() {
-    let n = 4096;
-    let mut b = KernelBuilder::new("muladd", 1);
-    let f32m = MemType::Scalar(Ty::F32);
-    let a = b.buffer("a", f32m, n, false);
-    let bb = b.buffer("b", f32m, n, false);
-    let c = b.buffer("c", f32m, n, false);
-    let out = b.buffer("out", f32m, n, true);
-    let i = b.begin_loop(0, n);
-    let x = b.load(a, IndexExpr::var(i, 1));
-    let y = b.load(bb, IndexExpr::var(i, 1));
-    let z = b.load(c, IndexExpr::var(i, 1));
-    let m = b.binary(BinOp::Mul, Ty::F32, x, y);
-    let s = b.binary(BinOp::Add, Ty::F32, m, z);
-    b.store(out, IndexExpr::var(i, 1), s);
-    b.end_loop_vectorized(16, Tail::None);
-    let compiled = common::compile(&[b.finish()]);
+    let compiled = common::compile(&[common::muladd(4096)]);
     let lines = disassemble(compiled.functions[0] as *const u8);
     let all = lines.join("\n");
     // Shown with --nocapture; the report quotes it.

@@ -144,3 +144,24 @@ pub fn elementwise(
     run(&kernel, &mut data);
     values::decode(out, &data[inputs.len()])
 }
+
+/// `out[i] = a[i] * b[i] + c[i]` over `n` f32 elements with a 16-lane hint: the elementwise
+/// kernel the smoke, disassembly and compile-time tests share.
+pub fn muladd(n: i64) -> Kernel {
+    use tessera_lower::kernel::{BinOp, KernelBuilder, MemType, Tail};
+    let mut b = KernelBuilder::new("muladd", 1);
+    let f32m = MemType::Scalar(Ty::F32);
+    let a = b.buffer("a", f32m, n, false);
+    let bb = b.buffer("b", f32m, n, false);
+    let c = b.buffer("c", f32m, n, false);
+    let out = b.buffer("out", f32m, n, true);
+    let i = b.begin_loop(0, n);
+    let x = b.load(a, IndexExpr::var(i, 1));
+    let y = b.load(bb, IndexExpr::var(i, 1));
+    let z = b.load(c, IndexExpr::var(i, 1));
+    let m = b.binary(BinOp::Mul, Ty::F32, x, y);
+    let s = b.binary(BinOp::Add, Ty::F32, m, z);
+    b.store(out, IndexExpr::var(i, 1), s);
+    b.end_loop_vectorized(16, Tail::None);
+    b.finish()
+}
