@@ -272,6 +272,12 @@ impl Builder<'_> {
                 Value::Array(b)
             }
         };
+        // Buffers past the outputs are the kernel's private scratch (see `emit_kernel`).
+        for (i, kb) in kernel.buffers.iter().enumerate().skip(args.len()) {
+            let shape = scratch_shape(kb.mem, kb.len);
+            let b = self.add_buffer(&format!("{}.scratch{}", inst.name, i - args.len()), &shape, BufferKind::Temp)?;
+            args.push(b);
+        }
         self.launch(kernel, args);
         Ok(value)
     }
@@ -304,6 +310,23 @@ fn array_of<'s>(shape: &'s Shape, name: &str) -> Result<&'s ArrayShape, LowerErr
         Shape::Array(_) => Err(LowerError::unsupported(name, format!("the dynamic shape {shape}"))),
         _ => Err(LowerError::unsupported(name, format!("a buffer of shape {shape}"))),
     }
+}
+
+/// A flat array that holds `len` elements of `mem`, for a kernel's scratch buffer.
+fn scratch_shape(mem: crate::kernel::MemType, len: i64) -> Shape {
+    use crate::kernel::{MemType, Ty};
+    use tessera_hlo::ElementType as E;
+    let (et, len) = match mem {
+        MemType::Pred => (E::Pred, len),
+        MemType::Scalar(Ty::Pred | Ty::I8) => (E::U8, len),
+        MemType::Scalar(Ty::I16) => (E::U16, len),
+        MemType::Scalar(Ty::I32) => (E::U32, len),
+        MemType::Scalar(Ty::I64) => (E::U64, len),
+        MemType::Scalar(Ty::F32) => (E::F32, len),
+        MemType::Scalar(Ty::F64) => (E::F64, len),
+        MemType::Packed { bits, .. } => (E::U8, (len * i64::from(bits) + 7) / 8),
+    };
+    Shape::array(et, &[len])
 }
 
 fn is_scalar_constant(inst: &Instruction) -> bool {

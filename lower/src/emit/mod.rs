@@ -30,6 +30,10 @@ use nest::Digit;
 /// buffers 0..n (in parameter-number order, read-only) and its root's value is written to
 /// buffer n (a tuple root of k arrays: buffers n..n+k). Every shape carries its layout, the
 /// physical truth of the buffer. `comp` may call other computations of `module` (reducers).
+///
+/// A kernel may declare more buffers after its outputs: private scratch (sorting's merge
+/// buffer, for instance), writable, uninitialized when the kernel starts and dead when it
+/// ends. The program gives each one a temp buffer of `len` elements of its `mem`.
 pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Kernel, LowerError> {
     let mut em = Emitter::new(module, comp, name)?;
     em.emit_root()?;
