@@ -30,7 +30,7 @@ fn is_layout_case(name: &str) -> bool {
 fn corpus_on_every_backend() {
     let backends = [Backend::Interp, Backend::Cranelift, Backend::Llvm];
     let clients: Vec<Client> = backends.iter().map(|&b| Client::new(b).expect("client")).collect();
-    let dirs = Case::list(&shared_dir().join("corpus")).expect("corpus");
+    let (dirs, selected) = Case::list_selected(&shared_dir().join("corpus")).expect("corpus");
     let mut columns = Vec::new();
     for b in backends {
         columns.push((b, Mode::Logical));
@@ -115,6 +115,10 @@ fn corpus_on_every_backend() {
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
     for (b, n) in EXPECTED_PASSING {
+        if selected {
+            println!("TESSERA_CASES selects {} cases: pass counts not checked", dirs.len());
+            break;
+        }
         let got = passes.get(&(b.name(), Mode::Logical)).copied().unwrap_or(0);
         assert!(got >= n, "{got} cases pass on {b}, fewer than the {n} that passed before");
     }

@@ -1,7 +1,6 @@
 #[path = "llvm_common/mod.rs"]
 mod common;
 
-
 #[test]
 fn fma_shape_kernel_computes() {
     let n = 4096;

@@ -63,7 +63,7 @@ fn run_case(case: &Case, fusion: bool) -> Outcome {
 
 #[test]
 fn corpus_lowers_and_matches_xla_through_the_kernel_interpreter() {
-    let cases = Case::list(&shared_dir().join("corpus")).expect("corpus dir");
+    let (cases, selected) = Case::list_selected(&shared_dir().join("corpus")).expect("corpus dir");
     let (mut pass, mut skipped, mut failures) = (0, 0, Vec::new());
     let mut unsupported: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for dir in &cases {
@@ -119,6 +119,10 @@ fn corpus_lowers_and_matches_xla_through_the_kernel_interpreter() {
         "unexpected failures:\n{}",
         unexpected.iter().map(|s| s.as_str()).collect::<Vec<_>>().join("\n")
     );
+    if selected {
+        println!("TESSERA_CASES selects {} cases: pass counts and known failures not checked", cases.len());
+        return;
+    }
     assert!(stale.is_empty(), "known failures that no longer fail (remove them from KNOWN_FAILURES): {stale:?}");
     assert!(pass >= EXPECTED_PASSING, "{pass} cases pass, fewer than the {EXPECTED_PASSING} that passed before");
 }

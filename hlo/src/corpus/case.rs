@@ -72,6 +72,22 @@ impl Case {
         Ok(dirs)
     }
 
+    /// The case names `TESSERA_CASES` selects (comma-separated, exact names), or `None` when it
+    /// is unset: a conformance test then runs every case and checks its pass counts.
+    pub fn selection_from_env() -> Option<Vec<String>> {
+        let v = std::env::var("TESSERA_CASES").ok()?;
+        Some(v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+    }
+
+    /// [`Case::list`] narrowed to the `TESSERA_CASES` selection; the flag says whether a
+    /// selection applied (pass-count checks then mean nothing).
+    pub fn list_selected(corpus: &Path) -> Result<(Vec<PathBuf>, bool), String> {
+        let mut dirs = Case::list(corpus)?;
+        let Some(names) = Case::selection_from_env() else { return Ok((dirs, false)) };
+        dirs.retain(|d| d.file_name().is_some_and(|n| names.iter().any(|s| n.to_str() == Some(s.as_str()))));
+        Ok((dirs, true))
+    }
+
     /// The opcodes of every computation of the module (what `case.json`'s `ops` lists, read
     /// from the module itself so hand-edited cases cannot disagree).
     pub fn opcodes(&self) -> Vec<String> {
