@@ -14,6 +14,7 @@ pub mod index;
 mod nest;
 mod reduce;
 mod scalar;
+mod sort;
 mod types;
 
 use std::collections::HashMap;
@@ -216,6 +217,11 @@ impl<'m> Emitter<'m> {
     }
 
     fn emit_root(&mut self) -> Result<(), LowerError> {
+        match self.comp.root_inst().opcode {
+            Opcode::Sort => return self.emit_sort(),
+            Opcode::TopK => return self.emit_topk(),
+            _ => {}
+        }
         let values = self.out_values()?;
         if values.len() != self.outputs.len() {
             return Err(LowerError::invalid(&self.comp.root_inst().name, "the root's outputs do not match its shape"));
