@@ -2,10 +2,11 @@
 //! computation) and `topk` (the k largest or smallest of each last-dimension row, with their
 //! indices).
 //!
-//! Both sort the element indices of each row (every index of the dimensions not sorted is an
-//! independent row, one grid index each) with a stable bottom-up merge sort in a private
-//! scratch buffer, then gather every operand through the sorted indices, so multi-operand
-//! sorts move all operands together and the comparator may read any of them. The merge is
+//! Every index of the dimensions not sorted is an independent row, one grid index each. A row
+//! is sorted by a stable bottom-up merge sort in private scratch buffers: the operands the
+//! comparator reads travel through the passes as values (so comparisons read contiguous
+//! memory), together with each element's original position when the results need it (to
+//! gather the operands the comparator ignores, or as topk's indices). The merge is
 //! `hlo::eval`'s exactly (runs of width 1, 2, 4, ...; an element of the right run goes first
 //! only when it is ordered before the left run's current element), so even a comparator that
 //! is not a strict weak order yields the interpreter's permutation. Each pass is one loop over
@@ -19,13 +20,15 @@ use super::{index, scalar, types, Emitter};
 use crate::kernel::{BinOp, BufId, CastOp, CmpOp, Const, IndexExpr, MemType, Op, Ty, UnOp, ValueId};
 use crate::LowerError;
 
-/// Whether the row element at the first logical index goes before the one at the second (a
-/// `Pred` value).
-type Before<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &[IndexExpr]) -> Result<ValueId, LowerError> + 'a;
+/// Whether the first element goes before the second, given each one's values of the carried
+/// operands (a `Pred` value).
+type Before<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[ValueId], &[ValueId]) -> Result<ValueId, LowerError> + 'a;
 
-/// Writes output position `dst` (a logical index of the outputs) from the operands' element at
-/// `src` (a logical index of the operands), given the element's position along the row.
-type Write<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &[IndexExpr], ValueId) -> Result<(), LowerError> + 'a;
+/// Writes output position `dst` (a logical index of the outputs) from the element that sorted
+/// there: its values of the carried operands, its logical index `src` in the operands and, when
+/// [`Rows::positions`] asks for them, its position along the row.
+type Write<'a, 'm> =
+    dyn FnMut(&mut Emitter<'m>, &[ValueId], &[IndexExpr], &[IndexExpr], Option<ValueId>) -> Result<(), LowerError> + 'a;
 
 /// The rows of an array sorted along one dimension.
 struct Rows<'a> {
@@ -35,6 +38,13 @@ struct Rows<'a> {
     d: usize,
     /// How many sorted positions each row writes (`dims[d]` for sort, k for topk).
     keep: i64,
+    /// The operands (instructions of the fused computation) whose elements the order reads.
+    /// They travel through the merge passes with the positions, so comparisons read
+    /// contiguous scratch instead of gathering from the operands.
+    carried: Vec<InstId>,
+    /// Whether the writes need each element's original position (to gather operands that are
+    /// not carried, or as topk's indices).
+    positions: bool,
 }
 
 impl<'m> Emitter<'m> {
@@ -69,20 +79,28 @@ impl<'m> Emitter<'m> {
             let et = self.comp.inst(o).shape.element_type();
             regs.push(types::reg(et, name)?);
         }
-        let f = self.fused_frame();
-        let mut before = |em: &mut Emitter<'m>, first: &[IndexExpr], second: &[IndexExpr]| {
+        // Operand k's slot among the carried operands, when the comparator reads it.
+        let mut slot = Vec::with_capacity(operands.len());
+        let mut carried = Vec::new();
+        for (k, &o) in operands.iter().enumerate() {
+            let read = (2 * k..2 * k + 2).any(|p| used.get(p).copied().unwrap_or(false));
+            slot.push(read.then_some(carried.len()));
+            if read {
+                carried.push(o);
+            }
+        }
+        let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId]| {
             // Parameters 2k and 2k+1 are operand k's elements of the candidate for going first
             // and of the one it is tested against, as the interpreter calls the comparator.
             let mut args = Vec::with_capacity(2 * operands.len());
-            for (k, &o) in operands.iter().enumerate() {
-                for (p, at) in [(2 * k, first), (2 * k + 1, second)] {
-                    let v = if used.get(p).copied().unwrap_or(false) {
-                        em.elem(&f, o, at)?
-                    } else {
-                        // Never read by the comparator: any value of the right type.
-                        zero(em, regs[k])
-                    };
-                    args.push(v);
+            for (k, s) in slot.iter().enumerate() {
+                match *s {
+                    Some(s) => args.extend([first[s], second[s]]),
+                    // Never read by the comparator: any value of the right type.
+                    None => {
+                        let z = zero(em, regs[k]);
+                        args.extend([z, z]);
+                    }
                 }
             }
             match em.call_scalar(comparator, args)?.as_slice() {
@@ -90,9 +108,13 @@ impl<'m> Emitter<'m> {
                 _ => Err(LowerError::invalid(name, "the sort comparator does not return one pred")),
             }
         };
-        let mut write = |em: &mut Emitter<'m>, src: &[IndexExpr], dst: &[IndexExpr], _pos: ValueId| {
+        let f = self.fused_frame();
+        let mut write = |em: &mut Emitter<'m>, vals: &[ValueId], src: &[IndexExpr], dst: &[IndexExpr], _| {
             for (k, &o) in operands.iter().enumerate() {
-                let v = em.elem(&f, o, src)?;
+                let v = match slot[k] {
+                    Some(s) => vals[s],
+                    None => em.elem(&f, o, src)?,
+                };
                 let (buf, et, map) = (em.outputs[k].buf, em.outputs[k].et, em.outputs[k].map.clone());
                 let m = types::to_mem(&mut em.b, et, v);
                 let addr = em.layout_offset(&map, dst);
@@ -100,7 +122,8 @@ impl<'m> Emitter<'m> {
             }
             Ok(())
         };
-        let rows = Rows { dims: &dims, d, keep: dims[d] };
+        let positions = slot.iter().any(Option::is_none);
+        let rows = Rows { dims: &dims, d, keep: dims[d], carried, positions };
         self.sort_rows(name, &rows, &mut before, &mut write)
     }
 
@@ -139,20 +162,19 @@ impl<'m> Emitter<'m> {
         }
         types::reg(et, name)?;
         let index_ty = types::reg(indices.et, name)?;
-        let f = self.fused_frame();
         let direction = if largest { ComparisonDirection::Gt } else { ComparisonDirection::Lt };
-        let mut before = |em: &mut Emitter<'m>, first: &[IndexExpr], second: &[IndexExpr]| {
-            let a = em.elem(&f, x, first)?;
-            let b = em.elem(&f, x, second)?;
-            scalar::compare(&mut em.b, direction, Some(ComparisonType::TotalOrder), et, a, b, name)
+        let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId]| {
+            scalar::compare(&mut em.b, direction, Some(ComparisonType::TotalOrder), et, first[0], second[0], name)
         };
-        let mut write = |em: &mut Emitter<'m>, src: &[IndexExpr], dst: &[IndexExpr], pos: ValueId| {
-            let v = em.elem(&f, x, src)?;
+        let mut write = |em: &mut Emitter<'m>, vals: &[ValueId], _: &[IndexExpr], dst: &[IndexExpr], pos| {
             let [values, indices] = em.outputs.as_slice() else {
                 return Err(LowerError::invalid(name, "topk returns a (values, indices) tuple"));
             };
+            let Some(pos) = pos else {
+                return Err(LowerError::invalid(name, "topk indices need the sorted positions"));
+            };
             let (vbuf, vmap, ibuf, imap) = (values.buf, values.map.clone(), indices.buf, indices.map.clone());
-            let m = types::to_mem(&mut em.b, et, v);
+            let m = types::to_mem(&mut em.b, et, vals[0]);
             let addr = em.layout_offset(&vmap, dst);
             em.b.store(vbuf, addr, m);
             let i = if index_ty == Ty::I64 { pos } else { em.b.cast(CastOp::Trunc, Ty::I64, index_ty, pos) };
@@ -160,7 +182,7 @@ impl<'m> Emitter<'m> {
             em.b.store(ibuf, addr, i);
             Ok(())
         };
-        let rows = Rows { dims: &dims, d: dims.len() - 1, keep: k };
+        let rows = Rows { dims: &dims, d: dims.len() - 1, keep: k, carried: vec![x], positions: true };
         self.sort_rows(name, &rows, &mut before, &mut write)
     }
 
@@ -185,16 +207,30 @@ impl<'m> Emitter<'m> {
         }
         let len = n.checked_mul(2).and_then(|l| l.checked_mul(count));
         let len = len.ok_or_else(|| LowerError::invalid(name, "sort scratch size overflows"))?;
-        let order_ty = if n <= i64::from(i32::MAX) { Ty::I32 } else { Ty::I64 };
-        let scratch = self.b.buffer(format!("{name}.order"), MemType::Scalar(order_ty), len, true);
-        let order = Order { buf: scratch, ty: order_ty, n };
+        // Each scratch holds two halves of n slots per row: a merge pass reads one, writes the
+        // other.
+        let mut lanes = Vec::new();
+        if rows.positions {
+            let ty = if n <= i64::from(i32::MAX) { Ty::I32 } else { Ty::I64 };
+            let buf = self.b.buffer(format!("{name}.order"), MemType::Scalar(ty), len, true);
+            lanes.push(Lane { buf, ty, operand: None });
+        }
+        let f = self.fused_frame();
+        for (c, &o) in rows.carried.iter().enumerate() {
+            let et = self.comp.inst(o).shape.element_type();
+            let ty = types::reg(et, name)?;
+            let mem = if ty == Ty::Pred { MemType::Pred } else { MemType::Scalar(ty) };
+            let buf = self.b.buffer(format!("{name}.keys{c}"), mem, len, true);
+            lanes.push(Lane { buf, ty, operand: Some(o) });
+        }
+        let scratch = Scratch { lanes, n, frame: f };
         // Packed sub-byte outputs are written read-modify-write, so rows sharing a byte must
         // not run on different threads: they then loop inside one grid index.
         let packed = self.outputs.iter().any(|o| matches!(o.mem, MemType::Packed { .. }));
         if packed {
             let mark = self.mark();
             let r = self.open_loop(0, count);
-            let result = self.sort_row(rows, &order, &index::var(r), before, write);
+            let result = self.sort_row(rows, &scratch, &index::var(r), before, write);
             self.b.end_loop();
             self.forget_since(mark);
             result
@@ -202,20 +238,20 @@ impl<'m> Emitter<'m> {
             self.grid_extent = count;
             let g = self.b.grid_var();
             self.bounds.set_var(g, 0, count - 1);
-            self.sort_row(rows, &order, &index::var(g), before, write)
+            self.sort_row(rows, &scratch, &index::var(g), before, write)
         }
     }
 
-    /// One row: identity order, the merge passes, then the writes.
+    /// One row: positions and carried values copied in, the merge passes, then the writes.
     fn sort_row(
         &mut self,
         rows: &Rows<'_>,
-        order: &Order,
+        scratch: &Scratch<'m>,
         row: &IndexExpr,
         before: &mut Before<'_, 'm>,
         write: &mut Write<'_, 'm>,
     ) -> Result<(), LowerError> {
-        let n = order.n;
+        let n = scratch.n;
         // The row's logical index along the other dimensions (row-major over them); the sorted
         // dimension's entry is filled in per element.
         let rank = rows.dims.len();
@@ -230,43 +266,76 @@ impl<'m> Emitter<'m> {
 
         let mark = self.mark();
         let k = self.open_loop(0, n);
-        let kv = self.b.let_(Op::Index(index::var(k)));
-        let kv = narrow(self, kv, order.ty);
-        self.b.store(order.buf, index::add(&base, &index::var(k)), kv);
+        let src = with_dim(&at, rows.d, index::var(k));
+        let slot = index::add(&base, &index::var(k));
+        let r = self.fill_lanes(scratch, k, &src, &slot);
         self.b.end_loop();
         self.forget_since(mark);
+        r?;
 
         let passes = if n > 1 { i64::from(64 - (n as u64 - 1).leading_zeros()) } else { 0 };
         if passes > 0 {
-            self.merge_passes(rows, order, &at, &base, passes, before)?;
+            self.merge_passes(scratch, &base, passes, before)?;
         }
 
         // After an odd number of passes the order is in the second half of the row's scratch.
         let last = if passes % 2 == 1 { n } else { 0 };
         let mark = self.mark();
         let i = self.open_loop(0, rows.keep);
-        let raw = self.b.load(order.buf, index::add_const(&index::add(&base, &index::var(i)), last));
-        let pos = self.order_index(raw, order);
-        let src = with_dim(&at, rows.d, index::value(pos));
+        let at_i = index::add_const(&index::add(&base, &index::var(i)), last);
+        let mut pos = None;
+        let mut vals = Vec::new();
+        for lane in &scratch.lanes {
+            let v = self.b.load(lane.buf, at_i.clone());
+            match lane.operand {
+                None => pos = Some(self.order_index(v, lane.ty, n)),
+                Some(_) => vals.push(v),
+            }
+        }
+        // Without positions every operand is carried, so `src` is never read.
+        let src = with_dim(&at, rows.d, pos.map_or_else(IndexExpr::default, index::value));
         let dst = with_dim(&at, rows.d, index::var(i));
-        let r = write(self, &src, &dst, pos);
+        let r = write(self, &vals, &src, &dst, pos);
         self.b.end_loop();
         self.forget_since(mark);
         r
     }
 
-    /// `passes` merge passes over one row's order: pass p merges runs of width 2^p from one
-    /// half of the row's scratch into the other.
+    /// Writes element `k` of the row (at logical index `src`) into every lane at `slot`.
+    fn fill_lanes(
+        &mut self,
+        scratch: &Scratch<'m>,
+        k: crate::kernel::VarId,
+        src: &[IndexExpr],
+        slot: &IndexExpr,
+    ) -> Result<(), LowerError> {
+        for lane in &scratch.lanes {
+            let v = match lane.operand {
+                None => {
+                    let kv = self.b.let_(Op::Index(index::var(k)));
+                    if lane.ty == Ty::I64 {
+                        kv
+                    } else {
+                        self.b.cast(CastOp::Trunc, Ty::I64, lane.ty, kv)
+                    }
+                }
+                Some(o) => self.elem(&scratch.frame, o, src)?,
+            };
+            self.b.store(lane.buf, slot.clone(), v);
+        }
+        Ok(())
+    }
+
+    /// `passes` merge passes over one row: pass p merges runs of width 2^p from one half of
+    /// the row's scratch into the other.
     fn merge_passes(
         &mut self,
-        rows: &Rows<'_>,
-        order: &Order,
-        at: &[IndexExpr],
+        scratch: &Scratch<'m>,
         base: &IndexExpr,
         passes: i64,
         before: &mut Before<'_, 'm>,
     ) -> Result<(), LowerError> {
-        let n = order.n;
+        let n = scratch.n;
         let i64c = |em: &mut Emitter<'m>, v: i64| em.b.constant(Const::Int { ty: Ty::I64, bits: v });
         let mark = self.mark();
         let p = self.open_loop(0, passes);
@@ -312,19 +381,19 @@ impl<'m> Emitter<'m> {
         let ic = self.b.binary(BinOp::UMin, Ty::I64, i, top);
         let jc = self.b.binary(BinOp::UMin, Ty::I64, j, top);
         let src = index::add(base, &index::value(src_off));
-        let left_raw = self.b.load(order.buf, index::add(&src, &index::value(ic)));
-        let right_raw = self.b.load(order.buf, index::add(&src, &index::value(jc)));
-        let left = self.order_index(left_raw, order);
-        let right = self.order_index(right_raw, order);
+        let (mut lefts, mut rights) = (Vec::new(), Vec::new());
+        for lane in &scratch.lanes {
+            lefts.push(self.b.load(lane.buf, index::add(&src, &index::value(ic))));
+            rights.push(self.b.load(lane.buf, index::add(&src, &index::value(jc))));
+        }
+        let keys = usize::from(scratch.lanes.first().is_some_and(|l| l.operand.is_none()));
 
         let no = self.b.constant(Const::Pred(false));
         let lfirst = self.b.local(Ty::Pred, no);
         let both = self.b.binary(BinOp::And, Ty::Pred, has_left, has_right);
         let inner = self.mark();
         self.b.begin_if(both);
-        let first = with_dim(at, rows.d, index::value(right));
-        let second = with_dim(at, rows.d, index::value(left));
-        let r = before(self, &first, &second);
+        let r = before(self, &rights[keys..], &lefts[keys..]);
         if let Ok(v) = r {
             self.b.set_local(lfirst, v);
         }
@@ -335,9 +404,11 @@ impl<'m> Emitter<'m> {
         let left_done = self.b.unary(UnOp::Not, Ty::Pred, has_left);
         let pick = self.b.binary(BinOp::Or, Ty::Pred, left_done, right_first);
         let take_right = self.b.binary(BinOp::And, Ty::Pred, has_right, pick);
-        let taken = self.b.select(order.ty, take_right, right_raw, left_raw);
         let dst = index::add(&index::add(base, &index::value(dst_off)), &index::var(k));
-        self.b.store(order.buf, dst, taken);
+        for (c, lane) in scratch.lanes.iter().enumerate() {
+            let taken = self.b.select(lane.ty, take_right, rights[c], lefts[c]);
+            self.b.store(lane.buf, dst.clone(), taken);
+        }
         let step_right = self.b.cast(CastOp::ZExt, Ty::Pred, Ty::I64, take_right);
         let j2 = self.b.binary(BinOp::Add, Ty::I64, j, step_right);
         self.b.set_local(lj, j2);
@@ -355,29 +426,29 @@ impl<'m> Emitter<'m> {
     /// A position read back from the order scratch, as a clamped `I64` index whose bounds the
     /// index simplifier knows (the verifier trusts data-dependent indices; the clamp is what
     /// makes that trust safe).
-    fn order_index(&mut self, raw: ValueId, order: &Order) -> ValueId {
-        let wide = if order.ty == Ty::I64 { raw } else { self.b.cast(CastOp::SExt, order.ty, Ty::I64, raw) };
-        let top = self.b.constant(Const::Int { ty: Ty::I64, bits: order.n - 1 });
+    fn order_index(&mut self, raw: ValueId, ty: Ty, n: i64) -> ValueId {
+        let wide = if ty == Ty::I64 { raw } else { self.b.cast(CastOp::SExt, ty, Ty::I64, raw) };
+        let top = self.b.constant(Const::Int { ty: Ty::I64, bits: n - 1 });
         // Unsigned: a negative value is huge, so it clamps to the top too.
         let v = self.b.binary(BinOp::UMin, Ty::I64, wide, top);
-        self.bounds.set_value(v, 0, order.n - 1);
+        self.bounds.set_value(v, 0, n - 1);
         v
     }
 }
 
-/// The scratch holding each row's order: two halves of `n` positions per row.
-struct Order {
+/// One array of per-row scratch travelling through the merge: the original positions
+/// (`operand` None, always first when present) or a carried operand's register values.
+struct Lane {
     buf: BufId,
     ty: Ty,
-    n: i64,
+    operand: Option<InstId>,
 }
 
-fn narrow(em: &mut Emitter<'_>, v: ValueId, ty: Ty) -> ValueId {
-    if ty == Ty::I64 {
-        v
-    } else {
-        em.b.cast(CastOp::Trunc, Ty::I64, ty, v)
-    }
+struct Scratch<'m> {
+    lanes: Vec<Lane>,
+    n: i64,
+    /// The frame the carried operands are read in.
+    frame: super::Frame<'m>,
 }
 
 fn with_dim(at: &[IndexExpr], d: usize, e: IndexExpr) -> Vec<IndexExpr> {
