@@ -286,6 +286,7 @@ impl<'m> Emitter<'m> {
                 self.elem(f, op, &oi)
             }
             O::DynamicUpdateSlice => self.elem_dus(f, id, idx, ty),
+            O::Gather => self.elem_gather(f, id, idx),
             O::Map => {
                 let comp = inst.called("to_apply").ok_or_else(|| LowerError::invalid(name, "map without to_apply"))?;
                 let ops = self.operand_values(f, id, idx)?;

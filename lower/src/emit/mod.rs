@@ -8,12 +8,15 @@
 
 mod dot;
 mod elemental;
+mod gather;
 pub mod half;
 mod hoist;
 pub mod index;
+mod linalg;
 mod nest;
 mod reduce;
 mod scalar;
+mod scatter;
 mod sort;
 mod types;
 
@@ -217,9 +220,13 @@ impl<'m> Emitter<'m> {
     }
 
     fn emit_root(&mut self) -> Result<(), LowerError> {
+        // Ops whose kernels are not one value per output element.
         match self.comp.root_inst().opcode {
             Opcode::Sort => return self.emit_sort(),
             Opcode::TopK => return self.emit_topk(),
+            Opcode::Scatter => return self.emit_scatter(),
+            Opcode::Cholesky => return self.emit_cholesky(),
+            Opcode::TriangularSolve => return self.emit_triangular_solve(),
             _ => {}
         }
         let values = self.out_values()?;
