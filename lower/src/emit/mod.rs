@@ -14,7 +14,9 @@ pub mod index;
 mod nest;
 mod reduce;
 mod scalar;
+mod select_and_scatter;
 mod types;
+mod window;
 
 use std::collections::HashMap;
 
@@ -80,6 +82,7 @@ pub(crate) enum Params<'m> {
 enum OutVal<'m> {
     Inst(Frame<'m>, InstId),
     ReduceElem(Frame<'m>, InstId, usize),
+    WindowElem(Frame<'m>, InstId, usize),
 }
 
 pub(crate) struct Emitter<'m> {
@@ -208,6 +211,9 @@ impl<'m> Emitter<'m> {
             (Shape::Tuple(s), Opcode::Reduce) => {
                 (0..s.len()).map(|i| OutVal::ReduceElem(frame.clone(), id, i)).collect()
             }
+            (Shape::Tuple(s), Opcode::ReduceWindow) => {
+                (0..s.len()).map(|i| OutVal::WindowElem(frame.clone(), id, i)).collect()
+            }
             (Shape::Tuple(_), op) => {
                 return Err(LowerError::unsupported(&inst.name, format!("a tuple-shaped {op} root")));
             }
@@ -223,6 +229,9 @@ impl<'m> Emitter<'m> {
         if let [OutVal::Inst(f, id)] = values.as_slice() {
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
                 return Ok(());
+            }
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::SelectAndScatter {
+                return self.emit_select_and_scatter(*id);
             }
         }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);
@@ -247,6 +256,7 @@ impl<'m> Emitter<'m> {
                     let v = match &vals[o] {
                         OutVal::Inst(f, id) => em.elem(f, *id, idx)?,
                         OutVal::ReduceElem(f, id, i) => em.reduce_values(f, *id, idx)?[*i],
+                        OutVal::WindowElem(f, id, i) => em.reduce_window_values(f, *id, idx)?[*i],
                     };
                     let et = em.outputs[o].et;
                     let m = types::to_mem(&mut em.b, et, v);
