@@ -17,8 +17,10 @@ mod nest;
 mod reduce;
 mod scalar;
 mod scatter;
+mod select_and_scatter;
 mod sort;
 mod types;
+mod window;
 
 use std::collections::HashMap;
 
@@ -84,6 +86,7 @@ pub(crate) enum Params<'m> {
 enum OutVal<'m> {
     Inst(Frame<'m>, InstId),
     ReduceElem(Frame<'m>, InstId, usize),
+    WindowElem(Frame<'m>, InstId, usize),
 }
 
 pub(crate) struct Emitter<'m> {
@@ -212,6 +215,9 @@ impl<'m> Emitter<'m> {
             (Shape::Tuple(s), Opcode::Reduce) => {
                 (0..s.len()).map(|i| OutVal::ReduceElem(frame.clone(), id, i)).collect()
             }
+            (Shape::Tuple(s), Opcode::ReduceWindow) => {
+                (0..s.len()).map(|i| OutVal::WindowElem(frame.clone(), id, i)).collect()
+            }
             (Shape::Tuple(_), op) => {
                 return Err(LowerError::unsupported(&inst.name, format!("a tuple-shaped {op} root")));
             }
@@ -237,6 +243,9 @@ impl<'m> Emitter<'m> {
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
                 return Ok(());
             }
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::SelectAndScatter {
+                return self.emit_select_and_scatter(*id);
+            }
         }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);
         let packed = self.outputs.iter().any(|o| matches!(o.mem, MemType::Packed { .. }));
@@ -260,6 +269,7 @@ impl<'m> Emitter<'m> {
                     let v = match &vals[o] {
                         OutVal::Inst(f, id) => em.elem(f, *id, idx)?,
                         OutVal::ReduceElem(f, id, i) => em.reduce_values(f, *id, idx)?[*i],
+                        OutVal::WindowElem(f, id, i) => em.reduce_window_values(f, *id, idx)?[*i],
                     };
                     let et = em.outputs[o].et;
                     let m = types::to_mem(&mut em.b, et, v);
