@@ -6,6 +6,7 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
+pub mod conv;
 mod dot;
 mod elemental;
 pub mod half;
@@ -222,6 +223,9 @@ impl<'m> Emitter<'m> {
         }
         if let [OutVal::Inst(f, id)] = values.as_slice() {
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
+                return Ok(());
+            }
+            if f.id == 0 && self.try_conv_call(*id)? {
                 return Ok(());
             }
         }
