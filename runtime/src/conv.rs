@@ -134,14 +134,35 @@ unsafe fn read_desc(d: *const i64) -> Option<Desc> {
 trait Elem: Copy + Send + Sync + 'static {
     const ZERO: Self;
     const ONE: Self;
+    fn is_finite(self) -> bool;
+    fn to_f64(self) -> f64;
+    fn from_f64(x: f64) -> Self;
 }
 impl Elem for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn from_f64(x: f64) -> f32 {
+        x as f32
+    }
 }
 impl Elem for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn from_f64(x: f64) -> f64 {
+        x
+    }
 }
 
 /// `v` grown to hold `n` elements of `T`, viewed as them.
@@ -222,6 +243,14 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
                     }
                 }
             }
+        }
+        // The blocks multiply padding zeros by every kernel value, where the reference skips
+        // the padding: with an infinite or NaN kernel value that would be NaN instead of a
+        // number, so such kernels take the direct loops.
+        if w.iter().any(|x| !x.is_finite()) {
+            // SAFETY: the call's contract.
+            unsafe { direct(&d, lhs, rhs, out) };
+            return;
         }
         let table_len: usize = d.dims.iter().map(|x| (x.out_size * x.k_size) as usize).sum();
         if ibuf.len() < table_len {
@@ -309,6 +338,66 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
             _ => work(),
         }
     });
+}
+
+/// The convolution as direct loops over the window positions that land on input elements,
+/// summed in f64 (the reference's order and skipping), on the calling thread.
+///
+/// # Safety
+/// The call's contract.
+unsafe fn direct<T: Elem>(d: &Desc, lhs: *const T, rhs: *const T, out: *mut T) {
+    let groups = d.fgc * d.bgc;
+    let kg = d.out_features / groups;
+    let n = d.dims.len();
+    let points: i64 = d.dims.iter().map(|x| x.out_size).product::<i64>() * d.out_batch;
+    let taps: i64 = d.dims.iter().map(|x| x.k_size).product();
+    let (mut os, mut kr) = (vec![0i64; n], vec![0i64; n]);
+    for p in 0..points {
+        let mut rest = p;
+        for s in (0..n).rev() {
+            os[s] = rest % d.dims[s].out_size;
+            rest /= d.dims[s].out_size;
+        }
+        let ob = rest;
+        let out_base = point_offset(d, p as usize);
+        for of in 0..d.out_features {
+            let grp = of / kg;
+            let (b, f0) = if d.fgc > 1 { (ob, grp * d.group_in) } else { (grp * (d.batch / d.bgc) + ob, 0) };
+            let mut acc = 0.0f64;
+            for t in 0..taps {
+                let mut rest = t;
+                let (mut in_off, mut k_off, mut valid) = (b * d.in_batch_stride, of * d.k_out_stride, true);
+                for s in (0..n).rev() {
+                    let x = &d.dims[s];
+                    kr[s] = rest % x.k_size;
+                    rest /= x.k_size;
+                    let tap = if x.reverse { x.k_size - 1 - kr[s] } else { kr[s] };
+                    let pos = os[s] * x.stride - x.pad_low + tap * x.rhs_dil;
+                    if pos < 0 || pos % x.lhs_dil != 0 || pos / x.lhs_dil >= x.in_size {
+                        valid = false;
+                        break;
+                    }
+                    in_off += pos / x.lhs_dil * x.in_stride;
+                    k_off += kr[s] * x.k_stride;
+                }
+                if !valid {
+                    continue;
+                }
+                for i in 0..d.group_in {
+                    // SAFETY: operand elements by the contract.
+                    let (a, w) = unsafe {
+                        (
+                            *lhs.offset((in_off + (f0 + i) * d.in_feature_stride) as isize),
+                            *rhs.offset((k_off + i * d.k_in_stride) as isize),
+                        )
+                    };
+                    acc += a.to_f64() * w.to_f64();
+                }
+            }
+            // SAFETY: a logical output element by the contract.
+            unsafe { *out.offset((out_base + of * d.out_feature_stride) as isize) = T::from_f64(acc) };
+        }
+    }
 }
 
 /// Point ranges of the blocks: within one run unless the runs are short.
