@@ -283,6 +283,7 @@ impl<'m> Emitter<'m> {
                 vals.get(i).copied().ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))
             }
             O::Dot => self.elem_dot(f, id, idx),
+            O::Convolution => self.elem_conv(f, id, idx),
             O::DynamicSlice => {
                 let op = inst.operands[0];
                 let op_dims = f.comp.inst(op).shape.dims().to_vec();

@@ -6,6 +6,7 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
+pub mod conv;
 mod dot;
 mod elemental;
 mod gather;
@@ -245,6 +246,9 @@ impl<'m> Emitter<'m> {
             }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::SelectAndScatter {
                 return self.emit_select_and_scatter(*id);
+            }
+            if f.id == 0 && self.try_conv_call(*id)? {
+                return Ok(());
             }
         }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);
