@@ -7,7 +7,9 @@ pub mod buffer;
 pub mod error;
 pub mod executable;
 pub mod gemm;
+mod host_io;
 pub mod memory_space;
+pub mod step;
 pub mod thread_pool;
 
 pub use abi::KernelFn;
@@ -15,4 +17,5 @@ pub use buffer::AlignedBuffer;
 pub use error::RuntimeError;
 pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry};
 pub use memory_space::{MemorySpace, MemorySpaces};
+pub use step::{HostEntry, HostFunctions, HostValueEntry, Selector, StepEntry};
 pub use thread_pool::ThreadPool;
