@@ -218,13 +218,14 @@ impl<'m> Builder<'m> {
                 Opcode::Tuple => {
                     let elems =
                         inst.operands.iter().map(|&o| self.value(comp, &mut values, o)).collect::<Result<_, _>>()?;
-                    Value::Tuple(elems)
+                    self.conform(&Value::Tuple(elems), &inst.shape, &inst.name)?
                 }
                 // An optimization barrier only orders work, which a sequential program already
                 // does: its value is its operand's. So is add-dependency's (the token only
                 // orders).
                 Opcode::OptimizationBarrier | Opcode::AddDependency if !inst.operands.is_empty() => {
-                    self.value(comp, &mut values, inst.operands[0])?
+                    let value = self.value(comp, &mut values, inst.operands[0])?;
+                    self.conform(&value, &inst.shape, &inst.name)?
                 }
                 Opcode::AfterAll => Value::Token,
                 Opcode::GetTupleElement => {
@@ -234,7 +235,8 @@ impl<'m> Builder<'m> {
                         (Value::Tuple(elems), Some(i)) => elems.get(i).cloned(),
                         _ => None,
                     };
-                    elem.ok_or_else(|| LowerError::invalid(&inst.name, "get-tuple-element out of range"))?
+                    let elem = elem.ok_or_else(|| LowerError::invalid(&inst.name, "get-tuple-element out of range"))?;
+                    self.conform(&elem, &inst.shape, &inst.name)?
                 }
                 Opcode::While => self.lower_while(comp, &mut values, inst)?,
                 Opcode::Conditional => self.lower_conditional(comp, &mut values, inst)?,
@@ -244,7 +246,8 @@ impl<'m> Builder<'m> {
                         .ok_or_else(|| LowerError::invalid(&inst.name, "call without to_apply"))?;
                     let args = self.operand_values(comp, &mut values, inst)?;
                     let callee = self.computation(callee, &inst.name)?;
-                    self.lower_computation(callee, args)?
+                    let result = self.lower_computation(callee, args)?;
+                    self.conform(&result, &inst.shape, &inst.name)?
                 }
                 Opcode::CustomCall if !is_native_custom_call(inst) => {
                     self.lower_custom_call(comp, &mut values, inst)?
