@@ -770,6 +770,128 @@ mod tests {
         }
     }
 
+    /// s[0] += 1 (i32), buffers (s).
+    unsafe extern "C" fn increment(buffers: *const *mut u8, _lo: i64, _hi: i64) {
+        unsafe { *(*buffers as *mut i32) += 1 }
+    }
+
+    /// pred = s[0] < limit[0] (i32 in, one byte out), buffers (s, limit, pred).
+    unsafe extern "C" fn less(buffers: *const *mut u8, _lo: i64, _hi: i64) {
+        unsafe { *(*buffers.add(2)) = u8::from(*(*buffers as *const i32) < *(*buffers.add(1) as *const i32)) }
+    }
+
+    /// A counter loop (copy in, while, copy out), then a conditional on an s32 selector
+    /// whose branches copy different constants, and host steps around them.
+    fn control_flow(host: crate::step::HostFunctions) -> Executable {
+        use crate::step::{HostEntry, HostValueEntry, Selector, StepEntry as S};
+        let i32_entry = |name: &str, role| entry(name, 4, role);
+        let scalar = |bytes: [u8; 4]| BufferRole::Constant(AlignedBuffer::from_bytes(&bytes).unwrap());
+        let s32 = tessera_hlo::Shape::scalar(tessera_hlo::ElementType::S32);
+        let mut steps = vec![
+            S::Copy { src: 0, dst: 2 },
+            S::While { cond: vec![S::Launch(1)], pred: 3, body: vec![S::Launch(0)] },
+            S::Copy { src: 2, dst: 4 },
+            S::Conditional {
+                selector: 1,
+                kind: Selector::S32,
+                branches: vec![vec![S::Copy { src: 6, dst: 5 }], vec![S::Copy { src: 7, dst: 5 }]],
+            },
+            S::Host(HostEntry::Outfeed {
+                name: "out".into(),
+                operand: HostValueEntry { shape: s32.clone(), buffers: vec![4] },
+            }),
+        ];
+        if let Some(f) = host.get("twice") {
+            steps.push(S::Host(HostEntry::CustomCall {
+                name: "cc".into(),
+                target: "twice".into(),
+                function: f.clone(),
+                operands: vec![HostValueEntry { shape: s32.clone(), buffers: vec![4] }],
+                result: HostValueEntry { shape: s32.clone(), buffers: vec![5] },
+            }));
+        }
+        steps.push(S::Host(HostEntry::Infeed {
+            name: "in".into(),
+            result: HostValueEntry { shape: s32, buffers: vec![8] },
+        }));
+        let parts = ExecutableParts {
+            buffers: vec![
+                i32_entry("start", BufferRole::Parameter(0)),
+                i32_entry("limit", BufferRole::Parameter(1)),
+                i32_entry("s", BufferRole::Temp { space: 0, offset: 0 }),
+                entry("pred", 1, BufferRole::Temp { space: 0, offset: 64 }),
+                i32_entry("count", BufferRole::Result(0)),
+                i32_entry("branch", BufferRole::Result(1)),
+                i32_entry("c0", scalar(100i32.to_le_bytes())),
+                i32_entry("c1", scalar(200i32.to_le_bytes())),
+                i32_entry("fed", BufferRole::Result(2)),
+            ],
+            launches: vec![
+                LaunchEntry { name: "inc".into(), function: increment, extent: 1, buffers: vec![2] },
+                LaunchEntry { name: "lt".into(), function: less, extent: 1, buffers: vec![2, 1, 3] },
+            ],
+            steps,
+            arenas: vec![(0, 128)],
+            code: Box::new(()),
+        };
+        Executable::new(parts, &MemorySpaces::new(), Arc::new(ThreadPool::new(Some(1)).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn steps_loop_branch_copy_and_reach_the_host() {
+        let exe = control_flow(Default::default());
+        let i32s = |b: &[u8]| i32::from_le_bytes(b.try_into().unwrap());
+        // The selector is `limit`: 0 picks branch 0; 1, out-of-range 3 and 9, and -1 pick the last.
+        for (start, limit, count, branch) in
+            [(0, 5, 5, 200), (7, 3, 7, 200), (-2, 0, 0, 100), (0, 1, 1, 200), (-3, -1, -1, 200)]
+        {
+            exe.push_infeed(tessera_hlo::Literal::scalar(start * 10));
+            let (mut c, mut b, mut fed) = ([0u8; 4], [0u8; 4], [0u8; 4]);
+            exe.run(&[&i32::to_le_bytes(start), &i32::to_le_bytes(limit)], &mut [&mut c, &mut b, &mut fed]).unwrap();
+            assert_eq!((i32s(&c), i32s(&b), i32s(&fed)), (count, branch, start * 10), "start {start}, limit {limit}");
+            assert_eq!(exe.pop_outfeed().unwrap().to_vec::<i32>().unwrap(), vec![count]);
+        }
+        let (mut c, mut b, mut fed) = ([0u8; 4], [0u8; 4], [0u8; 4]);
+        let err = exe.run(&[&[0; 4], &[0; 4]], &mut [&mut c, &mut b, &mut fed]).unwrap_err();
+        assert_eq!(err.to_string(), "infeed 'in': nothing is queued (Executable::push_infeed queues values)");
+
+        let mut host = crate::step::HostFunctions::new();
+        host.insert(
+            "twice".into(),
+            Arc::new(|args: &[tessera_hlo::Literal]| {
+                let v = args[0].to_vec::<i32>().map_err(|e| e.to_string())?[0];
+                Ok(tessera_hlo::Literal::scalar(2 * v))
+            }),
+        );
+        let exe = control_flow(host);
+        exe.push_infeed(tessera_hlo::Literal::scalar(1i32));
+        exe.run(&[&i32::to_le_bytes(0), &i32::to_le_bytes(21)], &mut [&mut c, &mut b, &mut fed]).unwrap();
+        assert_eq!(i32s(&b), 42, "the custom-call overwrote the branch's value");
+    }
+
+    #[test]
+    fn malformed_steps_are_rejected() {
+        use crate::step::{Selector, StepEntry as S};
+        let pool = Arc::new(ThreadPool::new(Some(1)).unwrap());
+        let make = |steps: Vec<S>| ExecutableParts {
+            buffers: vec![entry("p", 4, BufferRole::Parameter(0)), entry("r", 8, BufferRole::Result(0))],
+            launches: vec![],
+            steps,
+            arenas: vec![],
+            code: Box::new(()),
+        };
+        let cases = [
+            (make(vec![S::Launch(0)]), "runs launch 0 of 0"),
+            (make(vec![S::Copy { src: 1, dst: 0 }]), "different sizes or a read-only destination"),
+            (make(vec![S::Copy { src: 0, dst: 7 }]), "names buffer 7"),
+            (make(vec![S::Conditional { selector: 0, kind: Selector::S32, branches: vec![] }]), "no branches"),
+        ];
+        for (parts, text) in cases {
+            let err = Executable::new(parts, &MemorySpaces::new(), pool.clone()).err().unwrap();
+            assert!(err.to_string().contains(text), "{err}");
+        }
+    }
+
     #[test]
     fn empty_executable_runs() {
         let parts =
