@@ -270,6 +270,9 @@ pub fn compare(a: Facts, b: Facts) -> Option<Facts> {
 /// Facts of converting `a` from `from` to `to`.
 pub fn convert(from: Kind, to: Kind, a: Facts) -> Option<Facts> {
     match (from, to) {
+        // A noisy value widened keeps its narrow type's noise, which the wide type's
+        // tolerance does not allow for.
+        (Kind::Float(w), Kind::Float(v)) if !a.exact && v > w => None,
         (Kind::Float(_), Kind::Float(_)) => settle(to, a.lo, a.hi, a.exact),
         // Truncation toward zero is discontinuous; out-of-range values saturate.
         (Kind::Float(_), Kind::Pred) => a.exact.then(|| Facts::exact(0.0, 1.0)),
@@ -298,6 +301,8 @@ mod tests {
         assert!(unary("floor", Kind::Float(32), e).is_none());
         assert!(compare(e, x).is_none());
         assert!(convert(Kind::Float(32), Kind::Signed(32), e).is_none());
+        assert!(convert(Kind::Float(32), Kind::Float(64), e).is_none());
+        assert!(convert(Kind::Float(32), Kind::Float(16), e).is_some());
         assert!(binary("add", Kind::Float(32), e, x).is_some_and(|f| !f.exact));
         assert!(unary("floor", Kind::Float(32), x).is_some_and(|f| f.exact));
     }

@@ -14,6 +14,7 @@
 
 pub mod facts;
 mod ops;
+mod ops_indexed;
 
 use std::collections::HashMap;
 
@@ -296,7 +297,23 @@ impl Gen {
         self.param_with(ty, Vec::new(), ArgDist::Int { lo, hi }, Facts::exact(lo as f64, hi as f64), number)
     }
 
-    fn param_with(&mut self, ty: ElementType, dims: Vec<i64>, dist: ArgDist, facts: Facts, number: usize) -> usize {
+    pub(crate) fn params_len(&self) -> usize {
+        self.params.len()
+    }
+
+    /// Appends an entry instruction that defines no pool value (a tuple, a loop).
+    pub(crate) fn push_line(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    pub(crate) fn param_with(
+        &mut self,
+        ty: ElementType,
+        dims: Vec<i64>,
+        dist: ArgDist,
+        facts: Facts,
+        number: usize,
+    ) -> usize {
         let entry = if self.rng.chance(0.5) { self.random_layout(ty, &dims) } else { default_layout(dims.len()) };
         // Mostly the instruction states the entry layout; sometimes another (the lowering
         // then relayouts the argument), sometimes none (it takes the entry's).

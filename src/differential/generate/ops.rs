@@ -53,7 +53,7 @@ const DIRECTIONS: &[&str] = &["EQ", "NE", "LT", "LE", "GT", "GE"];
 impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
-        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3];
+        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -73,7 +73,13 @@ impl Gen {
             15 => self.arg_reduce(),
             16 => self.dot(),
             17 => self.dynamic_slice(),
-            _ => self.dynamic_update_slice(),
+            18 => self.dynamic_update_slice(),
+            19 => self.gather(),
+            20 => self.scatter(),
+            21 => self.reduce_window(),
+            22 => self.convolution(),
+            23 => self.while_loop(),
+            _ => self.conditional(),
         }
     }
 
@@ -401,7 +407,7 @@ impl Gen {
     }
 
     /// The scalar computation `op` on `ty` (a reducer).
-    fn reducer(&mut self, op: &str, ty: ElementType) -> String {
+    pub(super) fn reducer(&mut self, op: &str, ty: ElementType) -> String {
         let t = ty.name();
         self.computation(&format!("{op}_{t}"), |c| {
             vec![
