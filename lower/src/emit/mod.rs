@@ -6,7 +6,7 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
-pub mod conv;
+mod conv;
 mod dot;
 mod elemental;
 mod gather;

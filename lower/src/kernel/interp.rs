@@ -6,9 +6,10 @@
 //! Floats are computed natively in their own width (f32 in f32, never via f64), and math
 //! functions call the same libm symbols [`MathFn::symbol`] names, so results match machine
 //! code bit for bit. Two places where machine code may legitimately differ: the payload of a
-//! NaN produced by `FMax`/`FMin` (the contract only says it is a NaN), and the runtime GEMM,
-//! which here sums `p` in order with separate multiply and add while a tuned micro-kernel
-//! blocks and fuses; float results are compared within tolerance there.
+//! NaN produced by `FMax`/`FMin` (the contract only says it is a NaN), and the runtime GEMM and
+//! convolution, which here sum in order with separate multiply and add (the convolution in
+//! f64) while a tuned micro-kernel blocks and fuses; float results are compared within
+//! tolerance there.
 //!
 //! A kernel is verified first, then compiled once into a tree with every value, local and
 //! variable resolved to a slot of a flat register file. Registers hold a value's bits in a

@@ -492,6 +492,13 @@ pub struct KernelBuffer {
     pub writable: bool,
 }
 
+/// Entries of the geometry descriptor `tessera_rt_conv_f32`/`_f64` read before the records of
+/// the spatial dimensions (the full layout is documented on the runtime function and in the
+/// interpreter, which runs the same contract).
+pub const CONV_DESC_HEADER: usize = 13;
+/// Entries per spatial dimension in a convolution descriptor.
+pub const CONV_DESC_PER_DIM: usize = 11;
+
 /// A compiled unit: a loop nest over physical buffers.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
