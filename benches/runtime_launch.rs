@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use tessera_runtime::{
-    AlignedBuffer, BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, MemorySpaces, ThreadPool,
+    AlignedBuffer, BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, MemorySpaces, StepEntry,
+    ThreadPool,
 };
 
 unsafe extern "C" fn empty(_buffers: *const *mut u8, _lo: i64, _hi: i64) {}
@@ -24,6 +25,7 @@ fn executable(launches: usize) -> Executable {
         launches: (0..launches)
             .map(|_| LaunchEntry { name: "empty".into(), function: empty, extent: 1, buffers: vec![0, 1, 2, 3] })
             .collect(),
+        steps: StepEntry::in_order(launches),
         arenas: vec![(0, 64)],
         code: Box::new(()),
     };

@@ -10,11 +10,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tessera_codegen::CompiledKernels;
+use tessera_hlo::ir::AttrList;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::verify::verify;
-use tessera_hlo::Module;
-use tessera_lower::{assign_buffers, lower_module, LowerOptions};
-use tessera_runtime::{MemorySpaces, ThreadPool};
+use tessera_hlo::{Literal, Module, Opcode};
+use tessera_lower::{assign_buffers, lower_module, LowerOptions, NATIVE_CUSTOM_CALLS};
+use tessera_runtime::{HostFunctions, MemorySpaces, ThreadPool};
 
 use crate::executable::{Engine, Executable, Signature};
 use crate::Error;
@@ -72,6 +73,8 @@ pub struct Client {
     backend: Backend,
     spaces: MemorySpaces,
     pool: Arc<ThreadPool>,
+    /// Host functions custom-calls run, by target; every backend uses the same ones.
+    host: HostFunctions,
 }
 
 impl Client {
@@ -87,7 +90,7 @@ impl Client {
         }
         // The interpreter runs no kernels, so it needs no worker threads.
         let threads = if backend == Backend::Interp { Some(1) } else { options.threads };
-        Ok(Client { backend, spaces, pool: Arc::new(ThreadPool::new(threads)?) })
+        Ok(Client { backend, spaces, pool: Arc::new(ThreadPool::new(threads)?), host: HostFunctions::new() })
     }
 
     pub fn backend(&self) -> Backend {
@@ -104,6 +107,24 @@ impl Client {
         self.spaces.register(space, capacity);
     }
 
+    /// Registers the host function that `custom-call`s to `target` run (for later compiles),
+    /// on every backend: the interpreter, and the JIT tiers as a host step between kernels.
+    /// It receives the operands as literals (in their layouts) and returns the result (a
+    /// tuple literal for a tuple-shaped custom-call); a returned message fails the run. A
+    /// target Tessera implements itself (XLA's `TopK`) cannot be replaced.
+    pub fn register_custom_call(
+        &mut self,
+        target: impl Into<String>,
+        f: impl Fn(&[Literal]) -> Result<Literal, String> + Send + Sync + 'static,
+    ) -> Result<(), Error> {
+        let target = target.into();
+        if NATIVE_CUSTOM_CALLS.contains(&target.as_str()) {
+            return Err(Error::CustomCall { target, message: "Tessera implements this target itself".into() });
+        }
+        self.host.insert(target, Arc::new(f));
+        Ok(())
+    }
+
     /// Parses HLO text and compiles it.
     pub fn compile_text(&self, text: &str, options: &CompileOptions) -> Result<Executable, Error> {
         self.compile(&parse_module(text)?, options)
@@ -113,9 +134,10 @@ impl Client {
     pub fn compile(&self, module: &Module, options: &CompileOptions) -> Result<Executable, Error> {
         let start = Instant::now();
         verify(module)?;
+        self.check_custom_calls(module)?;
         let signature = Signature::of_module(module)?;
         let engine = match self.backend {
-            Backend::Interp => Engine::Interp(Box::new(module.clone())),
+            Backend::Interp => Engine::Interp { module: Box::new(module.clone()), host: self.host.clone() },
             Backend::Cranelift | Backend::Llvm => {
                 let backend = self.backend.name();
                 let mut program =
@@ -125,11 +147,40 @@ impl Client {
                     Backend::Cranelift => tessera_codegen::cranelift::compile(&program.kernels)?,
                     _ => tessera_codegen::llvm::compile(&program.kernels)?,
                 };
-                let executable = tessera_codegen::assemble(&program, compiled, &self.spaces, self.pool.clone())?;
+                let executable = tessera_codegen::assemble_with_host(
+                    &program,
+                    compiled,
+                    &self.spaces,
+                    self.pool.clone(),
+                    &self.host,
+                )?;
                 signature.check_program(&program)?;
                 Engine::Compiled(Box::new(executable))
             }
         };
         Ok(Executable::new(self.backend, engine, signature, start.elapsed()))
+    }
+
+    /// Every custom-call must go to a registered host function or a target Tessera
+    /// implements: anything else is a compile error naming the target, on every backend.
+    fn check_custom_calls(&self, module: &Module) -> Result<(), Error> {
+        for comp in &module.computations {
+            for inst in &comp.instructions {
+                if inst.opcode != Opcode::CustomCall {
+                    continue;
+                }
+                let target = inst.attr_word("custom_call_target").unwrap_or("");
+                if !self.host.contains_key(target) && !NATIVE_CUSTOM_CALLS.contains(&target) {
+                    return Err(Error::CustomCall {
+                        target: target.to_string(),
+                        message: format!(
+                            "'{}' calls it, but no host function is registered for it (Client::register_custom_call)",
+                            inst.name
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
     }
 }

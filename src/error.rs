@@ -24,6 +24,9 @@ pub enum Error {
     Codegen(#[from] CodegenError),
     #[error(transparent)]
     Capacity(#[from] CapacityError),
+    /// A custom-call target without a host function, or a registration Tessera refuses.
+    #[error("custom-call target '{target}': {message}")]
+    CustomCall { target: String, message: String },
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
     /// The reference interpreter failed (an unsupported op names the op).

@@ -7,12 +7,14 @@
 //! module without tuple parameters, parameter leaf `i` is entry parameter `i`.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::sync::Mutex;
 use std::time::Duration;
 
-use tessera_hlo::eval::evaluate;
+use tessera_hlo::eval::{evaluate_with, CustomCallRegistry, EvalOptions};
 use tessera_hlo::{ArrayShape, LayoutMap, Literal, LiteralError, Module, Shape};
 use tessera_lower::Program;
-use tessera_runtime::RuntimeError;
+use tessera_runtime::{HostFunctions, RuntimeError};
 
 use crate::device_buffer::{physical_bytes, shape_text};
 use crate::{Backend, DeviceBuffer, Error};
@@ -106,8 +108,24 @@ impl Signature {
 
 /// What runs the module.
 pub(crate) enum Engine {
-    Interp(Box<Module>),
+    /// The interpreter, with the host functions its custom-calls run.
+    Interp {
+        module: Box<Module>,
+        host: HostFunctions,
+    },
     Compiled(Box<tessera_runtime::Executable>),
+}
+
+/// The interpreter's infeed and outfeed queues (a compiled executable keeps its own).
+#[derive(Default)]
+struct InterpQueues {
+    infeed: Mutex<VecDeque<Literal>>,
+    outfeed: Mutex<VecDeque<Literal>>,
+}
+
+/// A poisoned lock only means another thread panicked mid-push; the queue is still usable.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 pub struct Executable {
@@ -115,11 +133,62 @@ pub struct Executable {
     engine: Engine,
     signature: Signature,
     compile_time: Duration,
+    queues: InterpQueues,
 }
 
 impl Executable {
     pub(crate) fn new(backend: Backend, engine: Engine, signature: Signature, compile_time: Duration) -> Executable {
-        Executable { backend, engine, signature, compile_time }
+        Executable { backend, engine, signature, compile_time, queues: InterpQueues::default() }
+    }
+
+    /// Queues a literal for the module's next `infeed` (first in, first out), on every
+    /// backend. An `infeed` that runs with nothing queued fails the run with an error naming
+    /// the instruction; the queue persists across runs.
+    pub fn push_infeed(&self, literal: Literal) {
+        match &self.engine {
+            Engine::Compiled(exe) => exe.push_infeed(literal),
+            Engine::Interp { .. } => lock(&self.queues.infeed).push_back(literal),
+        }
+    }
+
+    /// Literals queued for infeed and not read yet.
+    pub fn infeed_len(&self) -> usize {
+        match &self.engine {
+            Engine::Compiled(exe) => exe.infeed_len(),
+            Engine::Interp { .. } => lock(&self.queues.infeed).len(),
+        }
+    }
+
+    /// The oldest value an `outfeed` sent and nobody took yet (in the layout the outfeed's
+    /// operand has).
+    pub fn pop_outfeed(&self) -> Option<Literal> {
+        match &self.engine {
+            Engine::Compiled(exe) => exe.pop_outfeed(),
+            Engine::Interp { .. } => lock(&self.queues.outfeed).pop_front(),
+        }
+    }
+
+    /// Runs the interpreter with the client's host functions and this executable's queues.
+    fn evaluate(&self, module: &Module, host: &HostFunctions, args: &[Literal]) -> Result<Literal, Error> {
+        let mut registry = CustomCallRegistry::new();
+        for (target, f) in host {
+            let f = f.clone();
+            registry.register(target.clone(), move |args: &[Literal]| f(args));
+        }
+        let queued: Vec<Literal> = lock(&self.queues.infeed).drain(..).collect();
+        let options = EvalOptions::new().with_custom_calls(registry).with_infeed(queued);
+        let result = evaluate_with(module, args, &options);
+        // What the run did not read stays queued, ahead of anything queued meanwhile.
+        let mut infeed = lock(&self.queues.infeed);
+        let mut rest = Vec::new();
+        while let Some(l) = options.pop_infeed() {
+            rest.push(l);
+        }
+        for l in rest.into_iter().rev() {
+            infeed.push_front(l);
+        }
+        lock(&self.queues.outfeed).extend(options.take_outfeed());
+        Ok(result?)
     }
 
     pub fn backend(&self) -> Backend {
@@ -157,7 +226,7 @@ impl Executable {
     pub fn runtime(&self) -> Option<&tessera_runtime::Executable> {
         match &self.engine {
             Engine::Compiled(e) => Some(e),
-            Engine::Interp(_) => None,
+            Engine::Interp { .. } => None,
         }
     }
 
@@ -174,8 +243,8 @@ impl Executable {
             }
         }
         match &self.engine {
-            Engine::Interp(module) => {
-                let result = evaluate(module, args)?;
+            Engine::Interp { module, host } => {
+                let result = self.evaluate(module, host, args)?;
                 let mut out = Vec::new();
                 flatten_owned(result, &mut out);
                 Ok(out)
@@ -294,7 +363,7 @@ impl Executable {
         }
         match &self.engine {
             Engine::Compiled(exe) => Ok(exe.run(args, results)?),
-            Engine::Interp(module) => {
+            Engine::Interp { module, host } => {
                 let mut literals = args
                     .iter()
                     .zip(leaves)
@@ -304,7 +373,7 @@ impl Executable {
                 let entry_args: Vec<Literal> =
                     self.signature.parameters.iter().map(|shape| regroup(shape, &mut literals)).collect();
                 let mut out = Vec::new();
-                flatten_owned(evaluate(module, &entry_args)?, &mut out);
+                flatten_owned(self.evaluate(module, host, &entry_args)?, &mut out);
                 for (i, (lit, r)) in out.iter().zip(results.iter_mut()).enumerate() {
                     let bytes = leaf_bytes(lit, &result_leaves[i])?;
                     r.copy_from_slice(&bytes);

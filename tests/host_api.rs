@@ -178,9 +178,11 @@ ENTRY e {
   ROOT c = f32[2,2] custom-call(p), custom_call_target=\"my_op\"
 }
 ";
-    let exe = compile(Backend::Interp, custom);
-    let err = exe.run(&[Literal::from_vec(&[2, 2], vec![4f32, 0.0, 0.0, 9.0]).unwrap()]).unwrap_err();
-    assert!(err.to_string().starts_with("the interp backend:") && err.to_string().contains("custom-call"), "{err}");
+    for backend in BACKENDS {
+        let err = Client::new(backend).unwrap().compile_text(custom, &CompileOptions::default()).err().unwrap();
+        assert!(matches!(err, Error::CustomCall { .. }), "{backend}: {err}");
+        assert!(err.to_string().contains("'my_op'") && err.to_string().contains("'c'"), "{err}");
+    }
 }
 
 #[test]

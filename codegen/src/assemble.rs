@@ -1,7 +1,8 @@
 //! Executable assembly: a buffer-assigned [`Program`] and its [`CompiledKernels`] become a
 //! runtime [`Executable`]. Constants are copied into aligned buffers, each launch gets its
-//! function, grid extent (from `Kernel::grid`) and buffer list, and the machine code's owner
-//! moves into the executable so it outlives every call.
+//! function, grid extent (from `Kernel::grid`) and buffer list, the step tree is translated
+//! (custom-calls bound to the host functions registered for their targets), and the machine
+//! code's owner moves into the executable so it outlives every call.
 //!
 //! The program is checked against the kernels on the way (launch arity, buffer sizes against
 //! what each kernel may address), so a lowering bug becomes an error, not a stray access.
@@ -9,20 +10,33 @@
 use std::sync::Arc;
 
 use tessera_lower::kernel::MemType;
-use tessera_lower::{BufferKind, Program};
+use tessera_lower::{BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
 use tessera_runtime::{
-    AlignedBuffer, BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, MemorySpaces, RuntimeError,
-    ThreadPool,
+    AlignedBuffer, BufferEntry, BufferRole, Executable, ExecutableParts, HostEntry, HostFunctions, HostValueEntry,
+    LaunchEntry, MemorySpaces, RuntimeError, Selector, StepEntry, ThreadPool,
 };
 
 use crate::CompiledKernels;
 
-/// Builds the executable for `program` (after buffer assignment) from its compiled kernels.
+/// Builds the executable for `program` (after buffer assignment) from its compiled kernels; a
+/// custom-call in it is an error (no host functions: see [`assemble_with_host`]).
 pub fn assemble(
     program: &Program,
     compiled: CompiledKernels,
     spaces: &MemorySpaces,
     pool: Arc<ThreadPool>,
+) -> Result<Executable, RuntimeError> {
+    assemble_with_host(program, compiled, spaces, pool, &HostFunctions::new())
+}
+
+/// [`assemble`] with the host functions custom-calls run, by target; a custom-call whose
+/// target has none is an error naming the target.
+pub fn assemble_with_host(
+    program: &Program,
+    compiled: CompiledKernels,
+    spaces: &MemorySpaces,
+    pool: Arc<ThreadPool>,
+    host: &HostFunctions,
 ) -> Result<Executable, RuntimeError> {
     let invalid = |m: String| Err(RuntimeError::Invalid(m));
     if compiled.functions.len() != program.kernels.len() {
@@ -62,14 +76,104 @@ pub fn assemble(
         }
     }
 
-    let mut launches = Vec::with_capacity(program.launches.len());
-    for (j, launch) in program.launches.iter().enumerate() {
+    let mut translator = Translator { program, compiled: &compiled, host, launches: Vec::new() };
+    let steps = translator.steps(&program.steps)?;
+    let launches = translator.launches;
+    let parts = ExecutableParts { buffers, launches, steps, arenas: program.arenas.clone(), code: compiled.code };
+    Executable::new(parts, spaces, pool)
+}
+
+/// Translates the step tree, collecting one runtime launch per program launch.
+struct Translator<'a> {
+    program: &'a Program,
+    compiled: &'a CompiledKernels,
+    host: &'a HostFunctions,
+    launches: Vec<LaunchEntry>,
+}
+
+impl Translator<'_> {
+    fn steps(&mut self, steps: &[Step]) -> Result<Vec<StepEntry>, RuntimeError> {
+        steps.iter().map(|s| self.step(s)).collect()
+    }
+
+    fn buffer(&self, id: tessera_lower::BufferId) -> Result<usize, RuntimeError> {
+        let i = id.0 as usize;
+        if i < self.program.buffers.len() {
+            Ok(i)
+        } else {
+            Err(RuntimeError::Invalid(format!("a step names buffer {i} of {}", self.program.buffers.len())))
+        }
+    }
+
+    fn step(&mut self, step: &Step) -> Result<StepEntry, RuntimeError> {
+        Ok(match step {
+            Step::Launch(launch) => {
+                let entry = self.launch(launch)?;
+                self.launches.push(entry);
+                StepEntry::Launch(self.launches.len() - 1)
+            }
+            Step::Copy { src, dst } => StepEntry::Copy { src: self.buffer(*src)?, dst: self.buffer(*dst)? },
+            Step::While { cond, pred, body } => {
+                StepEntry::While { cond: self.steps(cond)?, pred: self.buffer(*pred)?, body: self.steps(body)? }
+            }
+            Step::Conditional { selector, branches } => {
+                let i = self.buffer(*selector)?;
+                let kind = match SelectorKind::of(&self.program.buffers[i].shape) {
+                    Some(SelectorKind::Pred) => Selector::Pred,
+                    Some(SelectorKind::S32) => Selector::S32,
+                    None => {
+                        return Err(RuntimeError::Invalid(format!(
+                            "conditional selector '{}' is not a scalar pred or s32",
+                            self.program.buffers[i].name
+                        )))
+                    }
+                };
+                let branches = branches.iter().map(|b| self.steps(b)).collect::<Result<_, _>>()?;
+                StepEntry::Conditional { selector: i, kind, branches }
+            }
+            Step::Host(op) => StepEntry::Host(self.host_op(op)?),
+        })
+    }
+
+    fn host_value(&self, value: &HostValue) -> Result<HostValueEntry, RuntimeError> {
+        let buffers = value.buffers.iter().map(|&b| self.buffer(b)).collect::<Result<_, _>>()?;
+        Ok(HostValueEntry { shape: value.shape.clone(), buffers })
+    }
+
+    fn host_op(&self, op: &HostOp) -> Result<HostEntry, RuntimeError> {
+        Ok(match op {
+            HostOp::CustomCall { name, target, operands, result } => {
+                let Some(function) = self.host.get(target) else {
+                    return Err(RuntimeError::Invalid(format!(
+                        "custom-call '{name}' calls target '{target}', for which no host function is registered"
+                    )));
+                };
+                HostEntry::CustomCall {
+                    name: name.clone(),
+                    target: target.clone(),
+                    function: function.clone(),
+                    operands: operands.iter().map(|o| self.host_value(o)).collect::<Result<_, _>>()?,
+                    result: self.host_value(result)?,
+                }
+            }
+            HostOp::Infeed { name, result } => {
+                HostEntry::Infeed { name: name.clone(), result: self.host_value(result)? }
+            }
+            HostOp::Outfeed { name, operand } => {
+                HostEntry::Outfeed { name: name.clone(), operand: self.host_value(operand)? }
+            }
+        })
+    }
+
+    fn launch(&self, launch: &Launch) -> Result<LaunchEntry, RuntimeError> {
+        let program = self.program;
+        let invalid = |m: String| Err(RuntimeError::Invalid(m));
         let Some(kernel) = program.kernels.get(launch.kernel) else {
-            return invalid(format!("launch {j} names kernel {} of {}", launch.kernel, program.kernels.len()));
+            return invalid(format!("a launch names kernel {} of {}", launch.kernel, program.kernels.len()));
         };
         if launch.args.len() != kernel.buffers.len() {
             return invalid(format!(
-                "launch {j} binds {} buffers to kernel '{}', which has {}",
+                "a launch binds {} buffers to kernel '{}', which has {}",
                 launch.args.len(),
                 kernel.name,
                 kernel.buffers.len()
@@ -77,7 +181,12 @@ pub fn assemble(
         }
         for (kb, id) in kernel.buffers.iter().zip(&launch.args) {
             let Some(b) = program.buffers.get(id.0 as usize) else {
-                return invalid(format!("launch {j} names buffer {} of {}", id.0, program.buffers.len()));
+                return invalid(format!(
+                    "a launch of '{}' names buffer {} of {}",
+                    kernel.name,
+                    id.0,
+                    program.buffers.len()
+                ));
             };
             let needed = addressed_bytes(kb.mem, kb.len);
             if needed.is_none_or(|n| n > b.bytes) {
@@ -90,16 +199,13 @@ pub fn assemble(
                 return invalid(format!("kernel '{}' writes read-only buffer '{}'", kernel.name, b.name));
             }
         }
-        launches.push(LaunchEntry {
+        Ok(LaunchEntry {
             name: kernel.name.clone(),
-            function: compiled.functions[launch.kernel],
+            function: self.compiled.functions[launch.kernel],
             extent: kernel.grid.extent,
             buffers: launch.args.iter().map(|id| id.0 as usize).collect(),
-        });
+        })
     }
-
-    let parts = ExecutableParts { buffers, launches, arenas: program.arenas.clone(), code: compiled.code };
-    Executable::new(parts, spaces, pool)
 }
 
 /// Bytes spanned by `len` elements of `mem` (sub-byte elements packed).
@@ -114,7 +220,7 @@ mod tests {
     use std::time::Duration;
     use tessera_hlo::{ArrayShape, ElementType};
     use tessera_lower::kernel::{Grid, Kernel, KernelBuffer, Ty, VarId};
-    use tessera_lower::{assign_buffers, Buffer, BufferId, Launch};
+    use tessera_lower::{assign_buffers, Buffer, BufferId};
 
     /// out[i] = a[i] + b[i] over i32, buffers (a, b, out).
     unsafe extern "C" fn add_i32(buffers: *const *mut u8, lo: i64, hi: i64) {
@@ -159,13 +265,20 @@ mod tests {
                 buffer("r", n, BufferKind::Result(0)),
             ],
             kernels: vec![add_kernel(n)],
-            launches: vec![
-                Launch { kernel: 0, args: vec![BufferId(0), BufferId(1), BufferId(2)] },
-                Launch { kernel: 0, args: vec![BufferId(2), BufferId(0), BufferId(3)] },
+            steps: vec![
+                Step::Launch(Launch { kernel: 0, args: vec![BufferId(0), BufferId(1), BufferId(2)] }),
+                Step::Launch(Launch { kernel: 0, args: vec![BufferId(2), BufferId(0), BufferId(3)] }),
             ],
             parameters: vec![BufferId(0)],
             results: vec![BufferId(3)],
             arenas: vec![],
+        }
+    }
+
+    fn launch_mut(p: &mut Program, i: usize) -> &mut Launch {
+        match &mut p.steps[i] {
+            Step::Launch(l) => l,
+            _ => panic!("step {i} is not a launch"),
         }
     }
 
@@ -208,13 +321,13 @@ mod tests {
         assert!(err.to_string().contains("addresses 5 elements of buffer 'c' (16 bytes)"), "{err}");
 
         let mut writes_param = program(4);
-        writes_param.launches[1].args = vec![BufferId(2), BufferId(3), BufferId(0)];
+        launch_mut(&mut writes_param, 1).args = vec![BufferId(2), BufferId(3), BufferId(0)];
         assign_buffers(&mut writes_param, &Default::default()).unwrap();
         let err = assemble(&writes_param, compiled(1), &MemorySpaces::new(), pool()).err().unwrap();
         assert!(err.to_string().contains("writes read-only buffer 'p'"), "{err}");
 
         let mut arity = program(4);
-        arity.launches[0].args.pop();
+        launch_mut(&mut arity, 0).args.pop();
         assign_buffers(&mut arity, &Default::default()).unwrap();
         let err = assemble(&arity, compiled(1), &MemorySpaces::new(), pool()).err().unwrap();
         assert!(err.to_string().contains("binds 2 buffers to kernel 'add', which has 3"), "{err}");

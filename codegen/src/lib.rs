@@ -12,7 +12,7 @@ pub mod llvm;
 use std::any::Any;
 use std::time::Duration;
 
-pub use assemble::assemble;
+pub use assemble::{assemble, assemble_with_host};
 pub use tessera_runtime::KernelFn;
 
 /// The code generator that compiles kernels.

@@ -1,16 +1,20 @@
 //! Buffer assignment (DESIGN.md section 7): every `Temp` buffer of a [`Program`] gets an offset
 //! in its memory space's arena, and buffers whose live ranges do not overlap share space.
 //!
-//! A temp's live range runs from the first launch that touches it (normally the one writing it:
-//! a kernel buffer is written iff `KernelBuffer::writable`) to the last launch that touches it
-//! (normally its last reader), both inclusive, so a launch's inputs never share bytes with its
-//! outputs. Placement is greedy best-fit, largest buffers first: each buffer goes into the
+//! Steps are numbered in the order they appear in the step tree (depth-first, a while's
+//! condition before its body, a conditional's branches one after another). A temp's live range
+//! runs from the first step that touches it (normally the one writing it: a kernel buffer is
+//! written iff `KernelBuffer::writable`) to the last step that touches it (normally its last
+//! reader), both inclusive, so a step's inputs never share bytes with its outputs. A buffer
+//! touched anywhere inside a while loop is live across the whole loop, condition and body:
+//! the next iteration may read it again (loop state), and a value made before the loop and read
+//! inside it must survive every iteration. Placement is greedy best-fit, largest buffers first: each buffer goes into the
 //! smallest gap, among buffers already placed whose ranges overlap its own, that holds it.
 //! Offsets are multiples of [`Program::ALIGNMENT`].
 
 use std::collections::BTreeMap;
 
-use crate::program::{BufferKind, Program};
+use crate::program::{walk_steps, BufferId, BufferKind, Program, Step};
 
 /// A memory space that cannot hold the temporaries live at once.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -21,7 +25,7 @@ pub struct CapacityError {
     pub needed: u64,
 }
 
-/// Inclusive range of launch indices.
+/// Inclusive range of step numbers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Live {
     first: usize,
@@ -58,7 +62,7 @@ pub fn assign_buffers(program: &mut Program, capacities: &BTreeMap<i64, u64>) ->
             let bytes = program.buffers[i].bytes;
             let footprint = bytes.div_ceil(align).saturating_mul(align);
             let offset = match live[i] {
-                // A temp no launch touches needs no space of its own.
+                // A temp no step touches needs no space of its own.
                 None => 0,
                 Some(range) => {
                     let mut busy: Vec<(u64, u64)> = placed
@@ -102,27 +106,49 @@ fn best_fit(busy: &[(u64, u64)], size: u64) -> u64 {
     best.map_or(cursor, |(_, offset)| offset)
 }
 
-/// The live range of every buffer (only temps matter), `None` for buffers no launch touches.
+/// The live range of every buffer (only temps matter), `None` for buffers no step touches.
 fn live_ranges(program: &Program) -> Vec<Option<Live>> {
     let mut live: Vec<Option<Live>> = vec![None; program.buffers.len()];
-    for (j, launch) in program.launches.iter().enumerate() {
-        for id in &launch.args {
-            if let Some(slot) = live.get_mut(id.0 as usize) {
-                *slot = Some(match *slot {
-                    None => Live { first: j, last: j },
-                    Some(l) => Live { first: l.first, last: j },
-                });
-            }
+    let mut position = 0;
+    number_steps(&program.steps, &mut position, &mut live);
+    live
+}
+
+fn cover(live: &mut [Option<Live>], id: BufferId, range: Live) {
+    if let Some(slot) = live.get_mut(id.0 as usize) {
+        *slot = Some(match *slot {
+            None => range,
+            Some(l) => Live { first: l.first.min(range.first), last: l.last.max(range.last) },
+        });
+    }
+}
+
+fn number_steps(steps: &[Step], position: &mut usize, live: &mut [Option<Live>]) {
+    for step in steps {
+        let start = *position;
+        for id in step.own_buffers() {
+            cover(live, id, Live { first: start, last: start });
+        }
+        *position += 1;
+        for child in step.children() {
+            number_steps(child, position, live);
+        }
+        if let Step::While { .. } = step {
+            let whole = Live { first: start, last: *position - 1 };
+            walk_steps(std::slice::from_ref(step), &mut |s| {
+                for id in s.own_buffers() {
+                    cover(live, id, whole);
+                }
+            });
         }
     }
-    live
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kernel::{Grid, Kernel, KernelBuffer, MemType, Ty, VarId};
-    use crate::program::{Buffer, BufferId, Launch};
+    use crate::program::{Buffer, Launch};
     use tessera_hlo::{ArrayShape, ElementType};
 
     fn buffer(name: &str, bytes: u64, space: i64, kind: BufferKind) -> Buffer {
@@ -152,8 +178,8 @@ mod tests {
         }
     }
 
-    fn launch(kernel: usize, args: &[u32]) -> Launch {
-        Launch { kernel, args: args.iter().map(|&a| BufferId(a)).collect() }
+    fn launch(kernel: usize, args: &[u32]) -> Step {
+        Step::Launch(Launch { kernel, args: args.iter().map(|&a| BufferId(a)).collect() })
     }
 
     /// p -> t0 -> t1 -> t2 -> r: t0 and t2 are never live together.
@@ -167,7 +193,7 @@ mod tests {
                 buffer("r", bytes, 0, BufferKind::Result(0)),
             ],
             kernels: vec![kernel("step", 1, 1)],
-            launches: vec![launch(0, &[0, 1]), launch(0, &[1, 2]), launch(0, &[2, 3]), launch(0, &[3, 4])],
+            steps: vec![launch(0, &[0, 1]), launch(0, &[1, 2]), launch(0, &[2, 3]), launch(0, &[3, 4])],
             parameters: vec![BufferId(0)],
             results: vec![BufferId(4)],
             arenas: vec![],
@@ -231,13 +257,88 @@ mod tests {
         }
     }
 
-    /// Random programs: random temps in two spaces, random launches reading and writing them.
-    /// Whenever two temps of one space are live at the same launch, their bytes are disjoint;
-    /// every temp lies inside its arena at an aligned offset.
+    /// A temp made before a loop and read in it, and temps made and used within one
+    /// iteration, all stay live across the loop; after it, their bytes are free again.
+    #[test]
+    fn buffers_touched_in_a_loop_are_live_across_it() {
+        let mut p = chain(100);
+        p.buffers.push(buffer("t3", 100, 0, BufferKind::Temp));
+        p.buffers.push(buffer("pred", 1, 0, BufferKind::Temp));
+        // t0 = f(p); while (pred) { t1 = f(t0); t2 = f(t1) }; t3 = f(t2) ... r = f(t3)
+        p.steps = vec![
+            launch(0, &[0, 1]),
+            Step::While {
+                cond: vec![launch(0, &[1, 6])],
+                pred: BufferId(6),
+                body: vec![launch(0, &[1, 2]), launch(0, &[2, 3])],
+            },
+            launch(0, &[3, 5]),
+            launch(0, &[5, 4]),
+        ];
+        let live = live_ranges(&p);
+        assert_eq!(live[1], Some(Live { first: 0, last: 4 }), "t0 lives through the loop");
+        assert_eq!(live[2], Some(Live { first: 1, last: 4 }), "t1 lives through the loop");
+        assert_eq!(live[3], Some(Live { first: 1, last: 5 }));
+        assert_eq!(live[5], Some(Live { first: 5, last: 6 }));
+        assign_buffers(&mut p, &BTreeMap::new()).unwrap();
+        let off = |i: usize| p.buffers[i].offset.unwrap();
+        let loop_temps = [off(1), off(2), off(3), off(6)];
+        for (i, a) in loop_temps.iter().enumerate() {
+            for b in &loop_temps[i + 1..] {
+                assert_ne!(a, b, "temps of one loop never share bytes");
+            }
+        }
+        assert!(off(5) == off(1) || off(5) == off(2), "after the loop its temps' bytes are reused");
+    }
+
+    /// A random step list over `nbuf` buffers: launches, sometimes wrapped in loops and
+    /// conditionals (nested up to `depth`).
+    fn random_steps(rng: &mut Rng, kernels: &[Kernel], nbuf: usize, depth: u32) -> Vec<Step> {
+        let n = 1 + rng.below(5) as usize;
+        (0..n)
+            .map(|_| match rng.below(if depth == 0 { 1 } else { 6 }) {
+                4 => Step::While {
+                    cond: random_steps(rng, kernels, nbuf, depth - 1),
+                    pred: BufferId(rng.below(nbuf as u64) as u32),
+                    body: random_steps(rng, kernels, nbuf, depth - 1),
+                },
+                5 => Step::Conditional {
+                    selector: BufferId(rng.below(nbuf as u64) as u32),
+                    branches: (0..2).map(|_| random_steps(rng, kernels, nbuf, depth - 1)).collect(),
+                },
+                _ => {
+                    let k = rng.below(kernels.len() as u64) as usize;
+                    let arity = kernels[k].buffers.len();
+                    let args: Vec<u32> = (0..arity).map(|_| rng.below(nbuf as u64) as u32).collect();
+                    launch(k, &args)
+                }
+            })
+            .collect()
+    }
+
+    /// Buffers touched anywhere in each while step (its own pred included).
+    fn loop_sets(steps: &[Step], out: &mut Vec<Vec<BufferId>>) {
+        for s in steps {
+            if let Step::While { .. } = s {
+                let mut set = Vec::new();
+                walk_steps(std::slice::from_ref(s), &mut |t| set.extend(t.own_buffers()));
+                out.push(set);
+            }
+            for c in s.children() {
+                loop_sets(c, out);
+            }
+        }
+    }
+
+    /// Random programs: random temps in two spaces, random steps (launches, loops, branches)
+    /// reading and writing them. Whenever two temps of one space are live at the same step, or
+    /// are both touched inside one loop (checked independently of the live ranges), their
+    /// bytes are disjoint; every temp lies inside its arena at an aligned offset.
     #[test]
     fn live_temps_never_share_bytes() {
         let mut rng = Rng(7);
         let mut shared = 0;
+        let mut loops = 0;
         for case in 0..300 {
             let ntemps = 1 + rng.below(12) as usize;
             let mut buffers: Vec<Buffer> = (0..ntemps)
@@ -245,19 +346,15 @@ mod tests {
                 .collect();
             buffers.push(buffer("p", 8, 0, BufferKind::Parameter(0)));
             let kernels: Vec<Kernel> = (1..4).map(|w| kernel("k", 3 - w.min(2), w)).collect();
-            let nlaunch = 1 + rng.below(10) as usize;
-            let launches: Vec<Launch> = (0..nlaunch)
-                .map(|_| {
-                    let k = rng.below(kernels.len() as u64) as usize;
-                    let arity = kernels[k].buffers.len();
-                    let args: Vec<u32> = (0..arity).map(|_| rng.below(buffers.len() as u64) as u32).collect();
-                    launch(k, &args)
-                })
-                .collect();
+            let nbuf = buffers.len();
+            let steps = random_steps(&mut rng, &kernels, nbuf, 2);
             let mut p =
-                Program { buffers, kernels, launches, parameters: vec![BufferId(ntemps as u32)], ..Default::default() };
+                Program { buffers, kernels, steps, parameters: vec![BufferId(ntemps as u32)], ..Default::default() };
             assign_buffers(&mut p, &BTreeMap::new()).unwrap();
             let live = live_ranges(&p);
+            let mut sets = Vec::new();
+            loop_sets(&p.steps, &mut sets);
+            loops += sets.len();
             let arena = |space: i64| p.arenas.iter().find(|a| a.0 == space).map(|a| a.1).unwrap();
             for i in 0..ntemps {
                 let (bi, oi) = (&p.buffers[i], p.buffers[i].offset.unwrap());
@@ -269,6 +366,9 @@ mod tests {
                         continue;
                     }
                     let disjoint = oi + bi.bytes <= oj || oj + bj.bytes <= oi;
+                    let in_one_loop =
+                        sets.iter().any(|s| s.contains(&BufferId(i as u32)) && s.contains(&BufferId(j as u32)));
+                    assert!(disjoint || !in_one_loop, "case {case}: t{i} and t{j} share bytes inside a loop");
                     match (live[i], live[j]) {
                         (Some(a), Some(b)) if a.overlaps(b) => assert!(disjoint, "case {case}: t{i} and t{j}"),
                         (Some(_), Some(_)) if !disjoint => shared += 1,
@@ -278,5 +378,6 @@ mod tests {
             }
         }
         assert!(shared > 0, "random programs exercised reuse");
+        assert!(loops > 50, "random programs exercised loops");
     }
 }

@@ -1,35 +1,49 @@
 //! Turns a module the pass pipeline has prepared (calls inlined, layouts set, fusions formed)
 //! into a [`Program`]: one buffer per array value that needs storage, one kernel per
-//! instruction that computes, launched in the entry's post order.
+//! instruction that computes, and a step tree that runs them in each computation's post order.
 //!
 //! - Parameters are `Parameter(n)` buffers, tuple parameters flattened depth-first.
 //! - Constants are `Constant` buffers holding their physical bytes, made only when something
 //!   reads them as a buffer; a scalar constant feeding a single-op kernel is folded into it.
-//! - `tuple`, `get-tuple-element` and `opt-barrier` only alias: they build, take apart or
-//!   pass on lists of buffers.
-//! - Every other instruction becomes one kernel through [`emit_kernel`]: a fusion lowers its
-//!   fused computation; a single op is wrapped in a computation whose parameters are its
+//! - `tuple`, `get-tuple-element`, `opt-barrier` and `add-dependency` only alias: they build,
+//!   take apart or pass on lists of buffers. Tokens have no storage.
+//! - Every other array instruction becomes one kernel through [`emit_kernel`]: a fusion lowers
+//!   its fused computation; a single op is wrapped in a computation whose parameters are its
 //!   operands. Its arrays get `Temp` buffers.
+//! - `while` gets one state buffer per array leaf of its shape, in its layouts. The initial
+//!   value is copied in; the condition and the body are lowered as nested step lists reading
+//!   the state; after the body, its result is copied back into the state (a leaf the body
+//!   passes through unchanged costs nothing; a leaf that moves to another position goes
+//!   through a temporary first, so no copy reads state an earlier copy overwrote).
+//! - `conditional` lowers each branch as a nested step list ending in copies of the branch's
+//!   result into the conditional's own buffers.
+//! - A `call` that is still there is lowered in place, its computation's steps inlined.
+//! - `custom-call` (except targets in [`crate::NATIVE_CUSTOM_CALLS`]), `infeed` and `outfeed`
+//!   are host operations on the buffers of their operands and results.
+//! - A value crossing into a computation whose parameter states another layout is relaid out
+//!   by a copy kernel first.
 //! - Results are `Result(n)` buffers, flattened depth-first, each distinct and aliasing
 //!   nothing: the caller may pass any memory. A result that would be a parameter, a constant
-//!   or a buffer already returned gets a copy kernel of its own.
+//!   or a buffer already returned gets a copy of its own.
 
 use std::collections::{HashMap, HashSet};
 
 use tessera_hlo::ir::AttrList;
-use tessera_hlo::ir::Payload;
-use tessera_hlo::{ArrayShape, Computation, InstId, Instruction, LayoutMap, Module, Opcode, Shape};
+use tessera_hlo::ir::{AttrValue, Payload};
+use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, LayoutMap, Module, Opcode, Shape};
 
 use crate::emit_kernel;
 use crate::kernel::verify_kernel;
-use crate::program::{Buffer, BufferId, BufferKind, Launch, Program};
+use crate::program::{Buffer, BufferId, BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
 use crate::LowerError;
 
-/// What an entry value is, in terms of buffers.
-#[derive(Clone, Debug)]
+/// What a value is, in terms of buffers.
+#[derive(Clone, Debug, PartialEq)]
 enum Value {
     Array(BufferId),
     Tuple(Vec<Value>),
+    /// Orders side effects; holds no data.
+    Token,
 }
 
 impl Value {
@@ -37,70 +51,47 @@ impl Value {
         match self {
             Value::Array(b) => out.push(*b),
             Value::Tuple(elems) => elems.iter().for_each(|e| e.leaves(out)),
+            Value::Token => {}
         }
+    }
+
+    fn leaf_list(&self) -> Vec<BufferId> {
+        let mut out = Vec::new();
+        self.leaves(&mut out);
+        out
     }
 }
 
 pub(crate) fn build_program(module: &Module) -> Result<Program, LowerError> {
-    let mut b = Builder { module, program: Program::default(), values: HashMap::new(), kernel_names: HashSet::new() };
+    let mut b = Builder { module, program: Program::default(), kernel_names: HashSet::new(), steps: Vec::new() };
     let entry = module.entry_comp();
+    let mut args = Vec::new();
     for id in entry.parameters() {
         let inst = entry.inst(id);
-        let value = b.parameter_value(&inst.name, &inst.shape)?;
-        b.values.insert(id, value);
+        args.push(b.parameter_value(&inst.name, &inst.shape)?);
     }
-    for id in entry.post_order() {
-        let inst = entry.inst(id);
-        match inst.opcode {
-            Opcode::Parameter => {}
-            // Made on first use as a buffer: a folded scalar constant needs none.
-            Opcode::Constant => {}
-            Opcode::Tuple => {
-                let elems = inst.operands.iter().map(|&o| b.value(entry, o)).collect::<Result<_, _>>()?;
-                b.values.insert(id, Value::Tuple(elems));
-            }
-            // An optimization barrier only orders work, which a sequential program already
-            // does: its value is its operand's.
-            Opcode::OptimizationBarrier if inst.operands.len() == 1 => {
-                let value = b.value(entry, inst.operands[0])?;
-                b.values.insert(id, value);
-            }
-            Opcode::GetTupleElement => {
-                let tuple = b.value(entry, inst.operands[0])?;
-                let index = inst.attr_int("index").and_then(|i| usize::try_from(i).ok());
-                let elem = match (&tuple, index) {
-                    (Value::Tuple(elems), Some(i)) => elems.get(i).cloned(),
-                    _ => None,
-                };
-                let elem = elem.ok_or_else(|| LowerError::invalid(&inst.name, "get-tuple-element out of range"))?;
-                b.values.insert(id, elem);
-            }
-            _ => {
-                let value = b.kernel_for(entry, id)?;
-                b.values.insert(id, value);
-            }
-        }
-    }
-    let root = b.value(entry, entry.root)?;
-    let mut leaves = Vec::new();
-    root.leaves(&mut leaves);
+    let root = b.lower_computation(entry, args)?;
+    let leaves = root.leaf_list();
     let mut returned: HashSet<BufferId> = HashSet::new();
     for (n, leaf) in leaves.into_iter().enumerate() {
         let buf = &b.program.buffers[leaf.0 as usize];
         let own_temp = buf.kind == BufferKind::Temp && !returned.contains(&leaf);
-        let result = if own_temp { leaf } else { b.copy_of(leaf)? };
+        let result = if own_temp { leaf } else { b.copy_kernel_of(leaf)? };
         b.program.buffers[result.0 as usize].kind = BufferKind::Result(n);
         returned.insert(result);
         b.program.results.push(result);
     }
+    b.program.steps = std::mem::take(&mut b.steps);
     Ok(b.program)
 }
 
 struct Builder<'m> {
     module: &'m Module,
     program: Program,
-    values: HashMap<InstId, Value>,
     kernel_names: HashSet<String>,
+    /// The step list being filled: the entry's, or a nested one while a loop or branch is
+    /// lowered.
+    steps: Vec<Step>,
 }
 
 /// Ops that are not data-parallel array computations: control flow, side effects, tokens
@@ -152,7 +143,7 @@ fn not_a_kernel(op: Opcode) -> bool {
     )
 }
 
-impl Builder<'_> {
+impl<'m> Builder<'m> {
     fn add_buffer(&mut self, name: &str, shape: &Shape, kind: BufferKind) -> Result<BufferId, LowerError> {
         let array = array_of(shape, name)?;
         let map = LayoutMap::new(array)?;
@@ -180,6 +171,7 @@ impl Builder<'_> {
                 }
                 Ok(Value::Tuple(out))
             }
+            Shape::Token => Ok(Value::Token),
             _ => {
                 let n = self.program.parameters.len();
                 let id = self.add_buffer(name, shape, BufferKind::Parameter(n))?;
@@ -189,9 +181,107 @@ impl Builder<'_> {
         }
     }
 
-    /// The buffers of an entry value; constants get their buffer on first use.
-    fn value(&mut self, comp: &Computation, id: InstId) -> Result<Value, LowerError> {
-        if let Some(v) = self.values.get(&id) {
+    /// Fresh temp buffers for every array leaf of `shape`.
+    fn fresh_value(&mut self, name: &str, shape: &Shape) -> Result<Value, LowerError> {
+        match shape {
+            Shape::Tuple(elems) => {
+                let mut out = Vec::with_capacity(elems.len());
+                for (i, e) in elems.iter().enumerate() {
+                    out.push(self.fresh_value(&format!("{name}.{i}"), e)?);
+                }
+                Ok(Value::Tuple(out))
+            }
+            Shape::Token => Ok(Value::Token),
+            _ => Ok(Value::Array(self.add_buffer(name, shape, BufferKind::Temp)?)),
+        }
+    }
+
+    /// Lowers `comp` with its parameters bound to `args` (relaid out where the parameter
+    /// states other layouts), appending its steps to the current list; returns its root.
+    fn lower_computation(&mut self, comp: &'m Computation, args: Vec<Value>) -> Result<Value, LowerError> {
+        let mut values: HashMap<InstId, Value> = HashMap::new();
+        for id in comp.parameters() {
+            let inst = comp.inst(id);
+            let n = inst.parameter_number().and_then(|n| usize::try_from(n).ok());
+            let arg = n.and_then(|n| args.get(n)).ok_or_else(|| {
+                LowerError::invalid(&inst.name, format!("parameter {n:?} of '{}' has no argument", comp.name))
+            })?;
+            let value = self.conform(arg, &inst.shape, &inst.name)?;
+            values.insert(id, value);
+        }
+        for id in comp.post_order() {
+            let inst = comp.inst(id);
+            let value = match inst.opcode {
+                Opcode::Parameter => continue,
+                // Made on first use as a buffer: a folded scalar constant needs none.
+                Opcode::Constant => continue,
+                Opcode::Tuple => {
+                    let elems =
+                        inst.operands.iter().map(|&o| self.value(comp, &mut values, o)).collect::<Result<_, _>>()?;
+                    self.conform(&Value::Tuple(elems), &inst.shape, &inst.name)?
+                }
+                // An optimization barrier only orders work, which a sequential program already
+                // does: its value is its operand's. So is add-dependency's (the token only
+                // orders).
+                Opcode::OptimizationBarrier | Opcode::AddDependency if !inst.operands.is_empty() => {
+                    let value = self.value(comp, &mut values, inst.operands[0])?;
+                    self.conform(&value, &inst.shape, &inst.name)?
+                }
+                Opcode::AfterAll => Value::Token,
+                Opcode::GetTupleElement => {
+                    let tuple = self.value(comp, &mut values, inst.operands[0])?;
+                    let index = inst.attr_int("index").and_then(|i| usize::try_from(i).ok());
+                    let elem = match (&tuple, index) {
+                        (Value::Tuple(elems), Some(i)) => elems.get(i).cloned(),
+                        _ => None,
+                    };
+                    let elem = elem.ok_or_else(|| LowerError::invalid(&inst.name, "get-tuple-element out of range"))?;
+                    self.conform(&elem, &inst.shape, &inst.name)?
+                }
+                Opcode::While => self.lower_while(comp, &mut values, inst)?,
+                Opcode::Conditional => self.lower_conditional(comp, &mut values, inst)?,
+                Opcode::Call => {
+                    let callee = inst
+                        .called("to_apply")
+                        .ok_or_else(|| LowerError::invalid(&inst.name, "call without to_apply"))?;
+                    let args = self.operand_values(comp, &mut values, inst)?;
+                    let callee = self.computation(callee, &inst.name)?;
+                    let result = self.lower_computation(callee, args)?;
+                    self.conform(&result, &inst.shape, &inst.name)?
+                }
+                Opcode::CustomCall if !is_native_custom_call(inst) => {
+                    self.lower_custom_call(comp, &mut values, inst)?
+                }
+                Opcode::Infeed => self.lower_infeed(inst)?,
+                Opcode::Outfeed => self.lower_outfeed(comp, &mut values, inst)?,
+                _ => self.kernel_for(comp, &mut values, id)?,
+            };
+            values.insert(id, value);
+        }
+        self.value(comp, &mut values, comp.root)
+    }
+
+    fn computation(&self, id: CompId, user: &str) -> Result<&'m Computation, LowerError> {
+        self.module.get(id).ok_or_else(|| LowerError::invalid(user, "calls a computation that does not exist"))
+    }
+
+    fn operand_values(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        inst: &Instruction,
+    ) -> Result<Vec<Value>, LowerError> {
+        inst.operands.iter().map(|&o| self.value(comp, values, o)).collect()
+    }
+
+    /// The buffers of a value of `comp`; constants get their buffer on first use.
+    fn value(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        id: InstId,
+    ) -> Result<Value, LowerError> {
+        if let Some(v) = values.get(&id) {
             return Ok(v.clone());
         }
         let inst = comp.inst(id);
@@ -199,7 +289,7 @@ impl Builder<'_> {
             Payload::Constant(lit) if inst.opcode == Opcode::Constant => self.constant_value(&inst.name, lit)?,
             _ => return Err(LowerError::invalid(&inst.name, "used before it is computed")),
         };
-        self.values.insert(id, value.clone());
+        values.insert(id, value.clone());
         Ok(value)
     }
 
@@ -227,32 +317,37 @@ impl Builder<'_> {
         name
     }
 
-    /// Lowers one computing instruction of the entry to a kernel and its launch.
-    fn kernel_for(&mut self, entry: &Computation, id: InstId) -> Result<Value, LowerError> {
-        let inst = entry.inst(id);
+    /// Lowers one computing instruction to a kernel and its launch.
+    fn kernel_for(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        id: InstId,
+    ) -> Result<Value, LowerError> {
+        let inst = comp.inst(id);
         if not_a_kernel(inst.opcode) {
             return Err(LowerError::unsupported(
                 &inst.name,
-                format!("{} (control flow, side effects and communication are not lowered to kernels)", inst.opcode),
+                format!("{} (side effects and communication are not lowered to kernels)", inst.opcode),
             ));
         }
-        let (comp, inputs) = if inst.opcode == Opcode::Fusion {
+        let (kernel_comp, inputs) = if inst.opcode == Opcode::Fusion {
             let called = inst.called("calls").ok_or_else(|| LowerError::invalid(&inst.name, "fusion without calls"))?;
             (self.module.comp(called).clone(), inst.operands.clone())
         } else {
-            wrap_single_op(entry, id)
+            wrap_single_op(comp, id)
         };
         let mut args = Vec::with_capacity(inputs.len() + 1);
         for &o in &inputs {
-            match self.value(entry, o)? {
+            match self.value(comp, values, o)? {
                 Value::Array(b) => args.push(b),
-                Value::Tuple(_) => {
-                    return Err(LowerError::unsupported(&inst.name, "a tuple-shaped operand of a kernel"));
+                Value::Tuple(_) | Value::Token => {
+                    return Err(LowerError::unsupported(&inst.name, "a tuple- or token-shaped operand of a kernel"));
                 }
             }
         }
         let name = self.kernel_name(&inst.name);
-        let kernel = checked(emit_kernel(self.module, &comp, &name)?)?;
+        let kernel = checked(emit_kernel(self.module, &kernel_comp, &name)?)?;
         let value = match &inst.shape {
             Shape::Tuple(elems) => {
                 let mut out = Vec::with_capacity(elems.len());
@@ -284,24 +379,258 @@ impl Builder<'_> {
 
     fn launch(&mut self, kernel: crate::kernel::Kernel, args: Vec<BufferId>) {
         self.program.kernels.push(kernel);
-        self.program.launches.push(Launch { kernel: self.program.kernels.len() - 1, args });
+        self.steps.push(Step::Launch(Launch { kernel: self.program.kernels.len() - 1, args }));
     }
 
-    /// A fresh buffer holding a copy of `src` (same shape and layout), written by a kernel.
+    /// A fresh buffer holding a copy of `src` (same shape and layout).
     fn copy_of(&mut self, src: BufferId) -> Result<BufferId, LowerError> {
         let buf = self.program.buffers[src.0 as usize].clone();
+        let dst = self.add_buffer(&format!("{}.copy", buf.name), &Shape::Array(buf.shape), BufferKind::Temp)?;
+        self.steps.push(Step::Copy { src, dst });
+        Ok(dst)
+    }
+
+    /// A fresh buffer holding a copy of `src` written by a copy kernel, as results always were
+    /// (a kernel copies values, so a constant's NaN comes out as every other kernel writes it).
+    fn copy_kernel_of(&mut self, src: BufferId) -> Result<BufferId, LowerError> {
+        let buf = self.program.buffers[src.0 as usize].clone();
         let shape = Shape::Array(buf.shape.clone());
-        let mut comp = Computation::new(format!("copy_{}", buf.name));
-        let mut param = Instruction::new("src", Opcode::Parameter, shape.clone(), vec![]);
-        param.payload = Payload::Parameter(0);
-        let p = comp.add(param);
-        comp.root = comp.add(Instruction::new(format!("{}.copy", buf.name), Opcode::Copy, shape.clone(), vec![p]));
-        let name = self.kernel_name(&format!("{}_copy", buf.name));
-        let kernel = checked(emit_kernel(self.module, &comp, &name)?)?;
         let dst = self.add_buffer(&format!("{}.copy", buf.name), &shape, BufferKind::Temp)?;
+        let kernel = self.relayout_kernel(src, &shape, "copy")?;
         self.launch(kernel, vec![src, dst]);
         Ok(dst)
     }
+
+    /// Writes `src`'s array values into `dst`'s buffers (same shapes, layouts may differ):
+    /// a byte copy where the layouts agree, a relayout kernel where they do not.
+    fn assign(&mut self, src: &Value, dst: &Value, name: &str) -> Result<(), LowerError> {
+        let (s, d) = (src.leaf_list(), dst.leaf_list());
+        if s.len() != d.len() {
+            return Err(LowerError::invalid(name, "a value and its destination have different tuple shapes"));
+        }
+        for (s, d) in s.into_iter().zip(d) {
+            if s == d {
+                continue;
+            }
+            if self.same_layout(s, d) {
+                self.steps.push(Step::Copy { src: s, dst: d });
+            } else {
+                let shape = Shape::Array(self.program.buffers[d.0 as usize].shape.clone());
+                let kernel = self.relayout_kernel(s, &shape, "relayout")?;
+                self.launch(kernel, vec![s, d]);
+            }
+        }
+        Ok(())
+    }
+
+    fn same_layout(&self, a: BufferId, b: BufferId) -> bool {
+        let (x, y) = (&self.program.buffers[a.0 as usize], &self.program.buffers[b.0 as usize]);
+        x.bytes == y.bytes
+            && x.shape.same_dims_and_type(&y.shape)
+            && match (LayoutMap::new(&x.shape), LayoutMap::new(&y.shape)) {
+                (Ok(p), Ok(q)) => p == q,
+                _ => false,
+            }
+    }
+
+    /// A kernel copying a buffer into one of `shape` (same dimensions, another layout).
+    /// `what` names the kernel (`<buffer>_<what>`).
+    fn relayout_kernel(
+        &mut self,
+        src: BufferId,
+        shape: &Shape,
+        what: &str,
+    ) -> Result<crate::kernel::Kernel, LowerError> {
+        let buf = self.program.buffers[src.0 as usize].clone();
+        let mut comp = Computation::new(format!("{what}_{}", buf.name));
+        let mut param = Instruction::new("src", Opcode::Parameter, Shape::Array(buf.shape.clone()), vec![]);
+        param.payload = Payload::Parameter(0);
+        let p = comp.add(param);
+        comp.root = comp.add(Instruction::new(format!("{}.{what}", buf.name), Opcode::Copy, shape.clone(), vec![p]));
+        let name = self.kernel_name(&format!("{}_{what}", buf.name));
+        checked(emit_kernel(self.module, &comp, &name)?)
+    }
+
+    /// `value` in the layouts `want` states: itself where they agree, relaid-out copies
+    /// where they do not.
+    fn conform(&mut self, value: &Value, want: &Shape, name: &str) -> Result<Value, LowerError> {
+        match (value, want) {
+            (Value::Array(b), Shape::Array(a)) => {
+                let map = LayoutMap::new(a)?;
+                let have = &self.program.buffers[b.0 as usize].shape;
+                if LayoutMap::new(have).is_ok_and(|m| m == map) {
+                    return Ok(value.clone());
+                }
+                let dst = self.add_buffer(&format!("{name}.relayout"), want, BufferKind::Temp)?;
+                let kernel = self.relayout_kernel(*b, want, "relayout")?;
+                self.launch(kernel, vec![*b, dst]);
+                Ok(Value::Array(dst))
+            }
+            (Value::Tuple(vs), Shape::Tuple(ss)) if vs.len() == ss.len() => {
+                let mut out = Vec::with_capacity(vs.len());
+                for (i, (v, s)) in vs.iter().zip(ss).enumerate() {
+                    out.push(self.conform(v, s, &format!("{name}.{i}"))?);
+                }
+                Ok(Value::Tuple(out))
+            }
+            (Value::Token, Shape::Token) => Ok(Value::Token),
+            _ => Err(LowerError::invalid(name, format!("a value does not have the shape {want}"))),
+        }
+    }
+
+    /// Runs `f` with an empty step list and returns what it appended.
+    fn nested<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, LowerError>) -> Result<(Vec<Step>, T), LowerError> {
+        let outer = std::mem::take(&mut self.steps);
+        let result = f(self);
+        let inner = std::mem::replace(&mut self.steps, outer);
+        Ok((inner, result?))
+    }
+
+    fn lower_while(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        inst: &Instruction,
+    ) -> Result<Value, LowerError> {
+        let (Some(cond), Some(body), [operand]) = (inst.called("condition"), inst.called("body"), &inst.operands[..])
+        else {
+            return Err(LowerError::invalid(&inst.name, "while needs a condition, a body and one operand"));
+        };
+        let (cond, body) = (self.computation(cond, &inst.name)?, self.computation(body, &inst.name)?);
+        let init = self.value(comp, values, *operand)?;
+        let state = self.fresh_value(&inst.name, &inst.shape)?;
+        self.assign(&init, &state, &inst.name)?;
+        let (cond_steps, pred) = self.nested(|b| b.lower_computation(cond, vec![state.clone()]))?;
+        let pred = match pred {
+            Value::Array(p) if self.program.buffers[p.0 as usize].shape.rank() == 0 => p,
+            _ => return Err(LowerError::invalid(&inst.name, "the while condition does not return a scalar")),
+        };
+        let (body_steps, ()) = self.nested(|b| {
+            let next = b.lower_computation(body, vec![state.clone()])?;
+            b.write_back(&next, &state, &inst.name)
+        })?;
+        self.steps.push(Step::While { cond: cond_steps, pred, body: body_steps });
+        Ok(state)
+    }
+
+    /// Copies the body's result `next` into the loop state. A result leaf that is another
+    /// state leaf is saved to a temporary before any state is overwritten.
+    fn write_back(&mut self, next: &Value, state: &Value, name: &str) -> Result<(), LowerError> {
+        let state_leaves = state.leaf_list();
+        let mut sources = next.leaf_list();
+        if sources.len() != state_leaves.len() {
+            return Err(LowerError::invalid(name, "the while body returns another shape than its state"));
+        }
+        for (i, src) in sources.iter_mut().enumerate() {
+            if *src != state_leaves[i] && state_leaves.contains(src) {
+                *src = self.copy_of(*src)?;
+            }
+        }
+        for (src, dst) in sources.into_iter().zip(state_leaves) {
+            self.assign(&Value::Array(src), &Value::Array(dst), name)?;
+        }
+        Ok(())
+    }
+
+    fn lower_conditional(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        inst: &Instruction,
+    ) -> Result<Value, LowerError> {
+        let branches: Vec<CompId> = match (inst.called("true_computation"), inst.called("false_computation")) {
+            (Some(t), Some(f)) => vec![t, f],
+            _ => match inst.attr("branch_computations") {
+                Some(AttrValue::Computations(cs)) => cs.clone(),
+                _ => return Err(LowerError::invalid(&inst.name, "conditional without branches")),
+            },
+        };
+        let operands = self.operand_values(comp, values, inst)?;
+        let Some((selector, branch_args)) = operands.split_first() else {
+            return Err(LowerError::invalid(&inst.name, "conditional without operands"));
+        };
+        if branches.is_empty() || branch_args.len() != branches.len() {
+            return Err(LowerError::invalid(&inst.name, "a conditional needs one operand per branch"));
+        }
+        let selector = match selector {
+            Value::Array(s) if SelectorKind::of(&self.program.buffers[s.0 as usize].shape).is_some() => *s,
+            _ => return Err(LowerError::invalid(&inst.name, "the conditional's selector is not a scalar pred or s32")),
+        };
+        let result = self.fresh_value(&inst.name, &inst.shape)?;
+        let mut lowered = Vec::with_capacity(branches.len());
+        for (&branch, arg) in branches.iter().zip(branch_args) {
+            let branch = self.computation(branch, &inst.name)?;
+            let (steps, ()) = self.nested(|b| {
+                let out = b.lower_computation(branch, vec![arg.clone()])?;
+                b.assign(&out, &result, &inst.name)
+            })?;
+            lowered.push(steps);
+        }
+        self.steps.push(Step::Conditional { selector, branches: lowered });
+        Ok(result)
+    }
+
+    /// A value as the host sees it: its shape, with every array leaf's buffer.
+    fn host_value(&self, value: &Value, name: &str) -> Result<HostValue, LowerError> {
+        fn shape_of(b: &Builder<'_>, v: &Value, name: &str) -> Result<Shape, LowerError> {
+            match v {
+                Value::Array(id) => Ok(Shape::Array(b.program.buffers[id.0 as usize].shape.clone())),
+                Value::Tuple(vs) => {
+                    Ok(Shape::Tuple(vs.iter().map(|v| shape_of(b, v, name)).collect::<Result<_, _>>()?))
+                }
+                Value::Token => Err(LowerError::unsupported(name, "a token passed to or from the host")),
+            }
+        }
+        Ok(HostValue { shape: shape_of(self, value, name)?, buffers: value.leaf_list() })
+    }
+
+    fn lower_custom_call(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        inst: &Instruction,
+    ) -> Result<Value, LowerError> {
+        let target = inst.attr_word("custom_call_target").unwrap_or("").to_string();
+        let operands = self.operand_values(comp, values, inst)?;
+        let operands = operands.iter().map(|v| self.host_value(v, &inst.name)).collect::<Result<Vec<_>, _>>()?;
+        let value = self.fresh_value(&inst.name, &inst.shape)?;
+        let result = self.host_value(&value, &inst.name)?;
+        self.steps.push(Step::Host(HostOp::CustomCall { name: inst.name.clone(), target, operands, result }));
+        Ok(value)
+    }
+
+    fn lower_infeed(&mut self, inst: &Instruction) -> Result<Value, LowerError> {
+        let data_shape = match &inst.shape {
+            Shape::Tuple(parts) if parts.len() == 2 => &parts[0],
+            _ => return Err(LowerError::invalid(&inst.name, "infeed returns a (data, token) tuple")),
+        };
+        let data = self.fresh_value(&format!("{}.data", inst.name), data_shape)?;
+        // An empty tuple reads nothing, as the operation semantics say.
+        if !matches!(data_shape, Shape::Tuple(t) if t.is_empty()) {
+            let result = self.host_value(&data, &inst.name)?;
+            self.steps.push(Step::Host(HostOp::Infeed { name: inst.name.clone(), result }));
+        }
+        Ok(Value::Tuple(vec![data, Value::Token]))
+    }
+
+    fn lower_outfeed(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        inst: &Instruction,
+    ) -> Result<Value, LowerError> {
+        let Some(&data) = inst.operands.first() else {
+            return Err(LowerError::invalid(&inst.name, "outfeed needs data"));
+        };
+        let data = self.value(comp, values, data)?;
+        let operand = self.host_value(&data, &inst.name)?;
+        self.steps.push(Step::Host(HostOp::Outfeed { name: inst.name.clone(), operand }));
+        Ok(Value::Token)
+    }
+}
+
+fn is_native_custom_call(inst: &Instruction) -> bool {
+    inst.attr_word("custom_call_target").is_some_and(|t| crate::NATIVE_CUSTOM_CALLS.contains(&t))
 }
 
 fn array_of<'s>(shape: &'s Shape, name: &str) -> Result<&'s ArrayShape, LowerError> {

@@ -18,7 +18,7 @@ pub use emit::emit_kernel;
 pub use error::LowerError;
 pub use pass::Pass;
 pub use pipeline::Pipeline;
-pub use program::{Buffer, BufferId, BufferKind, Launch, Program};
+pub use program::{walk_steps, Buffer, BufferId, BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
 
 use std::path::PathBuf;
 
@@ -41,10 +41,14 @@ impl Default for LowerOptions {
     }
 }
 
+/// Custom-call targets the lowering implements itself (as kernels); every other target is a
+/// host operation calling a function the host registers.
+pub const NATIVE_CUSTOM_CALLS: &[&str] = &["TopK"];
+
 /// Lowers a module to a [`Program`]: verifies it, runs the standard pass pipeline on a copy,
-/// then makes one kernel per fusion or remaining instruction of the entry (see
-/// `build_program` for buffers, aliasing and results). Buffer assignment (arenas, offsets)
-/// is left to the caller.
+/// then makes one kernel per fusion or remaining instruction, with while loops and
+/// conditionals as nested steps (see `build_program` for buffers, aliasing and results).
+/// Buffer assignment (arenas, offsets) is left to the caller.
 pub fn lower_module(module: &Module, options: &LowerOptions) -> Result<Program, LowerError> {
     tessera_hlo::verify::verify(module)?;
     let mut module = module.clone();

@@ -1,8 +1,12 @@
-//! A lowered module: the buffers it touches and the kernels it launches, in order. It is what
-//! the lowering hands to codegen and what codegen turns into a runtime executable; nothing
+//! A lowered module: the buffers it touches, its kernels, and the step tree that runs them
+//! (kernel launches, buffer copies, loops, branches and host operations). It is what the
+//! lowering hands to codegen and what codegen turns into a runtime executable; nothing
 //! downstream looks at HLO again.
+//!
+//! The step tree is plain data (no closures, no pointers) so that every consumer can walk it
+//! the same way: the kernel interpreter, the JIT executable, and ahead-of-time emission.
 
-use tessera_hlo::ArrayShape;
+use tessera_hlo::{ArrayShape, ElementType, Shape};
 
 use crate::kernel::Kernel;
 
@@ -48,12 +52,140 @@ pub struct Launch {
     pub args: Vec<BufferId>,
 }
 
+/// One step of a program. Steps of a list run in order; a step reads only what earlier steps
+/// (or the caller) wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    Launch(Launch),
+    /// Copies `src`'s bytes into `dst`; both have the same size (and the same layout, so the
+    /// bytes mean the same values).
+    Copy {
+        src: BufferId,
+        dst: BufferId,
+    },
+    /// Runs `cond`, then, while the scalar pred in `pred` (written by `cond`, or one of the
+    /// loop's own buffers) is true, runs `body` and `cond` again. Loop-carried state lives in
+    /// buffers that `body` itself writes back.
+    While {
+        cond: Vec<Step>,
+        pred: BufferId,
+        body: Vec<Step>,
+    },
+    /// Runs one of `branches`, chosen by the scalar in `selector`: a pred picks branch 0 when
+    /// true and 1 when false; an s32 picks its index, and an index out of range picks the last
+    /// branch (XLA's semantics).
+    Conditional {
+        selector: BufferId,
+        branches: Vec<Vec<Step>>,
+    },
+    /// Hands buffers to the host and back.
+    Host(HostOp),
+}
+
+/// A value crossing to or from the host: its shape (a tuple or an array, every array with its
+/// layout) and the buffers of its array leaves, depth-first.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostValue {
+    pub shape: Shape,
+    pub buffers: Vec<BufferId>,
+}
+
+/// Operations the host performs between kernels, on literals made from buffers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostOp {
+    /// Calls the host function registered for `target` on the operands; its result is laid
+    /// out into `result`'s buffers. `name` is the HLO instruction (for diagnostics).
+    CustomCall { name: String, target: String, operands: Vec<HostValue>, result: HostValue },
+    /// Takes the next literal of the executable's infeed queue into `result`'s buffers; an
+    /// empty queue is an error.
+    Infeed { name: String, result: HostValue },
+    /// Appends the operand, as a literal, to the executable's outfeed queue.
+    Outfeed { name: String, operand: HostValue },
+}
+
+impl HostOp {
+    /// The HLO instruction it comes from.
+    pub fn name(&self) -> &str {
+        match self {
+            HostOp::CustomCall { name, .. } | HostOp::Infeed { name, .. } | HostOp::Outfeed { name, .. } => name,
+        }
+    }
+
+    /// Buffers the host reads, then buffers it writes.
+    pub fn reads_writes(&self) -> (Vec<BufferId>, Vec<BufferId>) {
+        match self {
+            HostOp::CustomCall { operands, result, .. } => {
+                (operands.iter().flat_map(|o| o.buffers.iter().copied()).collect(), result.buffers.clone())
+            }
+            HostOp::Infeed { result, .. } => (Vec::new(), result.buffers.clone()),
+            HostOp::Outfeed { operand, .. } => (operand.buffers.clone(), Vec::new()),
+        }
+    }
+}
+
+impl Step {
+    /// Every buffer the step itself names (not those of nested steps).
+    pub fn own_buffers(&self) -> Vec<BufferId> {
+        match self {
+            Step::Launch(l) => l.args.clone(),
+            Step::Copy { src, dst } => vec![*src, *dst],
+            Step::While { pred, .. } => vec![*pred],
+            Step::Conditional { selector, .. } => vec![*selector],
+            Step::Host(op) => {
+                let (mut r, w) = op.reads_writes();
+                r.extend(w);
+                r
+            }
+        }
+    }
+
+    /// The nested step lists, in the order they appear (a while's condition, then its body).
+    pub fn children(&self) -> Vec<&[Step]> {
+        match self {
+            Step::While { cond, body, .. } => vec![cond, body],
+            Step::Conditional { branches, .. } => branches.iter().map(|b| b.as_slice()).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// Calls `f` on every step of `steps` and of their nested lists, depth-first, pre-order.
+pub fn walk_steps<'a>(steps: &'a [Step], f: &mut impl FnMut(&'a Step)) {
+    for s in steps {
+        f(s);
+        for child in s.children() {
+            walk_steps(child, f);
+        }
+    }
+}
+
+/// What a conditional's selector holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SelectorKind {
+    Pred,
+    S32,
+}
+
+impl SelectorKind {
+    /// The kind of a scalar buffer of `shape`, if it can select a branch.
+    pub fn of(shape: &ArrayShape) -> Option<SelectorKind> {
+        if shape.rank() != 0 {
+            return None;
+        }
+        match shape.element_type {
+            ElementType::Pred => Some(SelectorKind::Pred),
+            ElementType::S32 => Some(SelectorKind::S32),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Program {
     pub buffers: Vec<Buffer>,
     pub kernels: Vec<Kernel>,
-    /// Executed in order; a launch reads only what earlier launches (or the caller) wrote.
-    pub launches: Vec<Launch>,
+    /// What the program does, in order.
+    pub steps: Vec<Step>,
     /// Entry parameters, flattened depth-first.
     pub parameters: Vec<BufferId>,
     /// Entry results, flattened depth-first.
@@ -66,4 +198,26 @@ impl Program {
     /// Alignment of every buffer: arguments, results, temps and constants (a cache line and a
     /// 512-bit vector).
     pub const ALIGNMENT: u64 = 64;
+
+    /// Every kernel launch of the step tree, depth-first.
+    pub fn launches(&self) -> Vec<&Launch> {
+        let mut out = Vec::new();
+        walk_steps(&self.steps, &mut |s| {
+            if let Step::Launch(l) = s {
+                out.push(l);
+            }
+        });
+        out
+    }
+
+    /// Every host operation of the step tree, depth-first.
+    pub fn host_ops(&self) -> Vec<&HostOp> {
+        let mut out = Vec::new();
+        walk_steps(&self.steps, &mut |s| {
+            if let Step::Host(op) = s {
+                out.push(op);
+            }
+        });
+        out
+    }
 }

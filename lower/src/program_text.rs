@@ -1,4 +1,4 @@
-//! The text form of a [`Program`]: its buffer table, arenas, kernels and launches, for
+//! The text form of a [`Program`]: its buffer table, arenas, kernels and step tree, for
 //! filetests and diagnostics. Kernels print in their own text form (`kernel::text`).
 //!
 //! ```text
@@ -13,6 +13,20 @@
 //!   }
 //!
 //!   launch fused_add(B0, B1)
+//!   copy B2 -> B3
+//!   while {
+//!     launch cond(B3, B4)
+//!   } pred B4 do {
+//!     launch body(B3, B2)
+//!     copy B2 -> B3
+//!   }
+//!   conditional B5 {
+//!   branch 0:
+//!     ...
+//!   }
+//!   custom-call "target" %name (B1, (B2, B3)) -> B6
+//!   infeed %name -> (B7, B8)
+//!   outfeed %name B6
 //!   parameters B0
 //!   results B1
 //! }
@@ -22,7 +36,7 @@ use std::fmt::{self, Write};
 
 use tessera_hlo::Shape;
 
-use crate::program::{BufferKind, Program};
+use crate::program::{BufferKind, HostOp, HostValue, Program, Step};
 
 /// Constants longer than this print their first bytes only, followed by `...`.
 const CONSTANT_BYTES_SHOWN: usize = 32;
@@ -63,23 +77,10 @@ impl fmt::Display for Program {
                 writeln!(f, "  {line}")?;
             }
         }
-        if !self.launches.is_empty() {
+        if !self.steps.is_empty() {
             f.write_char('\n')?;
         }
-        for l in &self.launches {
-            // A launch of a kernel that does not exist still prints, so diagnostics can show it.
-            match self.kernels.get(l.kernel) {
-                Some(k) => write!(f, "  launch {}(", k.name)?,
-                None => write!(f, "  launch <kernel {}>(", l.kernel)?,
-            }
-            for (i, a) in l.args.iter().enumerate() {
-                if i > 0 {
-                    f.write_str(", ")?;
-                }
-                write!(f, "B{}", a.0)?;
-            }
-            f.write_str(")\n")?;
-        }
+        self.write_steps(f, &self.steps, 1)?;
         let list = |f: &mut fmt::Formatter<'_>, what: &str, ids: &[crate::BufferId]| -> fmt::Result {
             write!(f, "  {what}")?;
             for id in ids {
@@ -93,6 +94,94 @@ impl fmt::Display for Program {
     }
 }
 
+impl Program {
+    fn write_steps(&self, f: &mut fmt::Formatter<'_>, steps: &[Step], depth: usize) -> fmt::Result {
+        let pad = "  ".repeat(depth);
+        for step in steps {
+            f.write_str(&pad)?;
+            match step {
+                Step::Launch(l) => {
+                    // A launch of a kernel that does not exist still prints, so diagnostics can
+                    // show it.
+                    match self.kernels.get(l.kernel) {
+                        Some(k) => write!(f, "launch {}(", k.name)?,
+                        None => write!(f, "launch <kernel {}>(", l.kernel)?,
+                    }
+                    for (i, a) in l.args.iter().enumerate() {
+                        if i > 0 {
+                            f.write_str(", ")?;
+                        }
+                        write!(f, "B{}", a.0)?;
+                    }
+                    f.write_str(")\n")?;
+                }
+                Step::Copy { src, dst } => writeln!(f, "copy B{} -> B{}", src.0, dst.0)?,
+                Step::While { cond, pred, body } => {
+                    f.write_str("while {\n")?;
+                    self.write_steps(f, cond, depth + 1)?;
+                    writeln!(f, "{pad}}} pred B{} do {{", pred.0)?;
+                    self.write_steps(f, body, depth + 1)?;
+                    writeln!(f, "{pad}}}")?;
+                }
+                Step::Conditional { selector, branches } => {
+                    writeln!(f, "conditional B{} {{", selector.0)?;
+                    for (i, b) in branches.iter().enumerate() {
+                        writeln!(f, "{pad}branch {i}:")?;
+                        self.write_steps(f, b, depth + 1)?;
+                    }
+                    writeln!(f, "{pad}}}")?;
+                }
+                Step::Host(HostOp::CustomCall { name, target, operands, result }) => {
+                    write!(f, "custom-call {target:?} %{name} (")?;
+                    for (i, o) in operands.iter().enumerate() {
+                        if i > 0 {
+                            f.write_str(", ")?;
+                        }
+                        write_host_value(f, o)?;
+                    }
+                    f.write_str(") -> ")?;
+                    write_host_value(f, result)?;
+                    f.write_char('\n')?;
+                }
+                Step::Host(HostOp::Infeed { name, result }) => {
+                    write!(f, "infeed %{name} -> ")?;
+                    write_host_value(f, result)?;
+                    f.write_char('\n')?;
+                }
+                Step::Host(HostOp::Outfeed { name, operand }) => {
+                    write!(f, "outfeed %{name} ")?;
+                    write_host_value(f, operand)?;
+                    f.write_char('\n')?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A host value's buffers, grouped as its shape's tuples group them.
+fn write_host_value(f: &mut fmt::Formatter<'_>, value: &HostValue) -> fmt::Result {
+    fn go(f: &mut fmt::Formatter<'_>, shape: &Shape, ids: &mut std::slice::Iter<'_, crate::BufferId>) -> fmt::Result {
+        match shape {
+            Shape::Tuple(elems) => {
+                f.write_char('(')?;
+                for (i, e) in elems.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    go(f, e, ids)?;
+                }
+                f.write_char(')')
+            }
+            _ => match ids.next() {
+                Some(id) => write!(f, "B{}", id.0),
+                None => f.write_str("B?"),
+            },
+        }
+    }
+    go(f, &value.shape, &mut value.buffers.iter())
+}
+
 #[cfg(test)]
 mod tests {
     use tessera_hlo::{ArrayShape, ElementType};
@@ -100,6 +189,7 @@ mod tests {
     use super::*;
     use crate::kernel::{IndexExpr, KernelBuilder, MemType, Ty};
     use crate::program::{Buffer, BufferId, Launch};
+    use tessera_hlo::Shape;
 
     fn buffer(name: &str, dims: &[i64], kind: BufferKind, offset: Option<u64>) -> Buffer {
         let mut shape = ArrayShape::new(ElementType::F32, dims);
@@ -128,7 +218,49 @@ mod tests {
                 buffer("big", &[10], BufferKind::Constant(big), None),
             ],
             kernels: vec![b.finish()],
-            launches: vec![Launch { kernel: 0, args: vec![BufferId(0), BufferId(1)] }],
+            steps: vec![
+                Step::Launch(Launch { kernel: 0, args: vec![BufferId(0), BufferId(1)] }),
+                Step::While {
+                    cond: vec![Step::Copy { src: BufferId(3), dst: BufferId(2) }],
+                    pred: BufferId(2),
+                    body: vec![Step::Conditional {
+                        selector: BufferId(2),
+                        branches: vec![vec![Step::Launch(Launch { kernel: 3, args: vec![] })], vec![]],
+                    }],
+                },
+                Step::Host(HostOp::CustomCall {
+                    name: "cc".into(),
+                    target: "host_fn".into(),
+                    operands: vec![
+                        HostValue {
+                            shape: Shape::Array(ArrayShape::new(ElementType::F32, &[2])),
+                            buffers: vec![BufferId(1)],
+                        },
+                        HostValue {
+                            shape: Shape::Tuple(vec![
+                                Shape::Array(ArrayShape::new(ElementType::F32, &[2])),
+                                Shape::Array(ArrayShape::new(ElementType::F32, &[1])),
+                            ]),
+                            buffers: vec![BufferId(1), BufferId(3)],
+                        },
+                    ],
+                    result: HostValue {
+                        shape: Shape::Array(ArrayShape::new(ElementType::F32, &[2])),
+                        buffers: vec![BufferId(2)],
+                    },
+                }),
+                Step::Host(HostOp::Infeed {
+                    name: "in".into(),
+                    result: HostValue { shape: Shape::Tuple(vec![]), buffers: vec![] },
+                }),
+                Step::Host(HostOp::Outfeed {
+                    name: "out".into(),
+                    operand: HostValue {
+                        shape: Shape::Array(ArrayShape::new(ElementType::F32, &[2])),
+                        buffers: vec![BufferId(2)],
+                    },
+                }),
+            ],
             parameters: vec![BufferId(0)],
             results: vec![BufferId(1)],
             arenas: vec![(0, 128)],
@@ -149,6 +281,18 @@ mod tests {
   }
 
   launch copy(B0, B1)
+  while {
+    copy B3 -> B2
+  } pred B2 do {
+    conditional B2 {
+    branch 0:
+      launch <kernel 3>()
+    branch 1:
+    }
+  }
+  custom-call "host_fn" %cc (B1, (B1, B3)) -> B2
+  infeed %in -> ()
+  outfeed %out B2
   parameters B0
   results B1
 }

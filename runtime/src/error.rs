@@ -16,6 +16,10 @@ pub enum RuntimeError {
     /// The executable's description contradicts itself (a bug in whatever assembled it).
     #[error("invalid executable: {0}")]
     Invalid(String),
+    /// A host operation failed: an infeed with nothing queued, a custom-call whose function
+    /// failed or returned another shape.
+    #[error("{op} '{name}': {message}")]
+    Host { op: &'static str, name: String, message: String },
     #[error("could not start the thread pool: {0}")]
     ThreadPool(String),
 }

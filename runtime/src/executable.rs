@@ -1,21 +1,30 @@
 //! The executable (DESIGN.md section 7): a buffer table (parameters, results, temporaries at
-//! offsets in their memory space's arena, constants) and the kernel launches in order, plus
-//! the owner of the kernels' machine code.
+//! offsets in their memory space's arena, constants), the kernel launches, the step tree that
+//! orders them (with copies, loops, conditionals and host operations), the infeed and outfeed
+//! queues, and the owner of the kernels' machine code.
 //!
 //! Everything that does not depend on the caller's buffers is done once, in
-//! [`Executable::new`]: arenas are allocated, constants placed, and each launch's pointer
-//! table built with the fixed addresses filled in. A run only writes the caller's parameter
-//! and result addresses into the slots that name them, so a warmed-up run allocates nothing.
-//! Caller buffers that are not 64-byte aligned (kernels may assume `Program::ALIGNMENT`) go
-//! through a staging copy kept per parameter/result.
+//! [`Executable::new`]: arenas are allocated, constants placed, each launch's pointer table
+//! built with the fixed addresses filled in, and every step checked against the buffer table.
+//! A run only writes the caller's parameter and result addresses into the slots that name
+//! them, so a warmed-up run allocates nothing (host operations aside: they hand literals to
+//! the host). Caller buffers that are not 64-byte aligned (kernels may assume
+//! `Program::ALIGNMENT`) go through a staging copy kept per parameter/result.
+//!
+//! Runs are serialized by a mutex; a host function must not run the executable that calls
+//! it.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use crate::buffer::{is_aligned, AlignedBuffer, ALIGNMENT};
+use tessera_hlo::Literal;
+
 use crate::error::RuntimeError;
 use crate::gemm::GemmThreads;
+use crate::host_io::{leaf_shapes, read_value, write_value, HostQueues};
 use crate::memory_space::{Arena, MemorySpaces};
+use crate::step::{HostEntry, HostValueEntry, Selector, StepEntry};
 use crate::thread_pool::ThreadPool;
 use crate::KernelFn;
 
@@ -56,6 +65,8 @@ pub struct LaunchEntry {
 pub struct ExecutableParts {
     pub buffers: Vec<BufferEntry>,
     pub launches: Vec<LaunchEntry>,
+    /// What a run does; `StepEntry::Launch(j)` runs `launches[j]`.
+    pub steps: Vec<StepEntry>,
     /// Arena size in bytes per memory space.
     pub arenas: Vec<(i64, u64)>,
     /// Owns the machine code behind every `LaunchEntry::function`.
@@ -73,6 +84,8 @@ enum Bound {
 struct RunState {
     /// Every launch's pointer table, back to back.
     tables: Vec<*mut u8>,
+    /// Base address of every buffer the executable owns (null for caller buffers).
+    fixed: Vec<*mut u8>,
     /// Caller addresses of this run: parameters then results.
     bound: Vec<*mut u8>,
     /// Aligned stand-ins for unaligned caller buffers, parameters then results.
@@ -86,6 +99,8 @@ unsafe impl Send for RunState {}
 pub struct Executable {
     buffers: Vec<BufferEntry>,
     launches: Vec<LaunchEntry>,
+    steps: Vec<StepEntry>,
+    queues: HostQueues,
     /// `table_start[j]`: where launch `j`'s pointer table starts in `RunState::tables`.
     table_start: Vec<usize>,
     /// Bytes each launch's buffers span (the thread pool's size heuristic).
@@ -112,7 +127,7 @@ impl Executable {
         spaces: &MemorySpaces,
         pool: Arc<ThreadPool>,
     ) -> Result<Executable, RuntimeError> {
-        let ExecutableParts { mut buffers, launches, arenas, code } = parts;
+        let ExecutableParts { mut buffers, launches, steps, arenas, code } = parts;
         let invalid = |m: String| Err(RuntimeError::Invalid(m));
 
         let mut parameters = Vec::new();
@@ -206,11 +221,16 @@ impl Executable {
             work_bytes.push(bytes);
         }
 
+        check_steps(&steps, &buffers, launches.len())?;
+
         let callers = parameters.len() + results.len();
-        let state = RunState { tables, bound: vec![std::ptr::null_mut(); callers], staging: vec![None; callers] };
+        let state =
+            RunState { tables, fixed, bound: vec![std::ptr::null_mut(); callers], staging: vec![None; callers] };
         Ok(Executable {
             buffers,
             launches,
+            steps,
+            queues: HostQueues::default(),
             table_start,
             work_bytes,
             patches,
@@ -248,6 +268,30 @@ impl Executable {
 
     pub fn launches(&self) -> &[LaunchEntry] {
         &self.launches
+    }
+
+    pub fn steps(&self) -> &[StepEntry] {
+        &self.steps
+    }
+
+    /// Queues a literal for the next `infeed` to read (first in, first out). An infeed that
+    /// runs with nothing queued fails the run with [`RuntimeError::Host`].
+    pub fn push_infeed(&self, literal: Literal) {
+        self.queues.push_infeed(literal);
+    }
+
+    /// Literals queued and not yet read.
+    pub fn infeed_len(&self) -> usize {
+        self.queues.infeed_len()
+    }
+
+    /// The oldest literal an `outfeed` produced and nobody took yet.
+    pub fn pop_outfeed(&self) -> Option<Literal> {
+        self.queues.pop_outfeed()
+    }
+
+    pub fn outfeed_len(&self) -> usize {
+        self.queues.outfeed_len()
     }
 
     /// Arena bytes per memory space.
@@ -295,15 +339,7 @@ impl Executable {
 
         {
             let _gemm = GemmThreads::enter(&self.pool);
-            for (j, launch) in self.launches.iter().enumerate() {
-                // SAFETY: every table entry points to a live buffer of the size the kernel was
-                // compiled for: arenas and constants we own (checked in `new`), and caller
-                // buffers whose sizes were checked above and which the borrows keep alive.
-                unsafe {
-                    let table = state.tables.as_ptr().add(self.table_start[j]);
-                    self.pool.launch(launch.function, table, launch.extent, self.work_bytes[j]);
-                }
-            }
+            self.run_steps(&self.steps, state)?;
         }
 
         for (n, r) in results.iter_mut().enumerate() {
@@ -312,6 +348,114 @@ impl Executable {
             }
         }
         Ok(())
+    }
+
+    /// Where buffer `i` is during this run.
+    fn address(&self, state: &RunState, i: usize) -> *mut u8 {
+        match self.buffers[i].role {
+            BufferRole::Parameter(n) => state.bound[n],
+            BufferRole::Result(n) => state.bound[self.parameters.len() + n],
+            _ => state.fixed[i],
+        }
+    }
+
+    /// Buffer `i`'s bytes during this run.
+    ///
+    /// SAFETY: the caller holds the run state (so the addresses are this run's, and no other
+    /// run touches the buffers) and holds no mutable view of the same buffer.
+    unsafe fn bytes(&self, state: &RunState, i: usize) -> &[u8] {
+        unsafe { std::slice::from_raw_parts(self.address(state, i), self.buffers[i].bytes as usize) }
+    }
+
+    fn run_steps(&self, steps: &[StepEntry], state: &mut RunState) -> Result<(), RuntimeError> {
+        for step in steps {
+            match step {
+                StepEntry::Launch(j) => {
+                    let launch = &self.launches[*j];
+                    // SAFETY: every table entry points to a live buffer of the size the kernel
+                    // was compiled for: arenas and constants we own (checked in `new`), and
+                    // caller buffers whose sizes were checked by `run` and which its borrows
+                    // keep alive.
+                    unsafe {
+                        let table = state.tables.as_ptr().add(self.table_start[*j]);
+                        self.pool.launch(launch.function, table, launch.extent, self.work_bytes[*j]);
+                    }
+                }
+                &StepEntry::Copy { src, dst } => {
+                    if src != dst {
+                        let (s, d) = (self.address(state, src), self.address(state, dst));
+                        // SAFETY: both buffers have `bytes` bytes (checked in `new`); distinct
+                        // buffers of one run never overlap (buffer assignment keeps buffers
+                        // live together apart, and caller buffers are separate borrows).
+                        unsafe { std::ptr::copy(s, d, self.buffers[dst].bytes as usize) };
+                    }
+                }
+                StepEntry::While { cond, pred, body } => loop {
+                    self.run_steps(cond, state)?;
+                    // SAFETY: `pred` holds at least one byte (checked in `new`).
+                    if unsafe { *self.address(state, *pred) } == 0 {
+                        break;
+                    }
+                    self.run_steps(body, state)?;
+                },
+                StepEntry::Conditional { selector, kind, branches } => {
+                    // SAFETY: the selector holds a pred byte or an i32 (checked in `new`).
+                    let bytes = unsafe { self.bytes(state, *selector) };
+                    let index = match kind {
+                        Selector::Pred => usize::from(bytes[0] == 0),
+                        Selector::S32 => {
+                            let v = i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+                            usize::try_from(v).ok().filter(|&i| i < branches.len()).unwrap_or(branches.len() - 1)
+                        }
+                    };
+                    self.run_steps(&branches[index], state)?;
+                }
+                StepEntry::Host(op) => self.host(op, state)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn host(&self, op: &HostEntry, state: &mut RunState) -> Result<(), RuntimeError> {
+        let fail = |message: String| RuntimeError::Host { op: op.kind(), name: op.name().to_string(), message };
+        let read = |value: &HostValueEntry| -> Result<Literal, RuntimeError> {
+            // SAFETY: the leaves were checked against the buffer table in `new`; nothing
+            // writes while they are read.
+            let leaves: Vec<&[u8]> = value.buffers.iter().map(|&i| unsafe { self.bytes(state, i) }).collect();
+            read_value(value, &leaves).map_err(fail)
+        };
+        let write = |value: &HostValueEntry, literal: &Literal| -> Result<(), RuntimeError> {
+            let parts = write_value(value, literal).map_err(|m| fail(format!("the host's value: {m}")))?;
+            for (&i, bytes) in value.buffers.iter().zip(parts) {
+                if bytes.len() as u64 != self.buffers[i].bytes {
+                    return Err(fail(format!("buffer '{}' does not hold the value's layout", self.buffers[i].name)));
+                }
+                // SAFETY: the buffer has exactly `bytes.len()` bytes and is writable (checked
+                // in `new`); the bytes come from a separate allocation.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.address(state, i), bytes.len()) };
+            }
+            Ok(())
+        };
+        match op {
+            HostEntry::CustomCall { target, function, operands, result, .. } => {
+                let args = operands.iter().map(read).collect::<Result<Vec<_>, _>>()?;
+                let out =
+                    function(&args).map_err(|m| fail(format!("the function registered for '{target}' failed: {m}")))?;
+                write(result, &out)
+            }
+            HostEntry::Infeed { result, .. } => {
+                let literal = self
+                    .queues
+                    .pop_infeed()
+                    .ok_or_else(|| fail("nothing is queued (Executable::push_infeed queues values)".into()))?;
+                write(result, &literal)
+            }
+            HostEntry::Outfeed { operand, .. } => {
+                let literal = read(operand)?;
+                self.queues.push_outfeed(literal);
+                Ok(())
+            }
+        }
     }
 
     fn check(
@@ -339,6 +483,85 @@ impl Executable {
         }
         Ok(())
     }
+}
+
+/// Checks every step against the buffer table: indices in range, copies between equal sizes
+/// into writable buffers, predicates and selectors of the right size, host values whose
+/// buffers match their shapes.
+fn check_steps(steps: &[StepEntry], buffers: &[BufferEntry], launches: usize) -> Result<(), RuntimeError> {
+    let invalid = |m: String| Err(RuntimeError::Invalid(m));
+    let get = |i: usize| {
+        buffers.get(i).ok_or_else(|| RuntimeError::Invalid(format!("a step names buffer {i} of {}", buffers.len())))
+    };
+    let read_only = |b: &BufferEntry| matches!(b.role, BufferRole::Parameter(_) | BufferRole::Constant(_));
+    for step in steps {
+        match step {
+            StepEntry::Launch(j) if *j >= launches => return invalid(format!("a step runs launch {j} of {launches}")),
+            StepEntry::Launch(_) => {}
+            &StepEntry::Copy { src, dst } => {
+                let (s, d) = (get(src)?, get(dst)?);
+                if s.bytes != d.bytes || read_only(d) {
+                    return invalid(format!(
+                        "copy '{}' -> '{}': different sizes or a read-only destination",
+                        s.name, d.name
+                    ));
+                }
+            }
+            StepEntry::While { cond, pred, body } => {
+                if get(*pred)?.bytes < 1 {
+                    return invalid(format!("while predicate '{}' is empty", buffers[*pred].name));
+                }
+                check_steps(cond, buffers, launches)?;
+                check_steps(body, buffers, launches)?;
+            }
+            StepEntry::Conditional { selector, kind, branches } => {
+                let need = match kind {
+                    Selector::Pred => 1,
+                    Selector::S32 => 4,
+                };
+                if get(*selector)?.bytes < need || branches.is_empty() {
+                    return invalid(format!(
+                        "conditional on '{}': bad selector or no branches",
+                        buffers[*selector].name
+                    ));
+                }
+                for b in branches {
+                    check_steps(b, buffers, launches)?;
+                }
+            }
+            StepEntry::Host(op) => {
+                let (reads, writes) = op.values();
+                for (value, written) in
+                    reads.into_iter().map(|v| (v, false)).chain(writes.into_iter().map(|v| (v, true)))
+                {
+                    let shapes = leaf_shapes(&value.shape);
+                    if shapes.len() != value.buffers.len() {
+                        return invalid(format!(
+                            "{} '{}': a value's buffers do not match its shape",
+                            op.kind(),
+                            op.name()
+                        ));
+                    }
+                    for (shape, &i) in shapes.into_iter().zip(&value.buffers) {
+                        let b = get(i)?;
+                        let bytes = shape
+                            .as_array()
+                            .and_then(|a| tessera_hlo::LayoutMap::new(a).ok())
+                            .map(|m| m.physical_byte_size());
+                        if bytes.is_none_or(|n| n as u64 != b.bytes) || (written && read_only(b)) {
+                            return invalid(format!(
+                                "{} '{}': buffer '{}' does not fit {shape}",
+                                op.kind(),
+                                op.name(),
+                                b.name
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The staging buffer of one caller slot, allocated on first use.
@@ -400,6 +623,7 @@ mod tests {
                 LaunchEntry { name: "add".into(), function: add, extent: n as i64, buffers: vec![0, 1, 2] },
                 LaunchEntry { name: "double".into(), function: double, extent: n as i64, buffers: vec![2, 3] },
             ],
+            steps: StepEntry::in_order(2),
             arenas: vec![(space, 64 + bytes)],
             code: Box::new(()),
         };
@@ -472,6 +696,7 @@ mod tests {
         let make = |buffers: Vec<BufferEntry>, launch: Vec<usize>, arenas: Vec<(i64, u64)>| ExecutableParts {
             buffers,
             launches: vec![LaunchEntry { name: "k".into(), function: double, extent: 1, buffers: launch }],
+            steps: StepEntry::in_order(1),
             arenas,
             code: Box::new(()),
         };
@@ -530,6 +755,7 @@ mod tests {
                     extent: 1,
                     buffers: vec![0, 1, 2],
                 }],
+                steps: StepEntry::in_order(1),
                 arenas: vec![],
                 code: Box::new(()),
             };
@@ -544,9 +770,132 @@ mod tests {
         }
     }
 
+    /// s[0] += 1 (i32), buffers (s).
+    unsafe extern "C" fn increment(buffers: *const *mut u8, _lo: i64, _hi: i64) {
+        unsafe { *(*buffers as *mut i32) += 1 }
+    }
+
+    /// pred = s[0] < limit[0] (i32 in, one byte out), buffers (s, limit, pred).
+    unsafe extern "C" fn less(buffers: *const *mut u8, _lo: i64, _hi: i64) {
+        unsafe { *(*buffers.add(2)) = u8::from(*(*buffers as *const i32) < *(*buffers.add(1) as *const i32)) }
+    }
+
+    /// A counter loop (copy in, while, copy out), then a conditional on an s32 selector
+    /// whose branches copy different constants, and host steps around them.
+    fn control_flow(host: crate::step::HostFunctions) -> Executable {
+        use crate::step::{HostEntry, HostValueEntry, Selector, StepEntry as S};
+        let i32_entry = |name: &str, role| entry(name, 4, role);
+        let scalar = |bytes: [u8; 4]| BufferRole::Constant(AlignedBuffer::from_bytes(&bytes).unwrap());
+        let s32 = tessera_hlo::Shape::scalar(tessera_hlo::ElementType::S32);
+        let mut steps = vec![
+            S::Copy { src: 0, dst: 2 },
+            S::While { cond: vec![S::Launch(1)], pred: 3, body: vec![S::Launch(0)] },
+            S::Copy { src: 2, dst: 4 },
+            S::Conditional {
+                selector: 1,
+                kind: Selector::S32,
+                branches: vec![vec![S::Copy { src: 6, dst: 5 }], vec![S::Copy { src: 7, dst: 5 }]],
+            },
+            S::Host(HostEntry::Outfeed {
+                name: "out".into(),
+                operand: HostValueEntry { shape: s32.clone(), buffers: vec![4] },
+            }),
+        ];
+        if let Some(f) = host.get("twice") {
+            steps.push(S::Host(HostEntry::CustomCall {
+                name: "cc".into(),
+                target: "twice".into(),
+                function: f.clone(),
+                operands: vec![HostValueEntry { shape: s32.clone(), buffers: vec![4] }],
+                result: HostValueEntry { shape: s32.clone(), buffers: vec![5] },
+            }));
+        }
+        steps.push(S::Host(HostEntry::Infeed {
+            name: "in".into(),
+            result: HostValueEntry { shape: s32, buffers: vec![8] },
+        }));
+        let parts = ExecutableParts {
+            buffers: vec![
+                i32_entry("start", BufferRole::Parameter(0)),
+                i32_entry("limit", BufferRole::Parameter(1)),
+                i32_entry("s", BufferRole::Temp { space: 0, offset: 0 }),
+                entry("pred", 1, BufferRole::Temp { space: 0, offset: 64 }),
+                i32_entry("count", BufferRole::Result(0)),
+                i32_entry("branch", BufferRole::Result(1)),
+                i32_entry("c0", scalar(100i32.to_le_bytes())),
+                i32_entry("c1", scalar(200i32.to_le_bytes())),
+                i32_entry("fed", BufferRole::Result(2)),
+            ],
+            launches: vec![
+                LaunchEntry { name: "inc".into(), function: increment, extent: 1, buffers: vec![2] },
+                LaunchEntry { name: "lt".into(), function: less, extent: 1, buffers: vec![2, 1, 3] },
+            ],
+            steps,
+            arenas: vec![(0, 128)],
+            code: Box::new(()),
+        };
+        Executable::new(parts, &MemorySpaces::new(), Arc::new(ThreadPool::new(Some(1)).unwrap())).unwrap()
+    }
+
+    #[test]
+    fn steps_loop_branch_copy_and_reach_the_host() {
+        let exe = control_flow(Default::default());
+        let i32s = |b: &[u8]| i32::from_le_bytes(b.try_into().unwrap());
+        // The selector is `limit`: 0 picks branch 0; 1, out-of-range 3 and 9, and -1 pick the last.
+        for (start, limit, count, branch) in
+            [(0, 5, 5, 200), (7, 3, 7, 200), (-2, 0, 0, 100), (0, 1, 1, 200), (-3, -1, -1, 200)]
+        {
+            exe.push_infeed(tessera_hlo::Literal::scalar(start * 10));
+            let (mut c, mut b, mut fed) = ([0u8; 4], [0u8; 4], [0u8; 4]);
+            exe.run(&[&i32::to_le_bytes(start), &i32::to_le_bytes(limit)], &mut [&mut c, &mut b, &mut fed]).unwrap();
+            assert_eq!((i32s(&c), i32s(&b), i32s(&fed)), (count, branch, start * 10), "start {start}, limit {limit}");
+            assert_eq!(exe.pop_outfeed().unwrap().to_vec::<i32>().unwrap(), vec![count]);
+        }
+        let (mut c, mut b, mut fed) = ([0u8; 4], [0u8; 4], [0u8; 4]);
+        let err = exe.run(&[&[0; 4], &[0; 4]], &mut [&mut c, &mut b, &mut fed]).unwrap_err();
+        assert_eq!(err.to_string(), "infeed 'in': nothing is queued (Executable::push_infeed queues values)");
+
+        let mut host = crate::step::HostFunctions::new();
+        host.insert(
+            "twice".into(),
+            Arc::new(|args: &[tessera_hlo::Literal]| {
+                let v = args[0].to_vec::<i32>().map_err(|e| e.to_string())?[0];
+                Ok(tessera_hlo::Literal::scalar(2 * v))
+            }),
+        );
+        let exe = control_flow(host);
+        exe.push_infeed(tessera_hlo::Literal::scalar(1i32));
+        exe.run(&[&i32::to_le_bytes(0), &i32::to_le_bytes(21)], &mut [&mut c, &mut b, &mut fed]).unwrap();
+        assert_eq!(i32s(&b), 42, "the custom-call overwrote the branch's value");
+    }
+
+    #[test]
+    fn malformed_steps_are_rejected() {
+        use crate::step::{Selector, StepEntry as S};
+        let pool = Arc::new(ThreadPool::new(Some(1)).unwrap());
+        let make = |steps: Vec<S>| ExecutableParts {
+            buffers: vec![entry("p", 4, BufferRole::Parameter(0)), entry("r", 8, BufferRole::Result(0))],
+            launches: vec![],
+            steps,
+            arenas: vec![],
+            code: Box::new(()),
+        };
+        let cases = [
+            (make(vec![S::Launch(0)]), "runs launch 0 of 0"),
+            (make(vec![S::Copy { src: 1, dst: 0 }]), "different sizes or a read-only destination"),
+            (make(vec![S::Copy { src: 0, dst: 7 }]), "names buffer 7"),
+            (make(vec![S::Conditional { selector: 0, kind: Selector::S32, branches: vec![] }]), "no branches"),
+        ];
+        for (parts, text) in cases {
+            let err = Executable::new(parts, &MemorySpaces::new(), pool.clone()).err().unwrap();
+            assert!(err.to_string().contains(text), "{err}");
+        }
+    }
+
     #[test]
     fn empty_executable_runs() {
-        let parts = ExecutableParts { buffers: vec![], launches: vec![], arenas: vec![], code: Box::new(()) };
+        let parts =
+            ExecutableParts { buffers: vec![], launches: vec![], steps: vec![], arenas: vec![], code: Box::new(()) };
         let exe = Executable::new(parts, &MemorySpaces::new(), Arc::new(ThreadPool::new(Some(1)).unwrap())).unwrap();
         exe.run(&[], &mut []).unwrap();
     }

@@ -8,7 +8,9 @@ pub mod conv;
 pub mod error;
 pub mod executable;
 pub mod gemm;
+mod host_io;
 pub mod memory_space;
+pub mod step;
 pub mod thread_pool;
 
 pub use abi::KernelFn;
@@ -16,4 +18,5 @@ pub use buffer::AlignedBuffer;
 pub use error::RuntimeError;
 pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry};
 pub use memory_space::{MemorySpace, MemorySpaces};
+pub use step::{HostEntry, HostFunctions, HostValueEntry, Selector, StepEntry};
 pub use thread_pool::ThreadPool;

@@ -34,6 +34,11 @@ impl CustomCallRegistry {
     pub fn contains(&self, target: &str) -> bool {
         self.targets.contains_key(target)
     }
+
+    /// The function registered for `target` (other executors of the same module call it too).
+    pub fn get(&self, target: &str) -> Option<&HostFn> {
+        self.targets.get(target).map(|f| &**f)
+    }
 }
 
 impl std::fmt::Debug for CustomCallRegistry {
@@ -79,6 +84,16 @@ impl EvalOptions {
 
     pub fn push_infeed(&self, literal: Literal) {
         lock(&self.infeed).push_back(literal);
+    }
+
+    /// The next queued infeed literal (for other executors that share these queues).
+    pub fn pop_infeed(&self) -> Option<Literal> {
+        lock(&self.infeed).pop_front()
+    }
+
+    /// Records an outfeed literal (for other executors that share these queues).
+    pub fn push_outfeed(&self, literal: Literal) {
+        lock(&self.outfeed).push(literal);
     }
 
     /// Literals still queued for infeed.

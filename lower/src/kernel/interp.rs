@@ -25,7 +25,9 @@ mod conv;
 
 use super::verify::{verify_kernel, KernelVerifyError};
 use super::*;
-use crate::program::{BufferKind, Program};
+use crate::program::{BufferKind, HostOp, HostValue, Program, SelectorKind, Step};
+use tessera_hlo::eval::EvalOptions;
+use tessera_hlo::{Literal, Shape};
 
 /// Why a kernel or program could not run to completion.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -75,8 +77,16 @@ pub fn run_kernel(kernel: &Kernel, buffers: &mut [&mut [u8]]) -> Result<(), Kern
 
 /// Runs `program` on `args` (entry parameters in order, each exactly its buffer's bytes) and
 /// returns the result buffers' bytes. Every buffer gets its own allocation (arena offsets are
-/// ignored); temps and results start zeroed.
+/// ignored); temps and results start zeroed. Host operations find nothing registered and no
+/// infeed queued: see [`run_program_with`].
 pub fn run_program(program: &Program, args: &[&[u8]]) -> Result<Vec<Vec<u8>>, KernelRunError> {
+    run_program_with(program, args, &EvalOptions::default())
+}
+
+/// [`run_program`] with the host's side of host operations: custom-calls run the functions
+/// of `host.custom_calls`, infeeds take from its infeed queue, outfeeds append to its outfeed
+/// (the same queues and registry `hlo::eval::evaluate_with` uses).
+pub fn run_program_with(program: &Program, args: &[&[u8]], host: &EvalOptions) -> Result<Vec<Vec<u8>>, KernelRunError> {
     let err = |m: String| KernelRunError::Program(m);
     if args.len() != program.parameters.len() {
         return Err(err(format!(
@@ -116,45 +126,211 @@ pub fn run_program(program: &Program, args: &[&[u8]]) -> Result<Vec<Vec<u8>>, Ke
         };
         storage.push(data);
     }
-    let check_id = |id: crate::BufferId| {
-        if (id.0 as usize) < program.buffers.len() {
-            Ok(id.0 as usize)
-        } else {
-            Err(err(format!("buffer B{} does not exist", id.0)))
-        }
-    };
     for id in program.parameters.iter().chain(&program.results) {
-        check_id(*id)?;
+        check_id(program, *id)?;
     }
     let compiled: Vec<Compiled> = program.kernels.iter().map(Compiled::new).collect::<Result<_, _>>()?;
-    for (li, launch) in program.launches.iter().enumerate() {
-        let c =
-            compiled.get(launch.kernel).ok_or_else(|| err(format!("launch {li} names kernel {}", launch.kernel)))?;
-        let k = c.kernel;
-        if launch.args.len() != k.buffers.len() {
-            return Err(err(format!(
-                "launch {li} binds {} buffers to kernel '{}' of {}",
-                launch.args.len(),
-                k.name,
-                k.buffers.len()
-            )));
-        }
-        let mut map = Vec::with_capacity(launch.args.len());
-        for (kb, id) in k.buffers.iter().zip(&launch.args) {
-            let pi = check_id(*id)?;
-            let read_only = matches!(program.buffers[pi].kind, BufferKind::Parameter(_) | BufferKind::Constant(_));
-            if kb.writable && read_only {
-                return Err(err(format!(
-                    "launch {li} binds read-only buffer B{pi} to writable buffer '{}' of kernel '{}'",
-                    kb.name, k.name
-                )));
-            }
-            map.push(pi);
-        }
-        let mut views: Vec<&mut [u8]> = storage.iter_mut().map(|v| v.as_mut_slice()).collect();
-        c.run(&mut views, &map)?;
+    let mut runner = ProgramRunner { program, compiled, storage, host };
+    runner.steps(&program.steps)?;
+    Ok(program.results.iter().map(|id| runner.storage[id.0 as usize].clone()).collect())
+}
+
+fn check_id(program: &Program, id: crate::BufferId) -> Result<usize, KernelRunError> {
+    if (id.0 as usize) < program.buffers.len() {
+        Ok(id.0 as usize)
+    } else {
+        Err(KernelRunError::Program(format!("buffer B{} does not exist", id.0)))
     }
-    Ok(program.results.iter().map(|id| storage[id.0 as usize].clone()).collect())
+}
+
+fn is_read_only(program: &Program, i: usize) -> bool {
+    matches!(program.buffers[i].kind, BufferKind::Parameter(_) | BufferKind::Constant(_))
+}
+
+struct ProgramRunner<'p> {
+    program: &'p Program,
+    compiled: Vec<Compiled<'p>>,
+    storage: Vec<Vec<u8>>,
+    host: &'p EvalOptions,
+}
+
+impl ProgramRunner<'_> {
+    fn steps(&mut self, steps: &[Step]) -> Result<(), KernelRunError> {
+        steps.iter().try_for_each(|s| self.step(s))
+    }
+
+    fn step(&mut self, step: &Step) -> Result<(), KernelRunError> {
+        let err = |m: String| KernelRunError::Program(m);
+        let program = self.program;
+        match step {
+            Step::Launch(launch) => {
+                let c = self
+                    .compiled
+                    .get(launch.kernel)
+                    .ok_or_else(|| err(format!("a launch names kernel {}", launch.kernel)))?;
+                let k = c.kernel;
+                if launch.args.len() != k.buffers.len() {
+                    return Err(err(format!(
+                        "a launch binds {} buffers to kernel '{}' of {}",
+                        launch.args.len(),
+                        k.name,
+                        k.buffers.len()
+                    )));
+                }
+                let mut map = Vec::with_capacity(launch.args.len());
+                for (kb, id) in k.buffers.iter().zip(&launch.args) {
+                    let pi = check_id(program, *id)?;
+                    if kb.writable && is_read_only(program, pi) {
+                        return Err(err(format!(
+                            "a launch binds read-only buffer B{pi} to writable buffer '{}' of kernel '{}'",
+                            kb.name, k.name
+                        )));
+                    }
+                    map.push(pi);
+                }
+                let mut views: Vec<&mut [u8]> = self.storage.iter_mut().map(|v| v.as_mut_slice()).collect();
+                c.run(&mut views, &map)
+            }
+            Step::Copy { src, dst } => {
+                let (s, d) = (check_id(program, *src)?, check_id(program, *dst)?);
+                if is_read_only(program, d) || self.storage[s].len() != self.storage[d].len() {
+                    return Err(err(format!("copy B{s} -> B{d}: read-only destination or different sizes")));
+                }
+                if s != d {
+                    let data = std::mem::take(&mut self.storage[s]);
+                    self.storage[d].copy_from_slice(&data);
+                    self.storage[s] = data;
+                }
+                Ok(())
+            }
+            Step::While { cond, pred, body } => {
+                let p = check_id(program, *pred)?;
+                loop {
+                    self.steps(cond)?;
+                    match self.storage[p].first() {
+                        Some(&b) if b != 0 => self.steps(body)?,
+                        Some(_) => return Ok(()),
+                        None => return Err(err(format!("while predicate B{p} is empty"))),
+                    }
+                }
+            }
+            Step::Conditional { selector, branches } => {
+                let i = check_id(program, *selector)?;
+                let kind = SelectorKind::of(&program.buffers[i].shape)
+                    .ok_or_else(|| err(format!("conditional selector B{i} is not a scalar pred or s32")))?;
+                let bytes = &self.storage[i];
+                let index = match kind {
+                    SelectorKind::Pred => usize::from(bytes.first().is_none_or(|&b| b == 0)),
+                    SelectorKind::S32 => {
+                        let v = bytes.get(..4).map_or(-1, |b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+                        usize::try_from(v)
+                            .ok()
+                            .filter(|&v| v < branches.len())
+                            .unwrap_or(branches.len().saturating_sub(1))
+                    }
+                };
+                match branches.get(index) {
+                    Some(b) => self.steps(b),
+                    None => Err(err("a conditional without branches".into())),
+                }
+            }
+            Step::Host(op) => self.host_op(op),
+        }
+    }
+
+    fn host_op(&mut self, op: &HostOp) -> Result<(), KernelRunError> {
+        let fail = |m: String| KernelRunError::Program(format!("{} '{}': {m}", host_op_kind(op), op.name()));
+        match op {
+            HostOp::CustomCall { target, operands, result, .. } => {
+                let f = self
+                    .host
+                    .custom_calls
+                    .get(target)
+                    .ok_or_else(|| fail(format!("no function is registered for target '{target}'")))?;
+                let args = operands.iter().map(|o| self.literal(o)).collect::<Result<Vec<_>, _>>().map_err(fail)?;
+                let out = f(&args).map_err(|m| fail(format!("the host function failed: {m}")))?;
+                self.store(result, &out).map_err(fail)
+            }
+            HostOp::Infeed { result, .. } => {
+                let lit = self.host.pop_infeed().ok_or_else(|| fail("nothing is queued".into()))?;
+                self.store(result, &lit).map_err(fail)
+            }
+            HostOp::Outfeed { operand, .. } => {
+                let lit = self.literal(operand).map_err(fail)?;
+                self.host.push_outfeed(lit);
+                Ok(())
+            }
+        }
+    }
+
+    /// The literal a host value's buffers hold.
+    fn literal(&self, value: &HostValue) -> Result<Literal, String> {
+        let mut ids = value.buffers.iter();
+        let lit = self.literal_of(&value.shape, &mut ids)?;
+        if ids.next().is_some() {
+            return Err("more buffers than the shape has arrays".into());
+        }
+        Ok(lit)
+    }
+
+    fn literal_of(&self, shape: &Shape, ids: &mut std::slice::Iter<'_, crate::BufferId>) -> Result<Literal, String> {
+        match shape {
+            Shape::Tuple(elems) => {
+                Ok(Literal::tuple(elems.iter().map(|e| self.literal_of(e, ids)).collect::<Result<_, _>>()?))
+            }
+            _ => {
+                let id = ids.next().ok_or("fewer buffers than the shape has arrays")?;
+                let i = check_id(self.program, *id).map_err(|e| e.to_string())?;
+                Literal::from_physical_bytes(shape.clone(), self.storage[i].clone()).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Lays `literal` out into a host value's buffers (in their layouts).
+    fn store(&mut self, value: &HostValue, literal: &Literal) -> Result<(), String> {
+        if !literal.shape().compatible(&value.shape) {
+            return Err(format!(
+                "the host gave {} where {} is expected",
+                literal.shape(),
+                value.shape.without_layout()
+            ));
+        }
+        let mut leaves = Vec::new();
+        host_leaves(literal, &mut leaves);
+        if leaves.len() != value.buffers.len() {
+            return Err("the literal's arrays do not match the buffers".into());
+        }
+        for (lit, id) in leaves.into_iter().zip(&value.buffers) {
+            let i = check_id(self.program, *id).map_err(|e| e.to_string())?;
+            if is_read_only(self.program, i) {
+                return Err(format!("buffer B{i} is read-only"));
+            }
+            let shape = Shape::Array(self.program.buffers[i].shape.clone());
+            let laid = lit.relayout_like(&shape).map_err(|e| e.to_string())?;
+            let bytes = laid.physical_bytes().map_err(|e| e.to_string())?;
+            if bytes.len() != self.storage[i].len() {
+                return Err(format!("buffer B{i} has {} bytes, the value {}", self.storage[i].len(), bytes.len()));
+            }
+            self.storage[i].copy_from_slice(bytes);
+        }
+        Ok(())
+    }
+}
+
+fn host_op_kind(op: &HostOp) -> &'static str {
+    match op {
+        HostOp::CustomCall { .. } => "custom-call",
+        HostOp::Infeed { .. } => "infeed",
+        HostOp::Outfeed { .. } => "outfeed",
+    }
+}
+
+/// Array leaves of a literal, depth-first.
+fn host_leaves<'a>(literal: &'a Literal, out: &mut Vec<&'a Literal>) {
+    match literal.tuple_elements() {
+        Some(elems) => elems.iter().for_each(|e| host_leaves(e, out)),
+        None => out.push(literal),
+    }
 }
 
 type Slot = u32;

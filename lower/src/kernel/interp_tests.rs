@@ -3,7 +3,7 @@
 use tessera_hlo::{ArrayShape, ElementType};
 
 use super::*;
-use crate::program::{Buffer, BufferId, Launch};
+use crate::program::{Buffer, BufferId, Launch, Step};
 
 const F32: MemType = MemType::Scalar(Ty::F32);
 
@@ -575,13 +575,20 @@ fn two_launch_program() -> Program {
             f32_buffer("out", 3, BufferKind::Result(0)),
         ],
         kernels: vec![zip("square", BinOp::Mul), zip("add", BinOp::Add)],
-        launches: vec![
-            Launch { kernel: 0, args: vec![BufferId(0), BufferId(0), BufferId(1)] },
-            Launch { kernel: 1, args: vec![BufferId(1), BufferId(2), BufferId(3)] },
+        steps: vec![
+            Step::Launch(Launch { kernel: 0, args: vec![BufferId(0), BufferId(0), BufferId(1)] }),
+            Step::Launch(Launch { kernel: 1, args: vec![BufferId(1), BufferId(2), BufferId(3)] }),
         ],
         parameters: vec![BufferId(0)],
         results: vec![BufferId(3)],
         arenas: vec![(0, 64)],
+    }
+}
+
+fn launch_mut(p: &mut Program, i: usize) -> &mut Launch {
+    match &mut p.steps[i] {
+        Step::Launch(l) => l,
+        _ => panic!("step {i} is not a launch"),
     }
 }
 
@@ -602,13 +609,13 @@ fn inconsistent_programs_are_errors() {
     assert!(program_err(&p, &[]));
     assert!(program_err(&p, &[&arg[..8]]));
     let mut q = p.clone();
-    q.launches[1].args[2] = BufferId(0); // writes the parameter
+    launch_mut(&mut q, 1).args[2] = BufferId(0); // writes the parameter
     assert!(program_err(&q, &[&arg]));
     let mut q = p.clone();
-    q.launches[1].kernel = 7;
+    launch_mut(&mut q, 1).kernel = 7;
     assert!(program_err(&q, &[&arg]));
     let mut q = p.clone();
-    q.launches[1].args.pop();
+    launch_mut(&mut q, 1).args.pop();
     assert!(program_err(&q, &[&arg]));
     let mut q = p.clone();
     q.results.push(BufferId(9));

@@ -33,7 +33,7 @@ mod text;
 pub mod verify;
 
 pub use builder::KernelBuilder;
-pub use interp::{run_kernel, run_program, Fault, KernelRunError};
+pub use interp::{run_kernel, run_program, run_program_with, Fault, KernelRunError};
 pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
 /// A loop induction variable (or the grid variable). Unique within a kernel.

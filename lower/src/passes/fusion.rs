@@ -1,4 +1,7 @@
-//! Loop and input fusion of the entry computation, after XLA's instruction fusion.
+//! Loop and input fusion, after XLA's instruction fusion, of every computation that runs as a
+//! sequence of kernels: the entry and the computations control flow runs (while conditions
+//! and bodies, conditional branches, calls), found from the entry. Fused computations and
+//! the computations ops apply per element (reducers, comparators) are not fused themselves.
 //!
 //! Every instruction that computes an array is either *materialized* (it gets its own kernel
 //! and buffer) or *inlined* into each of its users' kernels. A producer is inlined when it is
@@ -22,7 +25,7 @@
 use std::collections::{HashMap, HashSet};
 
 use tessera_hlo::ir::{AttrValue, Payload};
-use tessera_hlo::{Computation, InstId, Instruction, Module, Opcode, Shape};
+use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
 
 use crate::pass::Pass;
 use crate::LowerError;
@@ -52,14 +55,15 @@ impl Pass for Fusion {
 
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
         self.decisions.clear();
-        let entry = module.entry;
-        let comp = module.comp(entry);
-        let inlined = self.decide(comp);
-        let roots: Vec<InstId> =
-            comp.post_order().into_iter().filter(|&id| !inlined[id.index()] && computes(comp.inst(id))).collect();
         let mut changed = false;
-        for root in roots {
-            changed |= fuse_into(module, root, &inlined);
+        for comp_id in sequenced_computations(module) {
+            let comp = module.comp(comp_id);
+            let inlined = self.decide(comp, comp_id == module.entry);
+            let roots: Vec<InstId> =
+                comp.post_order().into_iter().filter(|&id| !inlined[id.index()] && computes(comp.inst(id))).collect();
+            for root in roots {
+                changed |= fuse_into(module, comp_id, root, &inlined);
+            }
         }
         Ok(changed)
     }
@@ -75,10 +79,34 @@ impl Pass for Fusion {
     }
 }
 
+/// The entry and every computation reached from it through while, conditional and call, in
+/// discovery order (each once).
+fn sequenced_computations(module: &Module) -> Vec<CompId> {
+    let mut order = vec![module.entry];
+    let mut seen: HashSet<CompId> = HashSet::from([module.entry]);
+    let mut next = 0;
+    while next < order.len() {
+        let comp = module.comp(order[next]);
+        next += 1;
+        for inst in &comp.instructions {
+            let called: Vec<CompId> = match inst.opcode {
+                Opcode::While | Opcode::Conditional | Opcode::Call => inst.called_computations(),
+                _ => continue,
+            };
+            for c in called {
+                if c.index() < module.computations.len() && seen.insert(c) {
+                    order.push(c);
+                }
+            }
+        }
+    }
+    order
+}
+
 impl Fusion {
     /// Whether each instruction of `comp` is inlined into its users, recording a decision for
     /// every producer-consumer pair where the producer computes something.
-    fn decide(&mut self, comp: &Computation) -> Vec<bool> {
+    fn decide(&mut self, comp: &Computation, is_entry: bool) -> Vec<bool> {
         let users = comp.users();
         let mut control: HashSet<InstId> = HashSet::new();
         for inst in &comp.instructions {
@@ -100,7 +128,11 @@ impl Fusion {
             expensive[id.index()] =
                 is_expensive(p.opcode) || p.operands.iter().any(|o| inlined[o.index()] && expensive[o.index()]);
             let blocker: Option<&'static str> = if id == comp.root {
-                Some("the entry result is materialized")
+                Some(if is_entry {
+                    "the entry result is materialized"
+                } else {
+                    "a computation's result is materialized"
+                })
             } else if let Some(reason) = producer_blocker(p) {
                 Some(reason)
             } else if !p.control_predecessors.is_empty() || control.contains(&id) {
@@ -254,9 +286,9 @@ fn is_cheap(p: &Instruction, fused_depth: usize) -> bool {
     cheap_op && fused_depth <= MAX_DUPLICATED_DEPTH
 }
 
-/// Replaces `root` in the entry by a fusion of it and its inlined producers, when it has any.
-fn fuse_into(module: &mut Module, root: InstId, inlined: &[bool]) -> bool {
-    let comp = module.entry_comp();
+/// Replaces `root` in `comp_id` by a fusion of it and its inlined producers, when it has any.
+fn fuse_into(module: &mut Module, comp_id: CompId, root: InstId, inlined: &[bool]) -> bool {
+    let comp = module.comp(comp_id);
     // The fused sub-DAG in post order, and the outside operands in first-use order.
     let mut members: Vec<InstId> = Vec::new();
     let mut outside: Vec<InstId> = Vec::new();
@@ -312,7 +344,6 @@ fn fuse_into(module: &mut Module, root: InstId, inlined: &[bool]) -> bool {
         .with_attr("kind", AttrValue::Enum(kind.to_string()))
         .with_attr("calls", AttrValue::Computation(fused_id));
     fusion.control_predecessors = root_inst.control_predecessors;
-    let entry = module.entry;
-    *module.comp_mut(entry).inst_mut(root) = fusion;
+    *module.comp_mut(comp_id).inst_mut(root) = fusion;
     true
 }
