@@ -6,6 +6,7 @@ pub mod abi;
 pub mod buffer;
 pub mod error;
 pub mod executable;
+pub mod fft;
 pub mod gemm;
 pub mod memory_space;
 pub mod thread_pool;
