@@ -56,7 +56,7 @@ pub fn reference(kind: FftKind, n: [usize; 3], data: &mut [f64]) {
         FftKind::Fft | FftKind::Rfft | FftKind::Ifft => {
             let inverse = kind == FftKind::Ifft;
             for axis in 0..3 {
-                transform_axis(&mut v, n, axis, n[axis], inverse);
+                transform_axis(&mut v, n, axis, n[2], inverse);
             }
         }
         FftKind::Irfft => {
