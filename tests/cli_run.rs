@@ -276,15 +276,29 @@ fn compile_and_run_errors_exit_with_1_and_say_why() {
     };
     // A module that does not exist.
     expect_error(&["run", "/nonexistent/m.hlo", "--args", text(&dir.join("args")), "--out", text(&out)], "nonexistent");
-    let sort = case_dir("sort_1d_2d");
+    // ragged-dot is the one op here that neither the interpreter nor the kernel lowering runs.
+    let ragged = temp_dir("errors_ragged");
+    std::fs::write(
+        ragged.join("module.hlo"),
+        "HloModule r\n\nENTRY e {\n  a = f32[11,5] parameter(0)\n  b = f32[3,5,7] parameter(1)\n  \
+         g = s64[3] parameter(2)\n  ROOT r = f32[11,7] ragged-dot(a, b, g), lhs_contracting_dims={1}, \
+         rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(ragged.join("args")).unwrap();
+    let arg_shapes = [(ElementType::F32, vec![11, 5]), (ElementType::F32, vec![3, 5, 7]), (ElementType::S64, vec![3])];
+    for (i, (et, dims)) in arg_shapes.iter().enumerate() {
+        let zeros = Literal::zeros(Shape::array(*et, dims)).unwrap();
+        tessera_hlo::npy::write_npy(&zeros, ragged.join("args").join(format!("{i}.npy"))).unwrap();
+    }
     for backend in ["cranelift", "llvm"] {
         // An op the kernel lowering does not handle: the message names it and the backend.
         expect_error(
             &[
                 "run",
-                text(&sort.join("module.hlo")),
+                text(&ragged.join("module.hlo")),
                 "--args",
-                text(&sort.join("args")),
+                text(&ragged.join("args")),
                 "--out",
                 text(&out),
                 "--backend",

@@ -44,6 +44,7 @@ extern "C" {
     fn cosh(x: f64) -> f64;
 }
 
+use crate::conv::{tessera_rt_conv_f32, tessera_rt_conv_f64};
 use crate::fft::tessera_rt_fft;
 use crate::gemm::{tessera_rt_gemm_f32, tessera_rt_gemm_f64};
 
@@ -56,7 +57,13 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
         expf, exp, expm1f, expm1, logf, log, log1pf, log1p, sinf, sin, cosf, cos, tanf, tan, tanhf, tanh, atan2f,
         atan2, powf, pow, cbrtf, cbrt, erff, erf, roundf, round, fmodf, fmod, hypotf, hypot, sinhf, sinh, coshf, cosh,
     ];
-    symbols.extend(table![tessera_rt_gemm_f32, tessera_rt_gemm_f64, tessera_rt_fft]);
+    symbols.extend(table![
+        tessera_rt_gemm_f32,
+        tessera_rt_gemm_f64,
+        tessera_rt_conv_f32,
+        tessera_rt_conv_f64,
+        tessera_rt_fft
+    ]);
     symbols
 }
 

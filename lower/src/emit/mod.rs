@@ -7,16 +7,23 @@
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
 mod complex;
+pub mod conv;
 mod dot;
 mod elemental;
 mod fft;
+mod gather;
 pub mod half;
 mod hoist;
 pub mod index;
+mod linalg;
 mod nest;
 mod reduce;
 mod scalar;
+mod scatter;
+mod select_and_scatter;
+mod sort;
 mod types;
+mod window;
 
 use std::collections::HashMap;
 
@@ -82,6 +89,7 @@ pub(crate) enum Params<'m> {
 enum OutVal<'m> {
     Inst(Frame<'m>, InstId),
     ReduceElem(Frame<'m>, InstId, usize),
+    WindowElem(Frame<'m>, InstId, usize),
 }
 
 pub(crate) struct Emitter<'m> {
@@ -214,6 +222,9 @@ impl<'m> Emitter<'m> {
             (Shape::Tuple(s), Opcode::Reduce) => {
                 (0..s.len()).map(|i| OutVal::ReduceElem(frame.clone(), id, i)).collect()
             }
+            (Shape::Tuple(s), Opcode::ReduceWindow) => {
+                (0..s.len()).map(|i| OutVal::WindowElem(frame.clone(), id, i)).collect()
+            }
             (Shape::Tuple(_), op) => {
                 return Err(LowerError::unsupported(&inst.name, format!("a tuple-shaped {op} root")));
             }
@@ -222,6 +233,15 @@ impl<'m> Emitter<'m> {
     }
 
     fn emit_root(&mut self) -> Result<(), LowerError> {
+        // Ops whose kernels are not one value per output element.
+        match self.comp.root_inst().opcode {
+            Opcode::Sort => return self.emit_sort(),
+            Opcode::TopK => return self.emit_topk(),
+            Opcode::Scatter => return self.emit_scatter(),
+            Opcode::Cholesky => return self.emit_cholesky(),
+            Opcode::TriangularSolve => return self.emit_triangular_solve(),
+            _ => {}
+        }
         let values = self.out_values()?;
         if values.len() != self.outputs.len() {
             return Err(LowerError::invalid(&self.comp.root_inst().name, "the root's outputs do not match its shape"));
@@ -232,6 +252,12 @@ impl<'m> Emitter<'m> {
             }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Fft {
                 return self.emit_fft(*id);
+            }
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::SelectAndScatter {
+                return self.emit_select_and_scatter(*id);
+            }
+            if f.id == 0 && self.try_conv_call(*id)? {
+                return Ok(());
             }
         }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);
@@ -260,6 +286,7 @@ impl<'m> Emitter<'m> {
                         }
                         OutVal::Inst(f, id) => em.elem(f, *id, idx)?,
                         OutVal::ReduceElem(f, id, i) => em.reduce_values(f, *id, idx)?[*i],
+                        OutVal::WindowElem(f, id, i) => em.reduce_window_values(f, *id, idx)?[*i],
                     };
                     let et = em.outputs[o].et;
                     let m = types::to_mem(&mut em.b, et, v);
