@@ -104,7 +104,11 @@ impl<'m> Emitter<'m> {
             return Err(LowerError::invalid(name, format!("{} operands for {}", inst.operands.len(), inst.opcode)));
         }
         let et = self.et(f, id)?;
-        let ty = types::reg(et, name)?;
+        let ty = match self.complex_route(f, id, idx, et)? {
+            super::complex::Route::Value(v) => return Ok(v),
+            super::complex::Route::Part(ty) => ty,
+            super::complex::Route::Real => types::reg(et, name)?,
+        };
         match inst.opcode {
             O::Parameter => {
                 let n = inst.parameter_number().and_then(|n| usize::try_from(n).ok());

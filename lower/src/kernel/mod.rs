@@ -23,6 +23,8 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+/// The runtime FFT's calling contract and its reference implementation.
+pub mod fft_call;
 /// The reference interpreter (kernels and whole programs).
 pub mod interp;
 /// Random valid kernels for differential tests of the tiers.
@@ -311,6 +313,11 @@ pub enum MathFn {
     Round,
     /// C `fmod`: remainder with the dividend's sign.
     Fmod,
+    /// C `hypot`: `sqrt(x*x + y*y)` without overflow or underflow in between; infinite when
+    /// either side is, even if the other is NaN.
+    Hypot,
+    Sinh,
+    Cosh,
 }
 
 impl MathFn {
@@ -341,12 +348,15 @@ impl MathFn {
             MathFn::Erf => pick!("erff", "erf"),
             MathFn::Round => pick!("roundf", "round"),
             MathFn::Fmod => pick!("fmodf", "fmod"),
+            MathFn::Hypot => pick!("hypotf", "hypot"),
+            MathFn::Sinh => pick!("sinhf", "sinh"),
+            MathFn::Cosh => pick!("coshf", "cosh"),
         }
     }
     /// Number of arguments (all of the same float type as the result).
     pub fn arity(self) -> usize {
         match self {
-            MathFn::Atan2 | MathFn::Pow | MathFn::Fmod => 2,
+            MathFn::Atan2 | MathFn::Pow | MathFn::Fmod | MathFn::Hypot => 2,
             _ => 1,
         }
     }

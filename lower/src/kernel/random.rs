@@ -298,6 +298,9 @@ impl Gen<'_> {
                     MathFn::Erf,
                     MathFn::Round,
                     MathFn::Fmod,
+                    MathFn::Hypot,
+                    MathFn::Sinh,
+                    MathFn::Cosh,
                 ]);
                 let args = (0..func.arity()).map(|_| self.operand(ty)).collect();
                 let v = self.b.math(func, ty, args);
