@@ -247,3 +247,26 @@ fn executables_run_from_several_threads_at_once() {
         });
     }
 }
+
+#[test]
+fn instructions_named_like_c_functions_compile() {
+    // Kernels are named after their instructions; these names are also C symbols kernels call.
+    let text = "\
+HloModule names
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  log = f32[4] log(p)
+  expf = f32[4] exponential(log)
+  ROOT tessera_rt_gemm_f32 = f32[4] tanh(expf)
+}
+";
+    let x = Literal::from_vec(&[4], vec![0.5f32, 1.0, 2.0, 3.0]).unwrap();
+    let expected = Client::new(Backend::Interp).unwrap().compile_text(text, &CompileOptions::default()).unwrap();
+    let expected = expected.run(&[x.clone()]).unwrap()[0].to_vec::<f32>().unwrap();
+    for backend in [Backend::Cranelift, Backend::Llvm] {
+        let exe = Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()).unwrap();
+        let got = exe.run(&[x.clone()]).unwrap()[0].to_vec::<f32>().unwrap();
+        assert_eq!(got, expected, "{backend}");
+    }
+}

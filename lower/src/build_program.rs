@@ -308,6 +308,13 @@ impl<'m> Builder<'m> {
     fn kernel_name(&mut self, base: &str) -> String {
         let clean: String = base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
         let clean = if clean.starts_with(|c: char| c.is_ascii_digit()) { format!("k_{clean}") } else { clean };
+        // A kernel is a symbol beside the C functions kernels call; an instruction named `log`
+        // must not become a second `log`.
+        let reserved = clean.starts_with("tessera_rt")
+            || crate::kernel::MathFn::ALL
+                .iter()
+                .any(|f| f.symbol(crate::kernel::Ty::F32) == clean || f.symbol(crate::kernel::Ty::F64) == clean);
+        let clean = if reserved { format!("k_{clean}") } else { clean };
         let mut name = clean.clone();
         let mut k = 1;
         while !self.kernel_names.insert(name.clone()) {

@@ -321,6 +321,26 @@ pub enum MathFn {
 }
 
 impl MathFn {
+    pub const ALL: [MathFn; 17] = [
+        MathFn::Exp,
+        MathFn::Expm1,
+        MathFn::Log,
+        MathFn::Log1p,
+        MathFn::Sin,
+        MathFn::Cos,
+        MathFn::Tan,
+        MathFn::Tanh,
+        MathFn::Atan2,
+        MathFn::Pow,
+        MathFn::Cbrt,
+        MathFn::Erf,
+        MathFn::Round,
+        MathFn::Fmod,
+        MathFn::Hypot,
+        MathFn::Sinh,
+        MathFn::Cosh,
+    ];
+
     /// The C symbol for this function on `ty` (F32 or F64).
     pub fn symbol(self, ty: Ty) -> &'static str {
         let f32 = ty == Ty::F32;
