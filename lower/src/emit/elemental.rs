@@ -248,6 +248,7 @@ impl<'m> Emitter<'m> {
             O::Pad => self.elem_pad(f, id, idx, ty),
             O::Concatenate => self.elem_concat(f, id, idx, ty),
             O::Reduce => Ok(self.reduce_values(f, id, idx)?[0]),
+            O::ReduceWindow => Ok(self.reduce_window_values(f, id, idx)?[0]),
             O::Call => {
                 let callee = self.call_frame(f, id)?;
                 let root = callee.comp.root;
@@ -269,13 +270,20 @@ impl<'m> Emitter<'m> {
                         .ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))?;
                     return self.elem(&callee, o, idx);
                 }
-                if f.comp.inst(src).opcode != O::Reduce {
-                    return Err(LowerError::unsupported(name, "get-tuple-element of anything but a variadic reduce"));
-                }
-                let vals = self.reduce_values(f, src, idx)?;
+                let vals = match f.comp.inst(src).opcode {
+                    O::Reduce => self.reduce_values(f, src, idx)?,
+                    O::ReduceWindow => self.reduce_window_values(f, src, idx)?,
+                    _ => {
+                        return Err(LowerError::unsupported(
+                            name,
+                            "get-tuple-element of anything but a variadic reduce or reduce-window",
+                        ))
+                    }
+                };
                 vals.get(i).copied().ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))
             }
             O::Dot => self.elem_dot(f, id, idx),
+            O::Convolution => self.elem_conv(f, id, idx),
             O::DynamicSlice => {
                 let op = inst.operands[0];
                 let op_dims = f.comp.inst(op).shape.dims().to_vec();

@@ -6,6 +6,7 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
+pub mod conv;
 mod dot;
 mod elemental;
 mod gather;
@@ -17,7 +18,10 @@ mod nest;
 mod reduce;
 mod scalar;
 mod scatter;
+mod select_and_scatter;
+mod sort;
 mod types;
+mod window;
 
 use std::collections::HashMap;
 
@@ -83,6 +87,7 @@ pub(crate) enum Params<'m> {
 enum OutVal<'m> {
     Inst(Frame<'m>, InstId),
     ReduceElem(Frame<'m>, InstId, usize),
+    WindowElem(Frame<'m>, InstId, usize),
 }
 
 pub(crate) struct Emitter<'m> {
@@ -211,6 +216,9 @@ impl<'m> Emitter<'m> {
             (Shape::Tuple(s), Opcode::Reduce) => {
                 (0..s.len()).map(|i| OutVal::ReduceElem(frame.clone(), id, i)).collect()
             }
+            (Shape::Tuple(s), Opcode::ReduceWindow) => {
+                (0..s.len()).map(|i| OutVal::WindowElem(frame.clone(), id, i)).collect()
+            }
             (Shape::Tuple(_), op) => {
                 return Err(LowerError::unsupported(&inst.name, format!("a tuple-shaped {op} root")));
             }
@@ -221,6 +229,8 @@ impl<'m> Emitter<'m> {
     fn emit_root(&mut self) -> Result<(), LowerError> {
         // Ops whose kernels are not one value per output element.
         match self.comp.root_inst().opcode {
+            Opcode::Sort => return self.emit_sort(),
+            Opcode::TopK => return self.emit_topk(),
             Opcode::Scatter => return self.emit_scatter(),
             Opcode::Cholesky => return self.emit_cholesky(),
             Opcode::TriangularSolve => return self.emit_triangular_solve(),
@@ -232,6 +242,12 @@ impl<'m> Emitter<'m> {
         }
         if let [OutVal::Inst(f, id)] = values.as_slice() {
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
+                return Ok(());
+            }
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::SelectAndScatter {
+                return self.emit_select_and_scatter(*id);
+            }
+            if f.id == 0 && self.try_conv_call(*id)? {
                 return Ok(());
             }
         }
@@ -257,6 +273,7 @@ impl<'m> Emitter<'m> {
                     let v = match &vals[o] {
                         OutVal::Inst(f, id) => em.elem(f, *id, idx)?,
                         OutVal::ReduceElem(f, id, i) => em.reduce_values(f, *id, idx)?[*i],
+                        OutVal::WindowElem(f, id, i) => em.reduce_window_values(f, *id, idx)?[*i],
                     };
                     let et = em.outputs[o].et;
                     let m = types::to_mem(&mut em.b, et, v);

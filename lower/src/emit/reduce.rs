@@ -187,7 +187,7 @@ impl<'m> Emitter<'m> {
 }
 
 /// True when `comp` is `add(parameter 0, parameter 1)` and nothing else.
-fn is_plain_add(module: &tessera_hlo::Module, comp: CompId) -> bool {
+pub(super) fn is_plain_add(module: &tessera_hlo::Module, comp: CompId) -> bool {
     let Some(c) = module.get(comp) else { return false };
     let root = c.root_inst();
     let mut params: Vec<i64> =

@@ -1,12 +1,14 @@
 //! The HLO-to-HLO passes, one per file, and the standard pipeline that runs them before the
 //! kernel lowering.
 
+mod batch_norm_expand;
 mod call_inline;
 mod dce;
 mod fusion;
 mod layout_normalize;
 mod tuple_simplify;
 
+pub use batch_norm_expand::BatchNormExpand;
 pub use call_inline::CallInline;
 pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
@@ -19,6 +21,7 @@ use crate::pipeline::Pipeline;
 /// Every pass by its name (what filetests and the `passes` directive list).
 pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
     Some(match name {
+        "batch_norm_expand" => Box::new(BatchNormExpand),
         "call_inline" => Box::new(CallInline),
         "tuple_simplify" => Box::new(TupleSimplify),
         "dce" => Box::new(Dce),
@@ -33,6 +36,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// the physical layouts of the buffers they read; the final DCE drops what fusion inlined.
 pub fn standard_pipeline(fusion: bool) -> Pipeline {
     let mut p = Pipeline::new();
+    p.add(BatchNormExpand);
     p.add(CallInline).add(TupleSimplify).add(Dce).add(LayoutNormalize);
     if fusion {
         p.add(Fusion::default()).add(Dce);
