@@ -38,6 +38,7 @@ extern "C" {
     fn fmod(x: f64, y: f64) -> f64;
 }
 
+use crate::conv::{tessera_rt_conv_f32, tessera_rt_conv_f64};
 use crate::gemm::{tessera_rt_gemm_f32, tessera_rt_gemm_f64};
 
 /// Every symbol a kernel may call, with its address.
@@ -49,7 +50,7 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
         expf, exp, expm1f, expm1, logf, log, log1pf, log1p, sinf, sin, cosf, cos, tanf, tan, tanhf, tanh, atan2f,
         atan2, powf, pow, cbrtf, cbrt, erff, erf, roundf, round, fmodf, fmod,
     ];
-    symbols.extend(table![tessera_rt_gemm_f32, tessera_rt_gemm_f64]);
+    symbols.extend(table![tessera_rt_gemm_f32, tessera_rt_gemm_f64, tessera_rt_conv_f32, tessera_rt_conv_f64]);
     symbols
 }
 

@@ -43,6 +43,12 @@ impl Drop for GemmThreads {
     }
 }
 
+/// The pool a live [`GemmThreads`] guard published on this thread (null if none): the
+/// convolution runtime splits its work on it too.
+pub(crate) fn published_pool() -> *const ThreadPool {
+    POOL.with(Cell::get)
+}
+
 /// Shared body of both entry points.
 ///
 /// # Safety

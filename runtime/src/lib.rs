@@ -4,6 +4,7 @@
 
 pub mod abi;
 pub mod buffer;
+pub mod conv;
 pub mod error;
 pub mod executable;
 pub mod gemm;

@@ -283,6 +283,7 @@ impl<'m> Emitter<'m> {
                 vals.get(i).copied().ok_or_else(|| LowerError::invalid(name, "tuple index out of range"))
             }
             O::Dot => self.elem_dot(f, id, idx),
+            O::Convolution => self.elem_conv(f, id, idx),
             O::DynamicSlice => {
                 let op = inst.operands[0];
                 let op_dims = f.comp.inst(op).shape.dims().to_vec();
@@ -293,6 +294,7 @@ impl<'m> Emitter<'m> {
                 self.elem(f, op, &oi)
             }
             O::DynamicUpdateSlice => self.elem_dus(f, id, idx, ty),
+            O::Gather => self.elem_gather(f, id, idx),
             O::Map => {
                 let comp = inst.called("to_apply").ok_or_else(|| LowerError::invalid(name, "map without to_apply"))?;
                 let ops = self.operand_values(f, id, idx)?;

@@ -6,15 +6,20 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
+pub mod conv;
 mod dot;
 mod elemental;
+mod gather;
 pub mod half;
 mod hoist;
 pub mod index;
+mod linalg;
 mod nest;
 mod reduce;
 mod scalar;
+mod scatter;
 mod select_and_scatter;
+mod sort;
 mod types;
 mod window;
 
@@ -222,6 +227,15 @@ impl<'m> Emitter<'m> {
     }
 
     fn emit_root(&mut self) -> Result<(), LowerError> {
+        // Ops whose kernels are not one value per output element.
+        match self.comp.root_inst().opcode {
+            Opcode::Sort => return self.emit_sort(),
+            Opcode::TopK => return self.emit_topk(),
+            Opcode::Scatter => return self.emit_scatter(),
+            Opcode::Cholesky => return self.emit_cholesky(),
+            Opcode::TriangularSolve => return self.emit_triangular_solve(),
+            _ => {}
+        }
         let values = self.out_values()?;
         if values.len() != self.outputs.len() {
             return Err(LowerError::invalid(&self.comp.root_inst().name, "the root's outputs do not match its shape"));
@@ -232,6 +246,9 @@ impl<'m> Emitter<'m> {
             }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::SelectAndScatter {
                 return self.emit_select_and_scatter(*id);
+            }
+            if f.id == 0 && self.try_conv_call(*id)? {
+                return Ok(());
             }
         }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);

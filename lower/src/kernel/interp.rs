@@ -19,6 +19,9 @@
 
 use std::collections::HashMap;
 
+#[path = "interp_conv.rs"]
+mod conv;
+
 use super::verify::{verify_kernel, KernelVerifyError};
 use super::*;
 use crate::program::{BufferKind, Program};
@@ -223,6 +226,12 @@ enum CStmt<'k> {
         args: Vec<CArg>,
         src: &'k Stmt,
     },
+    /// `tessera_rt_conv_f32`/`_f64`: descriptor, input, kernel and output pointers.
+    Conv {
+        f64: bool,
+        ptrs: Vec<(usize, CIndex)>,
+        src: &'k Stmt,
+    },
 }
 
 struct Compiled<'k> {
@@ -406,6 +415,8 @@ impl<'k> Resolver<'k> {
         let f64 = match func {
             "tessera_rt_gemm_f32" => false,
             "tessera_rt_gemm_f64" => true,
+            "tessera_rt_conv_f32" => return self.conv_call(stmt, false, args),
+            "tessera_rt_conv_f64" => return self.conv_call(stmt, true, args),
             _ => return Err(KernelRunError::UnknownFunction { kernel: self.kernel.name.clone(), func: func.into() }),
         };
         let bad = |m: String| self.setup(format!("`{}`: {m}", self.kernel.stmt_head(stmt)));
@@ -440,6 +451,78 @@ impl<'k> Resolver<'k> {
             });
         }
         Ok(CStmt::Gemm { f64, args: out, src: stmt })
+    }
+}
+
+impl<'k> Resolver<'k> {
+    /// Checks a runtime convolution call's arguments: four pointers, into an i64 descriptor
+    /// and three buffers of the element type (the last writable).
+    fn conv_call(&mut self, stmt: &'k Stmt, f64: bool, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
+        let bad = |m: String| self.setup(format!("`{}`: {m}", self.kernel.stmt_head(stmt)));
+        if args.len() != 4 {
+            return Err(bad(format!("a runtime convolution takes 4 arguments, given {}", args.len())));
+        }
+        let elem = MemType::Scalar(if f64 { Ty::F64 } else { Ty::F32 });
+        let mut ptrs = Vec::with_capacity(4);
+        for (i, a) in args.iter().enumerate() {
+            let CallArg::Ptr { buf, index } = a else {
+                return Err(bad(format!("argument {i} must be a buffer pointer")));
+            };
+            let b = &self.kernel.buffers[buf.0 as usize];
+            let want = if i == 0 { MemType::Scalar(Ty::I64) } else { elem };
+            if b.mem != want {
+                return Err(bad(format!("argument {i} points into b{} of {}, expected {want}", buf.0, b.mem)));
+            }
+            if i == 3 && !b.writable {
+                return Err(bad(format!("the output points into read-only buffer b{}", buf.0)));
+            }
+            ptrs.push((buf.0 as usize, self.index(index)?));
+        }
+        Ok(CStmt::Conv { f64, ptrs, src: stmt })
+    }
+}
+
+impl Machine<'_, '_, '_> {
+    fn conv(&mut self, f64: bool, ptrs: &[(usize, CIndex)]) -> Result<(), Fault> {
+        let call = |m: String| Fault::Call(format!("tessera_rt_conv_{}: {m}", if f64 { "f64" } else { "f32" }));
+        let mut at = Vec::with_capacity(4);
+        for (buf, index) in ptrs {
+            at.push((*buf, self.index(index)?));
+        }
+        let (dbuf, dbase) = at[0];
+        let raw = conv::read_desc(&self.bufs[self.map[dbuf]], dbase, self.lens[dbuf])?;
+        let desc = conv::parse(&raw).map_err(call)?;
+        let spans = [1, 2, 3].map(|i| (at[i].1, self.lens[at[i].0]));
+        conv::check_spans(&desc, spans).map_err(call)?;
+        let width = if f64 { 8 } else { 4 };
+        // Operands are copied out first, so the output may share a buffer with them.
+        let load = |s: &Self, (buf, base): (usize, i64)| -> Vec<f64> {
+            let data = &s.bufs[s.map[buf]];
+            let first = (base.max(0) as usize) * width;
+            data[first..]
+                .chunks_exact(width)
+                .map(|c| {
+                    if f64 {
+                        f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))
+                    } else {
+                        f64::from(f32::from_le_bytes(c.try_into().unwrap_or([0; 4])))
+                    }
+                })
+                .collect()
+        };
+        let (lhs, rhs) = (load(self, at[1]), load(self, at[2]));
+        let (obuf, obase) = at[3];
+        let data = &mut self.bufs[self.map[obuf]];
+        let first = obase.max(0) as usize;
+        conv::run(&desc, &|i| lhs[i as usize], &|i| rhs[i as usize], &mut |i, x| {
+            let e = (first + i as usize) * width;
+            if f64 {
+                data[e..e + 8].copy_from_slice(&x.to_le_bytes());
+            } else {
+                data[e..e + 4].copy_from_slice(&(x as f32).to_le_bytes());
+            }
+        });
+        Ok(())
     }
 }
 
@@ -628,6 +711,7 @@ impl Machine<'_, '_, '_> {
                     }
                 }
                 CStmt::Gemm { f64, args, src } => self.gemm(*f64, args).map_err(|f| self.fault(src, f))?,
+                CStmt::Conv { f64, ptrs, src } => self.conv(*f64, ptrs).map_err(|f| self.fault(src, f))?,
             }
         }
         Ok(())

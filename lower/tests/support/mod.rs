@@ -196,6 +196,10 @@ pub fn run_emitted(module: &Module, args: &[Literal]) -> Result<(Kernel, Vec<Lit
         let map = LayoutMap::new(s.as_array().ok_or("tuple leaf")?).map_err(|e| e.to_string())?;
         bufs.push(vec![0xA5; map.physical_byte_size() as usize]);
     }
+    // Private scratch buffers after the outputs start with garbage.
+    for b in kernel.buffers.iter().skip(bufs.len()) {
+        bufs.push(vec![0x5A; (b.len as usize * b.mem.bits() as usize).div_ceil(8)]);
+    }
     let mut views: Vec<&mut [u8]> = bufs.iter_mut().map(|b| b.as_mut_slice()).collect();
     run_kernel(&kernel, &mut views).map_err(|e| format!("run: {e}\n{kernel}"))?;
     let n = params.len();

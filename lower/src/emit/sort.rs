@@ -1,0 +1,487 @@
+//! `sort` (any number of operands, any dimension, ordered by an inlined comparator
+//! computation) and `topk` (the k largest or smallest of each last-dimension row, with their
+//! indices).
+//!
+//! Every index of the dimensions not sorted is an independent row, one grid index each. A row
+//! is sorted by a stable bottom-up merge sort in private scratch buffers: the operands the
+//! comparator reads travel through the passes as values (so comparisons read contiguous
+//! memory), together with each element's original position when the results need it (to
+//! gather the operands the comparator ignores, or as topk's indices). The merge is
+//! `hlo::eval`'s exactly (runs of width 1, 2, 4, ...; an element of the right run goes first
+//! only when it is ordered before the left run's current element), so even a comparator that
+//! is not a strict weak order yields the interpreter's permutation. Each pass is one loop over
+//! output positions with the run cursors in locals, which keeps the comparator inlined once
+//! however long the rows are.
+
+use tessera_hlo::ir::{AttrList, ComparisonDirection, ComparisonType};
+use tessera_hlo::{Computation, InstId, Opcode};
+
+use super::{index, scalar, types, Emitter};
+use crate::kernel::{BinOp, BufId, CastOp, CmpOp, Const, IndexExpr, MemType, Op, Ty, UnOp, ValueId};
+use crate::LowerError;
+
+/// Whether the first element goes before the second, given each one's values of the carried
+/// operands (a `Pred` value).
+type Before<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[ValueId], &[ValueId]) -> Result<ValueId, LowerError> + 'a;
+
+/// Writes output position `dst` (a logical index of the outputs) from the element that sorted
+/// there: its values of the carried operands, its logical index `src` in the operands and, when
+/// [`Rows::positions`] asks for them, its position along the row.
+type Write<'a, 'm> =
+    dyn FnMut(&mut Emitter<'m>, &[ValueId], &[IndexExpr], &[IndexExpr], Option<ValueId>) -> Result<(), LowerError> + 'a;
+
+/// The rows of an array sorted along one dimension.
+struct Rows<'a> {
+    /// The operands' logical dimensions.
+    dims: &'a [i64],
+    /// The sorted dimension.
+    d: usize,
+    /// How many sorted positions each row writes (`dims[d]` for sort, k for topk).
+    keep: i64,
+    /// The operands (instructions of the fused computation) whose elements the order reads.
+    /// They travel through the merge passes with the positions, so comparisons read
+    /// contiguous scratch instead of gathering from the operands.
+    carried: Vec<InstId>,
+    /// Whether the writes need each element's original position (to gather operands that are
+    /// not carried, or as topk's indices).
+    positions: bool,
+}
+
+impl<'m> Emitter<'m> {
+    /// The kernel of a computation whose root is a `sort`.
+    pub(crate) fn emit_sort(&mut self) -> Result<(), LowerError> {
+        let module = self.module;
+        let comp = self.comp;
+        let inst = comp.root_inst();
+        let name = inst.name.as_str();
+        let operands = inst.operands.clone();
+        if operands.is_empty() || operands.len() != self.outputs.len() {
+            return Err(LowerError::invalid(name, "sort needs one output per operand"));
+        }
+        let dims = super::array_shape(&comp.inst(operands[0]).shape, name)?.dims.clone();
+        for (k, &o) in operands.iter().enumerate() {
+            let a = super::array_shape(&comp.inst(o).shape, name)?;
+            if a.dims != dims || a.element_type != self.outputs[k].et || self.outputs[k].map.dims() != dims.as_slice() {
+                return Err(LowerError::invalid(name, "sort operands and results differ in shape"));
+            }
+        }
+        let d = match inst.attr_ints("dimensions") {
+            Some([d]) => usize::try_from(*d).ok().filter(|&d| d < dims.len()),
+            _ => None,
+        }
+        .ok_or_else(|| LowerError::invalid(name, "sort needs one dimension in range"))?;
+        let comparator = inst.called("to_apply").ok_or_else(|| LowerError::invalid(name, "sort without to_apply"))?;
+        let cmp_comp =
+            module.get(comparator).ok_or_else(|| LowerError::invalid(name, "sort comparator computation missing"))?;
+        let used = parameters_used(cmp_comp);
+        let mut regs = Vec::with_capacity(operands.len());
+        for &o in &operands {
+            let et = self.comp.inst(o).shape.element_type();
+            regs.push(types::reg(et, name)?);
+        }
+        // Operand k's slot among the carried operands, when the comparator reads it.
+        let mut slot = Vec::with_capacity(operands.len());
+        let mut carried = Vec::new();
+        for (k, &o) in operands.iter().enumerate() {
+            let read = (2 * k..2 * k + 2).any(|p| used.get(p).copied().unwrap_or(false));
+            slot.push(read.then_some(carried.len()));
+            if read {
+                carried.push(o);
+            }
+        }
+        let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId]| {
+            // Parameters 2k and 2k+1 are operand k's elements of the candidate for going first
+            // and of the one it is tested against, as the interpreter calls the comparator.
+            let mut args = Vec::with_capacity(2 * operands.len());
+            for (k, s) in slot.iter().enumerate() {
+                match *s {
+                    Some(s) => args.extend([first[s], second[s]]),
+                    // Never read by the comparator: any value of the right type.
+                    None => {
+                        let z = zero(em, regs[k]);
+                        args.extend([z, z]);
+                    }
+                }
+            }
+            match em.call_scalar(comparator, args)?.as_slice() {
+                [v] => Ok(*v),
+                _ => Err(LowerError::invalid(name, "the sort comparator does not return one pred")),
+            }
+        };
+        let f = self.fused_frame();
+        let mut write = |em: &mut Emitter<'m>, vals: &[ValueId], src: &[IndexExpr], dst: &[IndexExpr], _| {
+            for (k, &o) in operands.iter().enumerate() {
+                let v = match slot[k] {
+                    Some(s) => vals[s],
+                    None => em.elem(&f, o, src)?,
+                };
+                let (buf, et, map) = (em.outputs[k].buf, em.outputs[k].et, em.outputs[k].map.clone());
+                let m = types::to_mem(&mut em.b, et, v);
+                let addr = em.layout_offset(&map, dst);
+                em.b.store(buf, addr, m);
+            }
+            Ok(())
+        };
+        let positions = slot.iter().any(Option::is_none);
+        let rows = Rows { dims: &dims, d, keep: dims[d], carried, positions };
+        self.sort_rows(name, &rows, &mut before, &mut write)
+    }
+
+    /// The kernel of a computation whose root is a `topk`: values and indices of the k
+    /// largest (or, with `largest=false`, smallest) elements of each last-dimension row under
+    /// XLA's total order, equal elements in index order.
+    pub(crate) fn emit_topk(&mut self) -> Result<(), LowerError> {
+        let comp = self.comp;
+        let inst = comp.root_inst();
+        let name = inst.name.as_str();
+        let [x] = inst.operands.as_slice() else {
+            return Err(LowerError::invalid(name, "topk needs one operand"));
+        };
+        let x = *x;
+        let a = super::array_shape(&comp.inst(x).shape, name)?;
+        let dims = a.dims.clone();
+        let et = a.element_type;
+        let k = inst.attr_int("k").ok_or_else(|| LowerError::invalid(name, "topk without k"))?;
+        let largest = inst.attr_bool("largest").unwrap_or(true);
+        let Some(&n) = dims.last() else {
+            return Err(LowerError::invalid(name, "topk needs an operand of rank at least 1"));
+        };
+        if !(0..=n).contains(&k) {
+            return Err(LowerError::invalid(name, "topk k is out of range"));
+        }
+        let mut out_dims = dims.clone();
+        out_dims[dims.len() - 1] = k;
+        let [values, indices] = self.outputs.as_slice() else {
+            return Err(LowerError::invalid(name, "topk returns a (values, indices) tuple"));
+        };
+        if values.map.dims() != out_dims.as_slice() || indices.map.dims() != out_dims.as_slice() || values.et != et {
+            return Err(LowerError::invalid(name, "topk results do not match its operand"));
+        }
+        if !indices.et.is_integral() {
+            return Err(LowerError::invalid(name, "topk indices must be integers"));
+        }
+        types::reg(et, name)?;
+        let index_ty = types::reg(indices.et, name)?;
+        let direction = if largest { ComparisonDirection::Gt } else { ComparisonDirection::Lt };
+        let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId]| {
+            scalar::compare(&mut em.b, direction, Some(ComparisonType::TotalOrder), et, first[0], second[0], name)
+        };
+        let mut write = |em: &mut Emitter<'m>, vals: &[ValueId], _: &[IndexExpr], dst: &[IndexExpr], pos| {
+            let [values, indices] = em.outputs.as_slice() else {
+                return Err(LowerError::invalid(name, "topk returns a (values, indices) tuple"));
+            };
+            let Some(pos) = pos else {
+                return Err(LowerError::invalid(name, "topk indices need the sorted positions"));
+            };
+            let (vbuf, vmap, ibuf, imap) = (values.buf, values.map.clone(), indices.buf, indices.map.clone());
+            let m = types::to_mem(&mut em.b, et, vals[0]);
+            let addr = em.layout_offset(&vmap, dst);
+            em.b.store(vbuf, addr, m);
+            let i = if index_ty == Ty::I64 { pos } else { em.b.cast(CastOp::Trunc, Ty::I64, index_ty, pos) };
+            let addr = em.layout_offset(&imap, dst);
+            em.b.store(ibuf, addr, i);
+            Ok(())
+        };
+        let rows = Rows { dims: &dims, d: dims.len() - 1, keep: k, carried: vec![x], positions: true };
+        self.sort_rows(name, &rows, &mut before, &mut write)
+    }
+
+    /// Sorts every row of `rows` under `before` and writes its first `keep` positions.
+    fn sort_rows(
+        &mut self,
+        name: &str,
+        rows: &Rows<'_>,
+        before: &mut Before<'_, 'm>,
+        write: &mut Write<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let n = rows.dims[rows.d];
+        let count = rows
+            .dims
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != rows.d)
+            .try_fold(1i64, |acc, (_, &e)| acc.checked_mul(e))
+            .ok_or_else(|| LowerError::invalid(name, "too many rows"))?;
+        if n == 0 || count == 0 || rows.keep == 0 {
+            return Ok(());
+        }
+        let len = n.checked_mul(2).and_then(|l| l.checked_mul(count));
+        let len = len.ok_or_else(|| LowerError::invalid(name, "sort scratch size overflows"))?;
+        // Each scratch holds two halves of n slots per row: a merge pass reads one, writes the
+        // other.
+        let mut lanes = Vec::new();
+        if rows.positions {
+            let ty = if n <= i64::from(i32::MAX) { Ty::I32 } else { Ty::I64 };
+            let buf = self.b.buffer(format!("{name}.order"), MemType::Scalar(ty), len, true);
+            lanes.push(Lane { buf, ty, operand: None });
+        }
+        let f = self.fused_frame();
+        for (c, &o) in rows.carried.iter().enumerate() {
+            let et = self.comp.inst(o).shape.element_type();
+            let ty = types::reg(et, name)?;
+            let mem = if ty == Ty::Pred { MemType::Pred } else { MemType::Scalar(ty) };
+            let buf = self.b.buffer(format!("{name}.keys{c}"), mem, len, true);
+            lanes.push(Lane { buf, ty, operand: Some(o) });
+        }
+        let scratch = Scratch { lanes, n, frame: f };
+        // Packed sub-byte outputs are written read-modify-write, so rows sharing a byte must
+        // not run on different threads: they then loop inside one grid index.
+        let packed = self.outputs.iter().any(|o| matches!(o.mem, MemType::Packed { .. }));
+        if packed {
+            let mark = self.mark();
+            let r = self.open_loop(0, count);
+            let result = self.sort_row(rows, &scratch, &index::var(r), before, write);
+            self.b.end_loop();
+            self.forget_since(mark);
+            result
+        } else {
+            self.grid_extent = count;
+            let g = self.b.grid_var();
+            self.bounds.set_var(g, 0, count - 1);
+            self.sort_row(rows, &scratch, &index::var(g), before, write)
+        }
+    }
+
+    /// One row: positions and carried values copied in, the merge passes, then the writes.
+    fn sort_row(
+        &mut self,
+        rows: &Rows<'_>,
+        scratch: &Scratch<'m>,
+        row: &IndexExpr,
+        before: &mut Before<'_, 'm>,
+        write: &mut Write<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let n = scratch.n;
+        // The row's logical index along the other dimensions (row-major over them); the sorted
+        // dimension's entry is filled in per element.
+        let rank = rows.dims.len();
+        let mut at = vec![IndexExpr::default(); rank];
+        let mut stride = 1i64;
+        for dim in (0..rank).rev().filter(|&i| i != rows.d) {
+            let q = self.idiv(row, stride);
+            at[dim] = self.irem(&q, rows.dims[dim]);
+            stride = stride.saturating_mul(rows.dims[dim]);
+        }
+        let base = index::scale(row, 2 * n);
+
+        let mark = self.mark();
+        let k = self.open_loop(0, n);
+        let src = with_dim(&at, rows.d, index::var(k));
+        let slot = index::add(&base, &index::var(k));
+        let r = self.fill_lanes(scratch, k, &src, &slot);
+        self.b.end_loop();
+        self.forget_since(mark);
+        r?;
+
+        let passes = if n > 1 { i64::from(64 - (n as u64 - 1).leading_zeros()) } else { 0 };
+        if passes > 0 {
+            self.merge_passes(scratch, &base, passes, before)?;
+        }
+
+        // After an odd number of passes the order is in the second half of the row's scratch.
+        let last = if passes % 2 == 1 { n } else { 0 };
+        let mark = self.mark();
+        let i = self.open_loop(0, rows.keep);
+        let at_i = index::add_const(&index::add(&base, &index::var(i)), last);
+        let mut pos = None;
+        let mut vals = Vec::new();
+        for lane in &scratch.lanes {
+            let v = self.b.load(lane.buf, at_i.clone());
+            match lane.operand {
+                None => pos = Some(self.order_index(v, lane.ty, n)),
+                Some(_) => vals.push(v),
+            }
+        }
+        // Without positions every operand is carried, so `src` is never read.
+        let src = with_dim(&at, rows.d, pos.map_or_else(IndexExpr::default, index::value));
+        let dst = with_dim(&at, rows.d, index::var(i));
+        let r = write(self, &vals, &src, &dst, pos);
+        self.b.end_loop();
+        self.forget_since(mark);
+        r
+    }
+
+    /// Writes element `k` of the row (at logical index `src`) into every lane at `slot`.
+    fn fill_lanes(
+        &mut self,
+        scratch: &Scratch<'m>,
+        k: crate::kernel::VarId,
+        src: &[IndexExpr],
+        slot: &IndexExpr,
+    ) -> Result<(), LowerError> {
+        for lane in &scratch.lanes {
+            let v = match lane.operand {
+                None => {
+                    let kv = self.b.let_(Op::Index(index::var(k)));
+                    if lane.ty == Ty::I64 {
+                        kv
+                    } else {
+                        self.b.cast(CastOp::Trunc, Ty::I64, lane.ty, kv)
+                    }
+                }
+                Some(o) => self.elem(&scratch.frame, o, src)?,
+            };
+            self.b.store(lane.buf, slot.clone(), v);
+        }
+        Ok(())
+    }
+
+    /// `passes` merge passes over one row: pass p merges runs of width 2^p from one half of
+    /// the row's scratch into the other.
+    fn merge_passes(
+        &mut self,
+        scratch: &Scratch<'m>,
+        base: &IndexExpr,
+        passes: i64,
+        before: &mut Before<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let n = scratch.n;
+        let i64c = |em: &mut Emitter<'m>, v: i64| em.b.constant(Const::Int { ty: Ty::I64, bits: v });
+        let mark = self.mark();
+        let p = self.open_loop(0, passes);
+        let pv = self.b.let_(Op::Index(index::var(p)));
+        let one = i64c(self, 1);
+        let width = self.b.binary(BinOp::Shl, Ty::I64, one, pv);
+        let double = self.b.binary(BinOp::Add, Ty::I64, width, width);
+        let parity = self.b.binary(BinOp::And, Ty::I64, pv, one);
+        let nv = i64c(self, n);
+        let src_off = self.b.binary(BinOp::Mul, Ty::I64, parity, nv);
+        let dst_off = self.b.binary(BinOp::Sub, Ty::I64, nv, src_off);
+        let zero = i64c(self, 0);
+        // Cursors into the left run [i, mid) and the right run [j, end); `end` also marks
+        // where the next pair of runs starts.
+        let li = self.b.local(Ty::I64, zero);
+        let lj = self.b.local(Ty::I64, zero);
+        let lmid = self.b.local(Ty::I64, zero);
+        let lend = self.b.local(Ty::I64, zero);
+
+        let k = self.open_loop(0, n);
+        let kv = self.b.let_(Op::Index(index::var(k)));
+        let end = self.b.get_local(lend);
+        let fresh = self.b.cmp(CmpOp::Eq, Ty::I64, kv, end);
+        self.b.begin_if(fresh);
+        let mid = self.b.binary(BinOp::Add, Ty::I64, kv, width);
+        let mid = self.b.binary(BinOp::SMin, Ty::I64, mid, nv);
+        let end = self.b.binary(BinOp::Add, Ty::I64, kv, double);
+        let end = self.b.binary(BinOp::SMin, Ty::I64, end, nv);
+        self.b.set_local(li, kv);
+        self.b.set_local(lj, mid);
+        self.b.set_local(lmid, mid);
+        self.b.set_local(lend, end);
+        self.b.end_if();
+
+        let i = self.b.get_local(li);
+        let j = self.b.get_local(lj);
+        let mid = self.b.get_local(lmid);
+        let end = self.b.get_local(lend);
+        let has_left = self.b.cmp(CmpOp::Slt, Ty::I64, i, mid);
+        let has_right = self.b.cmp(CmpOp::Slt, Ty::I64, j, end);
+        // An exhausted cursor may point past the row: clamp it; its element is not taken.
+        let top = i64c(self, n - 1);
+        let ic = self.b.binary(BinOp::UMin, Ty::I64, i, top);
+        let jc = self.b.binary(BinOp::UMin, Ty::I64, j, top);
+        let src = index::add(base, &index::value(src_off));
+        let (mut lefts, mut rights) = (Vec::new(), Vec::new());
+        for lane in &scratch.lanes {
+            lefts.push(self.b.load(lane.buf, index::add(&src, &index::value(ic))));
+            rights.push(self.b.load(lane.buf, index::add(&src, &index::value(jc))));
+        }
+        let keys = usize::from(scratch.lanes.first().is_some_and(|l| l.operand.is_none()));
+
+        let no = self.b.constant(Const::Pred(false));
+        let lfirst = self.b.local(Ty::Pred, no);
+        let both = self.b.binary(BinOp::And, Ty::Pred, has_left, has_right);
+        let inner = self.mark();
+        self.b.begin_if(both);
+        let r = before(self, &rights[keys..], &lefts[keys..]);
+        if let Ok(v) = r {
+            self.b.set_local(lfirst, v);
+        }
+        self.b.end_if();
+        self.forget_since(inner);
+        r?;
+        let right_first = self.b.get_local(lfirst);
+        let left_done = self.b.unary(UnOp::Not, Ty::Pred, has_left);
+        let pick = self.b.binary(BinOp::Or, Ty::Pred, left_done, right_first);
+        let take_right = self.b.binary(BinOp::And, Ty::Pred, has_right, pick);
+        let dst = index::add(&index::add(base, &index::value(dst_off)), &index::var(k));
+        for (c, lane) in scratch.lanes.iter().enumerate() {
+            let taken = self.b.select(lane.ty, take_right, rights[c], lefts[c]);
+            self.b.store(lane.buf, dst.clone(), taken);
+        }
+        let step_right = self.b.cast(CastOp::ZExt, Ty::Pred, Ty::I64, take_right);
+        let j2 = self.b.binary(BinOp::Add, Ty::I64, j, step_right);
+        self.b.set_local(lj, j2);
+        let take_left = self.b.unary(UnOp::Not, Ty::Pred, take_right);
+        let step_left = self.b.cast(CastOp::ZExt, Ty::Pred, Ty::I64, take_left);
+        let i2 = self.b.binary(BinOp::Add, Ty::I64, i, step_left);
+        self.b.set_local(li, i2);
+        self.b.end_loop();
+
+        self.b.end_loop();
+        self.forget_since(mark);
+        Ok(())
+    }
+
+    /// A position read back from the order scratch, as a clamped `I64` index whose bounds the
+    /// index simplifier knows (the verifier trusts data-dependent indices; the clamp is what
+    /// makes that trust safe).
+    fn order_index(&mut self, raw: ValueId, ty: Ty, n: i64) -> ValueId {
+        let wide = if ty == Ty::I64 { raw } else { self.b.cast(CastOp::SExt, ty, Ty::I64, raw) };
+        let top = self.b.constant(Const::Int { ty: Ty::I64, bits: n - 1 });
+        // Unsigned: a negative value is huge, so it clamps to the top too.
+        let v = self.b.binary(BinOp::UMin, Ty::I64, wide, top);
+        self.bounds.set_value(v, 0, n - 1);
+        v
+    }
+}
+
+/// One array of per-row scratch travelling through the merge: the original positions
+/// (`operand` None, always first when present) or a carried operand's register values.
+struct Lane {
+    buf: BufId,
+    ty: Ty,
+    operand: Option<InstId>,
+}
+
+struct Scratch<'m> {
+    lanes: Vec<Lane>,
+    n: i64,
+    /// The frame the carried operands are read in.
+    frame: super::Frame<'m>,
+}
+
+fn with_dim(at: &[IndexExpr], d: usize, e: IndexExpr) -> Vec<IndexExpr> {
+    let mut v = at.to_vec();
+    v[d] = e;
+    v
+}
+
+fn zero(em: &mut Emitter<'_>, ty: Ty) -> ValueId {
+    match ty {
+        Ty::F32 | Ty::F64 => scalar::float_const(&mut em.b, ty, 0.0),
+        _ => scalar::int_const(&mut em.b, ty, 0),
+    }
+}
+
+/// Which parameters of a scalar computation its root depends on.
+fn parameters_used(c: &Computation) -> Vec<bool> {
+    let mut used = vec![false; c.parameters().len()];
+    let mut seen = vec![false; c.instructions.len()];
+    let mut stack: Vec<InstId> = vec![c.root];
+    while let Some(id) = stack.pop() {
+        let Some(slot) = seen.get_mut(id.index()) else { continue };
+        if std::mem::replace(slot, true) {
+            continue;
+        }
+        let Some(inst) = c.get(id) else { continue };
+        if inst.opcode == Opcode::Parameter {
+            if let Some(u) = inst.parameter_number().and_then(|p| usize::try_from(p).ok()).and_then(|p| used.get_mut(p))
+            {
+                *u = true;
+            }
+        }
+        stack.extend(inst.operands.iter().copied());
+    }
+    used
+}

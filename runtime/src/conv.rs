@@ -1,0 +1,625 @@
+//! The convolution runtime functions kernels call for large f32/f64 convolutions (DESIGN.md
+//! section 6), as im2col blocks times the packed kernel on the `gemm` crate's micro-kernels.
+//!
+//! Contract of `tessera_rt_conv_f32(desc, lhs, rhs, out)` (and `_f64`): `desc` points at
+//! i64s, a header — spatial rank N, input batch, input batch stride, input feature stride,
+//! kernel input features (one group), kernel input-feature stride, output features (all
+//! groups), kernel output-feature stride, output batch, output batch stride, output feature
+//! stride, feature group count, batch group count — then per spatial dimension: input size,
+//! input stride, kernel size, kernel stride, output size, output stride, window stride, low
+//! padding, base (lhs) dilation, window (rhs) dilation, reversal (0/1). Strides are in
+//! elements. Every logical output element is overwritten with XLA's convolution; the output
+//! must not overlap the operands. (The kernel interpreter runs the same contract directly.)
+//!
+//! Work: the kernel is packed once per call as one `[taps * in, out]` matrix per group, rows
+//! in window-position order (reversal applied while packing). The output points are cut into
+//! blocks of rows; for each block the input patches are gathered (zeros where the window
+//! falls in padding or between dilated input elements) and multiplied by the packed kernel.
+//! A block whose output rows are one strided run is written in place; otherwise it goes
+//! through a small buffer. Blocks are handed to the executable's pool threads (the one
+//! [`crate::gemm::GemmThreads`] published) from a shared counter. Scratch memory is
+//! thread-local and only grows, so warmed-up calls do not allocate.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gemm::Parallelism;
+
+const HEADER: usize = 13;
+const PER_DIM: usize = 11;
+
+/// Patch blocks aim at this many bytes (they stay in L2 while the GEMM reads them).
+const BLOCK_BYTES: usize = 512 * 1024;
+/// Below this many multiply-adds a call stays on one thread.
+const PARALLEL_MIN_MACS: u128 = 1 << 21;
+
+thread_local! {
+    /// The calling thread's packed kernel and index tables.
+    static SHARED: RefCell<(Vec<f64>, Vec<i64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    /// Each working thread's patch block and output block.
+    static WORK: RefCell<(Vec<f64>, Vec<f64>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+}
+
+struct Dim {
+    in_size: i64,
+    in_stride: i64,
+    k_size: i64,
+    k_stride: i64,
+    out_size: i64,
+    out_stride: i64,
+    stride: i64,
+    pad_low: i64,
+    lhs_dil: i64,
+    rhs_dil: i64,
+    reverse: bool,
+}
+
+struct Desc {
+    batch: i64,
+    in_batch_stride: i64,
+    in_feature_stride: i64,
+    group_in: i64,
+    k_in_stride: i64,
+    out_features: i64,
+    k_out_stride: i64,
+    out_batch: i64,
+    out_batch_stride: i64,
+    out_feature_stride: i64,
+    fgc: i64,
+    bgc: i64,
+    dims: Vec<Dim>,
+}
+
+/// Reads a descriptor; `None` when it is inconsistent (there is no error channel across the C
+/// ABI, and a valid kernel never passes one).
+///
+/// # Safety
+/// `d` must point at a whole descriptor.
+unsafe fn read_desc(d: *const i64) -> Option<Desc> {
+    // SAFETY: the caller's contract covers the header and the records its rank announces.
+    let n = usize::try_from(unsafe { *d }).ok().filter(|&n| n <= 64)?;
+    let d = unsafe { std::slice::from_raw_parts(d, HEADER + n * PER_DIM) };
+    let dims: Vec<Dim> = d[HEADER..]
+        .chunks_exact(PER_DIM)
+        .map(|r| Dim {
+            in_size: r[0],
+            in_stride: r[1],
+            k_size: r[2],
+            k_stride: r[3],
+            out_size: r[4],
+            out_stride: r[5],
+            stride: r[6],
+            pad_low: r[7],
+            lhs_dil: r[8],
+            rhs_dil: r[9],
+            reverse: r[10] != 0,
+        })
+        .collect();
+    let desc = Desc {
+        batch: d[1],
+        in_batch_stride: d[2],
+        in_feature_stride: d[3],
+        group_in: d[4],
+        k_in_stride: d[5],
+        out_features: d[6],
+        k_out_stride: d[7],
+        out_batch: d[8],
+        out_batch_stride: d[9],
+        out_feature_stride: d[10],
+        fgc: d[11],
+        bgc: d[12],
+        dims,
+    };
+    let small = |x: i64| (0..1i64 << 40).contains(&x);
+    let ok = small(desc.batch)
+        && small(desc.group_in)
+        && small(desc.out_features)
+        && (1..1 << 20).contains(&desc.fgc)
+        && (1..1 << 20).contains(&desc.bgc)
+        && (desc.fgc == 1 || desc.bgc == 1)
+        && desc.out_features % (desc.fgc * desc.bgc) == 0
+        && desc.batch % desc.bgc == 0
+        && desc.out_batch == desc.batch / desc.bgc
+        && desc.dims.iter().all(|x| {
+            small(x.in_size)
+                && small(x.k_size)
+                && small(x.out_size)
+                && [x.stride, x.lhs_dil, x.rhs_dil].iter().all(|&v| (1..=1 << 30).contains(&v))
+                && x.pad_low.abs() <= 1 << 30
+        });
+    ok.then_some(desc)
+}
+
+/// f32 and f64, the element types the GEMM micro-kernels take.
+trait Elem: Copy + Send + Sync + 'static {
+    const ZERO: Self;
+    const ONE: Self;
+    fn is_finite(self) -> bool;
+    fn to_f64(self) -> f64;
+    fn from_f64(x: f64) -> Self;
+}
+impl Elem for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+    fn is_finite(self) -> bool {
+        f32::is_finite(self)
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn from_f64(x: f64) -> f32 {
+        x as f32
+    }
+}
+impl Elem for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    fn is_finite(self) -> bool {
+        f64::is_finite(self)
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn from_f64(x: f64) -> f64 {
+        x
+    }
+}
+
+/// `v` grown to hold `n` elements of `T`, viewed as them.
+fn view<T: Elem>(v: &mut Vec<f64>, n: usize) -> &mut [T] {
+    let words = (n * std::mem::size_of::<T>()).div_ceil(8);
+    if v.len() < words {
+        v.resize(words, 0.0);
+    }
+    // SAFETY: f64 storage is aligned for f32 and f64, and holds at least `n` elements of `T`
+    // (every bit pattern is a valid float).
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<T>(), n) }
+}
+
+#[derive(Clone, Copy)]
+struct Ptr<T>(*mut T);
+// SAFETY: shared with the pool threads only for the duration of a call the caller waits for;
+// the threads write disjoint output rows.
+unsafe impl<T> Send for Ptr<T> {}
+unsafe impl<T> Sync for Ptr<T> {}
+
+/// What every block needs, shared by the threads of one call.
+struct Plan<T> {
+    lhs: Ptr<T>,
+    out: Ptr<T>,
+    /// Packed kernel: `groups` matrices of `k x kg`.
+    w: Ptr<T>,
+    /// Per spatial dimension, `out_size * k_size` input offsets (or -1: no input element).
+    tables: Vec<Ptr<i64>>,
+    k: usize,
+    kg: usize,
+    points: usize,
+    block: usize,
+    /// Output rows within a run of this many points are `row_stride` apart.
+    run: usize,
+    row_stride: i64,
+    /// Runs are too short for in-place blocks.
+    scatter: bool,
+}
+
+/// The convolution `desc` describes.
+///
+/// # Safety
+/// The contract in the module doc.
+unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mut T) {
+    let Some(d) = (unsafe { read_desc(desc) }) else { return };
+    let groups = (d.fgc * d.bgc) as usize;
+    let kg = d.out_features as usize / groups;
+    let gi = d.group_in as usize;
+    let taps: usize = d.dims.iter().map(|x| x.k_size as usize).product();
+    let k = taps * gi;
+    let points = d.dims.iter().map(|x| x.out_size as usize).product::<usize>() * d.out_batch as usize;
+    if points == 0 || kg == 0 {
+        return;
+    }
+    SHARED.with(|shared| {
+        let mut shared = shared.borrow_mut();
+        let (wbuf, ibuf) = &mut *shared;
+        let w = view::<T>(wbuf, groups * k * kg);
+        // Packed kernel row `t * gi + i` holds window position `t` (row-major over the spatial
+        // dimensions) and input feature `i`.
+        let mut pos = vec![0i64; d.dims.len()];
+        for t in 0..taps {
+            let mut rest = t as i64;
+            let mut koff = 0;
+            for (s, x) in d.dims.iter().enumerate().rev() {
+                pos[s] = rest % x.k_size;
+                rest /= x.k_size;
+                let kr = if x.reverse { x.k_size - 1 - pos[s] } else { pos[s] };
+                koff += kr * x.k_stride;
+            }
+            for i in 0..gi {
+                for g in 0..groups {
+                    let row = &mut w[(g * k + t * gi + i) * kg..][..kg];
+                    for (o, slot) in row.iter_mut().enumerate() {
+                        let e = koff + i as i64 * d.k_in_stride + (g * kg + o) as i64 * d.k_out_stride;
+                        // SAFETY: inside the kernel operand by the contract.
+                        *slot = unsafe { *rhs.offset(e as isize) };
+                    }
+                }
+            }
+        }
+        // The blocks multiply padding zeros by every kernel value, where the reference skips
+        // the padding: with an infinite or NaN kernel value that would be NaN instead of a
+        // number, so such kernels take the direct loops.
+        if w.iter().any(|x| !x.is_finite()) {
+            // SAFETY: the call's contract.
+            unsafe { direct(&d, lhs, rhs, out) };
+            return;
+        }
+        let table_len: usize = d.dims.iter().map(|x| (x.out_size * x.k_size) as usize).sum();
+        if ibuf.len() < table_len {
+            ibuf.resize(table_len, 0);
+        }
+        let mut tables = Vec::with_capacity(d.dims.len());
+        let mut at = 0;
+        for x in &d.dims {
+            let n = (x.out_size * x.k_size) as usize;
+            let t = &mut ibuf[at..at + n];
+            for o in 0..x.out_size {
+                for kk in 0..x.k_size {
+                    let p = o * x.stride - x.pad_low + kk * x.rhs_dil;
+                    let valid = p >= 0 && p % x.lhs_dil == 0 && p / x.lhs_dil < x.in_size;
+                    t[(o * x.k_size + kk) as usize] = if valid { p / x.lhs_dil * x.in_stride } else { -1 };
+                }
+            }
+            tables.push(Ptr(t.as_mut_ptr()));
+            at += n;
+        }
+        // Runs of output points with one row stride: the longest suffix of (batch, spatial..)
+        // whose strides nest.
+        let mut order = vec![(d.out_batch, d.out_batch_stride)];
+        order.extend(d.dims.iter().map(|x| (x.out_size, x.out_stride)));
+        let mut run = 1usize;
+        let mut row_stride = 0i64;
+        for &(size, stride) in order.iter().rev() {
+            if size == 1 {
+                continue;
+            }
+            if run == 1 {
+                row_stride = stride;
+            } else if stride != row_stride * run as i64 {
+                break;
+            }
+            run *= size as usize;
+        }
+        let block = (BLOCK_BYTES / (k.max(1) * std::mem::size_of::<T>())).clamp(16, 1024);
+        let plan = Plan {
+            lhs: Ptr(lhs as *mut T),
+            out: Ptr(out),
+            w: Ptr(w.as_mut_ptr()),
+            tables,
+            k,
+            kg,
+            points,
+            block,
+            run,
+            row_stride,
+            scatter: run < block / 4,
+        };
+        let blocks = blocks(&plan);
+        let tasks = blocks.len() * groups;
+        let next = AtomicUsize::new(0);
+        let work = || {
+            WORK.with(|work| {
+                let mut work = work.borrow_mut();
+                let (pbuf, cbuf) = &mut *work;
+                loop {
+                    let task = next.fetch_add(1, Ordering::Relaxed);
+                    if task >= tasks {
+                        break;
+                    }
+                    let (g, (p0, p1)) = (task / blocks.len(), blocks[task % blocks.len()]);
+                    // SAFETY: the call's contract; tasks write disjoint output elements.
+                    unsafe { run_block(&d, &plan, g, p0, p1, pbuf, cbuf) };
+                }
+            })
+        };
+        let macs = points as u128 * k as u128 * d.out_features as u128;
+        let pool = crate::gemm::published_pool();
+        // SAFETY: a published pool outlives the run that published it.
+        let pool = if pool.is_null() || macs < PARALLEL_MIN_MACS { None } else { Some(unsafe { &*pool }) };
+        match pool {
+            Some(pool) if pool.threads() > 1 && !pool.is_worker_thread() && tasks > 1 => {
+                let threads = pool.threads().min(tasks);
+                pool.install(|| {
+                    rayon::scope(|s| {
+                        for _ in 0..threads {
+                            s.spawn(|_| work());
+                        }
+                    })
+                });
+            }
+            _ => work(),
+        }
+    });
+}
+
+/// The convolution as direct loops over the window positions that land on input elements,
+/// summed in f64 (the reference's order and skipping), on the calling thread.
+///
+/// # Safety
+/// The call's contract.
+unsafe fn direct<T: Elem>(d: &Desc, lhs: *const T, rhs: *const T, out: *mut T) {
+    let groups = d.fgc * d.bgc;
+    let kg = d.out_features / groups;
+    let n = d.dims.len();
+    let points: i64 = d.dims.iter().map(|x| x.out_size).product::<i64>() * d.out_batch;
+    let taps: i64 = d.dims.iter().map(|x| x.k_size).product();
+    let (mut os, mut kr) = (vec![0i64; n], vec![0i64; n]);
+    for p in 0..points {
+        let mut rest = p;
+        for s in (0..n).rev() {
+            os[s] = rest % d.dims[s].out_size;
+            rest /= d.dims[s].out_size;
+        }
+        let ob = rest;
+        let out_base = point_offset(d, p as usize);
+        for of in 0..d.out_features {
+            let grp = of / kg;
+            let (b, f0) = if d.fgc > 1 { (ob, grp * d.group_in) } else { (grp * (d.batch / d.bgc) + ob, 0) };
+            let mut acc = 0.0f64;
+            for t in 0..taps {
+                let mut rest = t;
+                let (mut in_off, mut k_off, mut valid) = (b * d.in_batch_stride, of * d.k_out_stride, true);
+                for s in (0..n).rev() {
+                    let x = &d.dims[s];
+                    kr[s] = rest % x.k_size;
+                    rest /= x.k_size;
+                    let tap = if x.reverse { x.k_size - 1 - kr[s] } else { kr[s] };
+                    let pos = os[s] * x.stride - x.pad_low + tap * x.rhs_dil;
+                    if pos < 0 || pos % x.lhs_dil != 0 || pos / x.lhs_dil >= x.in_size {
+                        valid = false;
+                        break;
+                    }
+                    in_off += pos / x.lhs_dil * x.in_stride;
+                    k_off += kr[s] * x.k_stride;
+                }
+                if !valid {
+                    continue;
+                }
+                for i in 0..d.group_in {
+                    // SAFETY: operand elements by the contract.
+                    let (a, w) = unsafe {
+                        (
+                            *lhs.offset((in_off + (f0 + i) * d.in_feature_stride) as isize),
+                            *rhs.offset((k_off + i * d.k_in_stride) as isize),
+                        )
+                    };
+                    acc += a.to_f64() * w.to_f64();
+                }
+            }
+            // SAFETY: a logical output element by the contract.
+            unsafe { *out.offset((out_base + of * d.out_feature_stride) as isize) = T::from_f64(acc) };
+        }
+    }
+}
+
+/// Point ranges of the blocks: within one run unless the runs are short.
+fn blocks<T>(plan: &Plan<T>) -> Vec<(usize, usize)> {
+    let mut out = Vec::with_capacity(plan.points / plan.block + 1);
+    let mut p = 0;
+    while p < plan.points {
+        let end = if plan.scatter { p + plan.block } else { (p + plan.block).min((p / plan.run + 1) * plan.run) };
+        let end = end.min(plan.points);
+        out.push((p, end));
+        p = end;
+    }
+    out
+}
+
+/// Gathers the patches of output points `p0..p1` for group `g` and multiplies them by the
+/// group's packed kernel into the output.
+///
+/// # Safety
+/// The call's contract; no other thread writes these output rows of this group.
+#[allow(clippy::too_many_arguments)]
+unsafe fn run_block<T: Elem>(
+    d: &Desc,
+    plan: &Plan<T>,
+    g: usize,
+    p0: usize,
+    p1: usize,
+    pbuf: &mut Vec<f64>,
+    cbuf: &mut Vec<f64>,
+) {
+    let (k, kg, rows) = (plan.k, plan.kg, p1 - p0);
+    let gi = d.group_in as usize;
+    let n = d.dims.len();
+    let patch = view::<T>(pbuf, rows * k);
+    let mut os = [0i64; 8];
+    let mut os_heap = Vec::new();
+    let os: &mut [i64] = if n <= 8 {
+        &mut os[..n]
+    } else {
+        os_heap.resize(n, 0);
+        &mut os_heap
+    };
+    let mut rest = p0 as i64;
+    for s in (0..n).rev() {
+        os[s] = rest % d.dims[s].out_size;
+        rest /= d.dims[s].out_size;
+    }
+    let mut ob = rest;
+    let mut out_off = Vec::with_capacity(if plan.scatter { rows } else { 0 });
+    for r in 0..rows {
+        let b = if d.fgc > 1 { ob } else { g as i64 * (d.batch / d.bgc) + ob };
+        let f0 = if d.fgc > 1 { (g * gi) as i64 } else { 0 };
+        let base = b * d.in_batch_stride + f0 * d.in_feature_stride;
+        if plan.scatter {
+            let o = ob * d.out_batch_stride + os.iter().zip(&d.dims).map(|(&o, x)| o * x.out_stride).sum::<i64>();
+            out_off.push(o);
+        }
+        let row = &mut patch[r * k..(r + 1) * k];
+        gather_row(d, plan, os, base, row);
+        // Next output point, the last spatial dimension fastest.
+        let mut s = n;
+        loop {
+            if s == 0 {
+                ob += 1;
+                break;
+            }
+            s -= 1;
+            os[s] += 1;
+            if os[s] < d.dims[s].out_size {
+                break;
+            }
+            os[s] = 0;
+        }
+    }
+    let fo = (g * kg) as i64 * d.out_feature_stride;
+    let w = plan.w.0.wrapping_add(g * k * kg);
+    if plan.scatter {
+        let c = view::<T>(cbuf, rows * kg);
+        // SAFETY: all three matrices are in bounds (scratch sized above, packed kernel).
+        unsafe { gemm_into(rows, kg, k, patch.as_ptr(), w, c.as_mut_ptr(), kg as isize, 1) };
+        for (r, &o) in out_off.iter().enumerate() {
+            for j in 0..kg {
+                // SAFETY: a logical output element by the contract.
+                unsafe { *plan.out.0.offset((o + fo + j as i64 * d.out_feature_stride) as isize) = c[r * kg + j] };
+            }
+        }
+    } else {
+        let first = point_offset(d, p0) + fo;
+        let c = plan.out.0.wrapping_offset(first as isize);
+        // SAFETY: the rows form one strided run of logical output elements.
+        unsafe {
+            gemm_into(rows, kg, k, patch.as_ptr(), w, c, plan.row_stride as isize, d.out_feature_stride as isize)
+        };
+    }
+}
+
+/// Element offset of output point `p` (batch-major, last spatial dimension fastest).
+fn point_offset(d: &Desc, p: usize) -> i64 {
+    let mut rest = p as i64;
+    let mut off = 0;
+    for x in d.dims.iter().rev() {
+        off += rest % x.out_size * x.out_stride;
+        rest /= x.out_size;
+    }
+    off + rest * d.out_batch_stride
+}
+
+/// One patch row: for each window position (row-major), the group's input features at the
+/// input element it lands on, or zeros.
+fn gather_row<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, row: &mut [T]) {
+    let gi = d.group_in as usize;
+    let n = d.dims.len();
+    let taps = if gi == 0 { 0 } else { row.len() / gi };
+    let mut kk = [0i64; 8];
+    let mut kk_heap = Vec::new();
+    let kk: &mut [i64] = if n <= 8 {
+        &mut kk[..n]
+    } else {
+        kk_heap.resize(n, 0);
+        &mut kk_heap
+    };
+    let fs = d.in_feature_stride as isize;
+    for t in 0..taps {
+        let dst = &mut row[t * gi..(t + 1) * gi];
+        let mut off = base;
+        let mut valid = true;
+        for s in 0..n {
+            let x = &d.dims[s];
+            // SAFETY: the table holds out_size * k_size entries.
+            let e = unsafe { *plan.tables[s].0.add((os[s] * x.k_size + kk[s]) as usize) };
+            if e < 0 {
+                valid = false;
+                break;
+            }
+            off += e;
+        }
+        if valid {
+            // SAFETY: an input element by the contract and the table's validity check.
+            let src = unsafe { plan.lhs.0.offset(off as isize) };
+            if fs == 1 {
+                // SAFETY: `gi` consecutive features.
+                dst.copy_from_slice(unsafe { std::slice::from_raw_parts(src, gi) });
+            } else {
+                for (i, v) in dst.iter_mut().enumerate() {
+                    // SAFETY: feature `i` of the group.
+                    *v = unsafe { *src.offset(i as isize * fs) };
+                }
+            }
+        } else {
+            dst.fill(T::ZERO);
+        }
+        // Next window position, the last spatial dimension fastest.
+        let mut s = n;
+        while s > 0 {
+            s -= 1;
+            kk[s] += 1;
+            if kk[s] < d.dims[s].k_size {
+                break;
+            }
+            kk[s] = 0;
+        }
+    }
+}
+
+/// `C = A·B` with `A` a row-major `m×k` block and `B` a row-major `k×n` packed kernel, on the
+/// current thread.
+///
+/// # Safety
+/// Every addressed element must be valid.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_into<T: Elem>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: *const T,
+    b: *const T,
+    c: *mut T,
+    c_rs: isize,
+    c_cs: isize,
+) {
+    // SAFETY: the caller's contract. With `read_dst = false` gemm computes `C = 1 * A·B`.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            c_cs,
+            c_rs,
+            false,
+            a,
+            1,
+            k as isize,
+            b,
+            1,
+            n as isize,
+            T::ZERO,
+            T::ONE,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
+    }
+}
+
+/// The f32 convolution (contract in the module doc).
+///
+/// # Safety
+/// `desc` must hold a whole descriptor; every element it addresses through `lhs` and `rhs`
+/// must be readable and every logical output element through `out` writable, not overlapping
+/// the operands.
+#[no_mangle]
+pub unsafe extern "C" fn tessera_rt_conv_f32(desc: *const i64, lhs: *const f32, rhs: *const f32, out: *mut f32) {
+    unsafe { conv(desc, lhs, rhs, out) }
+}
+
+/// [`tessera_rt_conv_f32`] for f64.
+///
+/// # Safety
+/// As for [`tessera_rt_conv_f32`].
+#[no_mangle]
+pub unsafe extern "C" fn tessera_rt_conv_f64(desc: *const i64, lhs: *const f64, rhs: *const f64, out: *mut f64) {
+    unsafe { conv(desc, lhs, rhs, out) }
+}
