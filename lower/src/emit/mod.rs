@@ -26,6 +26,7 @@ use crate::kernel::{BufId, CmpOp, Const, IndexExpr, Kernel, KernelBuilder, MemTy
 use crate::LowerError;
 use index::Bounds;
 use nest::Digit;
+pub(crate) use sort::is_topk_custom_call;
 
 /// Lowers one fused computation to a kernel. `comp`'s parameters become the kernel's input
 /// buffers 0..n (in parameter-number order, read-only) and its root's value is written to
@@ -220,6 +221,9 @@ impl<'m> Emitter<'m> {
         match self.comp.root_inst().opcode {
             Opcode::Sort => return self.emit_sort(),
             Opcode::TopK => return self.emit_topk(),
+            Opcode::CustomCall if sort::is_topk_custom_call(self.comp.root_inst()) => {
+                return self.emit_topk_custom_call()
+            }
             _ => {}
         }
         let values = self.out_values()?;
