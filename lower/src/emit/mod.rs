@@ -34,6 +34,7 @@ use crate::kernel::{BufId, CmpOp, Const, IndexExpr, Kernel, KernelBuilder, MemTy
 use crate::LowerError;
 use index::Bounds;
 use nest::Digit;
+pub(crate) use sort::is_topk_custom_call;
 
 /// Lowers one fused computation to a kernel. `comp`'s parameters become the kernel's input
 /// buffers 0..n (in parameter-number order, read-only) and its root's value is written to
@@ -240,6 +241,9 @@ impl<'m> Emitter<'m> {
             Opcode::Scatter => return self.emit_scatter(),
             Opcode::Cholesky => return self.emit_cholesky(),
             Opcode::TriangularSolve => return self.emit_triangular_solve(),
+            Opcode::CustomCall if sort::is_topk_custom_call(self.comp.root_inst()) => {
+                return self.emit_topk_custom_call()
+            }
             _ => {}
         }
         let values = self.out_values()?;
