@@ -197,7 +197,7 @@ ENTRY e {
   ROOT r = f32[1024]{0} exponential(t)
 }
 ";
-    let options = CompileOptions { lower: LowerOptions { fusion: false, dump_dir: None } };
+    let options = CompileOptions { lower: LowerOptions { fusion: false, dump_dir: None, ..LowerOptions::default() } };
     for backend in [Backend::Cranelift, Backend::Llvm] {
         let small = ClientOptions { memory_spaces: BTreeMap::from([(1, 1000)]), ..ClientOptions::default() };
         let err = Client::with_options(backend, &small).unwrap().compile_text(module, &options).err().unwrap();

@@ -13,6 +13,7 @@ mod hoist;
 pub mod index;
 mod nest;
 mod reduce;
+pub mod rng;
 mod scalar;
 mod types;
 
@@ -216,6 +217,11 @@ impl<'m> Emitter<'m> {
     }
 
     fn emit_root(&mut self) -> Result<(), LowerError> {
+        match self.comp.root_inst().opcode {
+            Opcode::RngBitGenerator => return self.emit_bit_generator(self.comp.root),
+            Opcode::Rng => return self.emit_rng(self.comp.root).map(|_| ()),
+            _ => {}
+        }
         let values = self.out_values()?;
         if values.len() != self.outputs.len() {
             return Err(LowerError::invalid(&self.comp.root_inst().name, "the root's outputs do not match its shape"));
