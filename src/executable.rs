@@ -9,7 +9,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
-use tessera_hlo::eval::evaluate;
+use tessera_hlo::eval::{evaluate_with, EvalOptions};
 use tessera_hlo::{ArrayShape, LayoutMap, Literal, LiteralError, Module, Shape};
 use tessera_lower::Program;
 use tessera_runtime::RuntimeError;
@@ -106,7 +106,8 @@ impl Signature {
 
 /// What runs the module.
 pub(crate) enum Engine {
-    Interp(Box<Module>),
+    /// The module, and the seed its `rng` ops draw with.
+    Interp(Box<Module>, u64),
     Compiled(Box<tessera_runtime::Executable>),
 }
 
@@ -157,7 +158,7 @@ impl Executable {
     pub fn runtime(&self) -> Option<&tessera_runtime::Executable> {
         match &self.engine {
             Engine::Compiled(e) => Some(e),
-            Engine::Interp(_) => None,
+            Engine::Interp(..) => None,
         }
     }
 
@@ -174,8 +175,8 @@ impl Executable {
             }
         }
         match &self.engine {
-            Engine::Interp(module) => {
-                let result = evaluate(module, args)?;
+            Engine::Interp(module, seed) => {
+                let result = evaluate_with(module, args, &EvalOptions::default().with_rng_seed(*seed))?;
                 let mut out = Vec::new();
                 flatten_owned(result, &mut out);
                 Ok(out)
@@ -294,7 +295,7 @@ impl Executable {
         }
         match &self.engine {
             Engine::Compiled(exe) => Ok(exe.run(args, results)?),
-            Engine::Interp(module) => {
+            Engine::Interp(module, seed) => {
                 let mut literals = args
                     .iter()
                     .zip(leaves)
@@ -304,7 +305,10 @@ impl Executable {
                 let entry_args: Vec<Literal> =
                     self.signature.parameters.iter().map(|shape| regroup(shape, &mut literals)).collect();
                 let mut out = Vec::new();
-                flatten_owned(evaluate(module, &entry_args)?, &mut out);
+                flatten_owned(
+                    evaluate_with(module, &entry_args, &EvalOptions::default().with_rng_seed(*seed))?,
+                    &mut out,
+                );
                 for (i, (lit, r)) in out.iter().zip(results.iter_mut()).enumerate() {
                     let bytes = leaf_bytes(lit, &result_leaves[i])?;
                     r.copy_from_slice(&bytes);
