@@ -147,6 +147,11 @@ fn rng_draws_match_the_interpreter() {
             vec![Literal::scalar(0.5f64), Literal::scalar(1.5f64)],
         ),
         (
+            "  a = f32[] constant(0)\n  b = f32[] constant(1)\n",
+            "f32[7,6]{1,0:T(2,4)} rng(a, b), distribution=rng_uniform",
+            vec![],
+        ),
+        (
             "  a = f16[] constant(0)\n  b = f16[] constant(1)\n",
             "f16[6,7]{1,0} rng(a, b), distribution=rng_uniform",
             vec![],
