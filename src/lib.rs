@@ -27,4 +27,5 @@ pub use client::{Backend, Client, ClientOptions, CompileOptions};
 pub use device_buffer::DeviceBuffer;
 pub use error::Error;
 pub use executable::Executable;
+pub use tessera_codegen::CpuTarget;
 pub use tessera_lower::LowerOptions;

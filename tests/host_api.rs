@@ -196,7 +196,10 @@ ENTRY e {
   ROOT r = f32[1024]{0} exponential(t)
 }
 ";
-    let options = CompileOptions { lower: LowerOptions { fusion: false, dump_dir: None } };
+    let options = CompileOptions {
+        lower: LowerOptions { fusion: false, dump_dir: None, ..LowerOptions::default() },
+        ..CompileOptions::default()
+    };
     for backend in [Backend::Cranelift, Backend::Llvm] {
         let small = ClientOptions { memory_spaces: BTreeMap::from([(1, 1000)]), ..ClientOptions::default() };
         let err = Client::with_options(backend, &small).unwrap().compile_text(module, &options).err().unwrap();
@@ -268,5 +271,21 @@ ENTRY e {
         let exe = Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()).unwrap();
         let got = exe.run(&[x.clone()]).unwrap()[0].to_vec::<f32>().unwrap();
         assert_eq!(got, expected, "{backend}");
+    }
+}
+
+#[test]
+fn a_target_cpu_the_host_cannot_run_is_an_unsupported_target_feature_error() {
+    let text = "HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n";
+    let ask = tessera::CpuTarget::host().with_features(&["+no-such-feature"]);
+    for backend in [Backend::Cranelift, Backend::Llvm] {
+        let options = CompileOptions { target_cpu: Some(ask.clone()), ..CompileOptions::default() };
+        let e = Client::new(backend).unwrap().compile_text(text, &options).err().expect("refused");
+        assert!(e.to_string().contains("unsupported target feature 'no-such-feature'"), "{backend}: {e}");
+        // A target the host supports compiles and runs.
+        let options = CompileOptions { target_cpu: Some(tessera::CpuTarget::host()), ..CompileOptions::default() };
+        let exe = Client::new(backend).unwrap().compile_text(text, &options).unwrap();
+        let out = exe.run(&[Literal::from_vec(&[4], vec![1f32, -2.0, 0.5, 0.0]).unwrap()]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![-1.0, 2.0, -0.5, -0.0]);
     }
 }

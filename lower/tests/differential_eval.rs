@@ -94,7 +94,7 @@ enum Outcome {
 
 fn run(module_text: &str, seed: u64, fusion: bool) -> Outcome {
     let Ok(module) = parse_module(module_text) else { return Outcome::Skip };
-    let Ok(program) = lower_module(&module, &LowerOptions { fusion, dump_dir: None }) else {
+    let Ok(program) = lower_module(&module, &LowerOptions { fusion, dump_dir: None, ..LowerOptions::default() }) else {
         return Outcome::Skip;
     };
     if too_large(&program) {

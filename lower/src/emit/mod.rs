@@ -18,6 +18,7 @@ pub mod index;
 mod linalg;
 mod nest;
 mod reduce;
+pub mod rng;
 mod scalar;
 mod scatter;
 mod select_and_scatter;
@@ -236,6 +237,8 @@ impl<'m> Emitter<'m> {
     fn emit_root(&mut self) -> Result<(), LowerError> {
         // Ops whose kernels are not one value per output element.
         match self.comp.root_inst().opcode {
+            Opcode::RngBitGenerator => return self.emit_bit_generator(self.comp.root),
+            Opcode::Rng => return self.emit_rng(self.comp.root).map(|_| ()),
             Opcode::Sort => return self.emit_sort(),
             Opcode::TopK => return self.emit_topk(),
             Opcode::Scatter => return self.emit_scatter(),
