@@ -19,6 +19,7 @@
 mod client;
 pub mod conformance;
 mod device_buffer;
+pub mod differential;
 mod error;
 mod executable;
 pub mod table;

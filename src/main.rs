@@ -3,6 +3,7 @@
 //! a `compare` disagreement, 2 on a usage error.
 
 mod compare_command;
+mod fuzz_command;
 mod progress;
 mod run_command;
 mod summary;
@@ -69,6 +70,23 @@ enum Command {
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
     },
+    /// Differential testing: generate random valid programs, run each on the interpreter and
+    /// both JIT tiers (logical and physical I/O) and compare. Exit code 1 if any program
+    /// fails (a mismatch, an unexpected refusal, an error).
+    Fuzz {
+        /// Programs to run.
+        #[arg(long, value_name = "N", default_value_t = 100)]
+        count: u64,
+        /// Seed of the first program; program i has seed S + i.
+        #[arg(long, value_name = "S", default_value_t = 0)]
+        seed: u64,
+        /// Folder to write every failing program into (seed-<seed>.hlo).
+        #[arg(long, value_name = "DIR")]
+        save: Option<PathBuf>,
+        /// Threads kernels run on (default: all cores).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        threads: Option<u32>,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -112,6 +130,10 @@ fn main() -> ExitCode {
             threads: threads.map(|n| n as usize),
         })
         .map(|agree| if agree { ExitCode::SUCCESS } else { ExitCode::from(1) }),
+        Command::Fuzz { count, seed, save, threads } => {
+            fuzz_command::fuzz(&fuzz_command::FuzzArgs { count, seed, save, threads: threads.map(|n| n as usize) })
+                .map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
     };
     match result {
         Ok(code) => code,

@@ -173,7 +173,7 @@ pub fn run_case(case: &Case, client: &Client, mode: Mode) -> Outcome {
 
 /// Runs on physical buffers built by hand from the layout math, so a backend that ignored a
 /// layout (or read padding) cannot hide behind the runtime's own relayout.
-fn run_physical(exe: &Executable, args: &[Literal]) -> Result<Vec<Literal>, Error> {
+pub fn run_physical(exe: &Executable, args: &[Literal]) -> Result<Vec<Literal>, Error> {
     let mut leaves = Vec::new();
     for a in args {
         flatten(a, &mut leaves);

@@ -9,7 +9,7 @@
 //! `entry_computation_layout`) has a layout, and the entry's parameters and root carry
 //! exactly the entry layouts.
 
-use tessera_hlo::ir::{AttrValue, ProgramShape};
+use tessera_hlo::ir::{AttrList, AttrValue, ProgramShape};
 use tessera_hlo::{Computation, InstId, Instruction, Layout, Module, Opcode, Shape};
 
 use crate::pass::Pass;
@@ -29,6 +29,9 @@ impl Pass for LayoutNormalize {
             for inst in &mut comp.instructions {
                 changed |= fill_layouts(&mut inst.shape);
             }
+        }
+        for comp in &mut module.computations {
+            changed |= conform_tuple_values(comp);
         }
         let entry = module.entry;
         let stated = module.entry_computation_layout().cloned();
@@ -83,14 +86,60 @@ fn same_layouts(a: &Shape, b: &Shape) -> bool {
     }
 }
 
+/// The lowering treats a tuple and a get-tuple-element as aliases of the values they hold,
+/// so their stated layouts must be those values' layouts. Where they are not (the parser
+/// gives every shape without a layout the default one, whatever its operand's is), copies
+/// make them so: a tuple's operand is copied into the tuple's element layout, and a
+/// get-tuple-element takes its element's layout and its users read a copy into the stated
+/// one.
+fn conform_tuple_values(comp: &mut Computation) -> bool {
+    let mut changed = false;
+    for i in 0..comp.instructions.len() {
+        let id = InstId(i as u32);
+        match comp.inst(id).opcode {
+            Opcode::Tuple => {
+                let Shape::Tuple(elems) = comp.inst(id).shape.clone() else { continue };
+                let operands = comp.inst(id).operands.clone();
+                if operands.len() != elems.len() {
+                    continue;
+                }
+                for (k, (&o, want)) in operands.iter().zip(&elems).enumerate() {
+                    let fixed = conform(comp, o, want);
+                    if fixed != o {
+                        comp.inst_mut(id).operands[k] = fixed;
+                        changed = true;
+                    }
+                }
+            }
+            Opcode::GetTupleElement => {
+                let inst = comp.inst(id);
+                let index = inst.attr_int("index").and_then(|i| usize::try_from(i).ok());
+                let elem = inst.operands.first().and_then(|&o| {
+                    let elems: &[Shape] = comp.inst(o).shape.tuple_elements()?;
+                    elems.get(index?).cloned()
+                });
+                if let Some(elem) = elem {
+                    changed |= conform_parameter(comp, id, &elem);
+                }
+            }
+            _ => {}
+        }
+    }
+    changed
+}
+
+/// Gives instruction `id` (a parameter, or a get-tuple-element) the layouts of `want`, the
+/// layouts its value really has, and redirects its users to copies into the layouts it
+/// stated.
 fn conform_parameter(comp: &mut Computation, id: InstId, want: &Shape) -> bool {
     let have = comp.inst(id).shape.clone();
     if same_layouts(&have, want) {
         return false;
     }
     comp.inst_mut(id).shape = want.clone();
-    // The parameter's existing users still expect the stated layout: they read a conversion.
-    // Only instructions that exist now are redirected, not the conversion chain itself.
+    // The instruction's existing users still expect the stated layout: they read a
+    // conversion. Only instructions that exist now are redirected, not the conversion chain
+    // itself.
     let existing = comp.instructions.len();
     let fixed = conform(comp, id, &have);
     for inst in &mut comp.instructions[..existing] {

@@ -1,0 +1,668 @@
+//! The op families the generator draws from. Each takes its operands from the pool (or makes
+//! them), computes the result's shape and facts, and returns `None` when the draw is not
+//! admitted (`facts.rs`) or does not fit; the caller then simply draws again.
+
+use tessera_hlo::ElementType;
+
+use super::facts::{self, Facts, Kind};
+use super::{elements, kind, list, shape_text, Gen, MAX_ELEMENTS};
+
+const FLOAT_UNARY: &[&str] = &[
+    "negate",
+    "abs",
+    "exponential",
+    "exponential-minus-one",
+    "log",
+    "log-plus-one",
+    "sqrt",
+    "rsqrt",
+    "cbrt",
+    "sine",
+    "cosine",
+    "tan",
+    "tanh",
+    "logistic",
+    "erf",
+    "floor",
+    "ceil",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "sign",
+];
+const INT_UNARY: &[&str] = &["negate", "abs", "not", "popcnt", "count-leading-zeros", "sign"];
+const FLOAT_BINARY: &[&str] =
+    &["add", "subtract", "multiply", "divide", "maximum", "minimum", "remainder", "power", "atan2"];
+const INT_BINARY: &[&str] = &[
+    "add",
+    "subtract",
+    "multiply",
+    "divide",
+    "remainder",
+    "maximum",
+    "minimum",
+    "and",
+    "or",
+    "xor",
+    "shift-left",
+    "shift-right-logical",
+    "shift-right-arithmetic",
+];
+const PRED_BINARY: &[&str] = &["and", "or", "xor"];
+const DIRECTIONS: &[&str] = &["EQ", "NE", "LT", "LE", "GT", "GE"];
+
+impl Gen {
+    /// One random op; `Some` with the new value when one was added.
+    pub(super) fn random_op(&mut self) -> Option<usize> {
+        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2];
+        match self.rng.weighted(WEIGHTS) {
+            0 => self.unary(),
+            1 => self.binary(),
+            2 => self.compare_select(),
+            3 => self.clamp(),
+            4 => self.convert(),
+            5 => self.bitcast_convert(),
+            6 => self.broadcast(),
+            7 => self.transpose(),
+            8 => self.reshape(),
+            9 => self.slice(),
+            10 => self.pad(),
+            11 => self.concatenate(),
+            12 => self.reverse(),
+            13 => self.copy(),
+            14 => self.reduce(),
+            15 => self.arg_reduce(),
+            16 => self.dot(),
+            17 => self.dynamic_slice(),
+            18 => self.dynamic_update_slice(),
+            19 => self.gather(),
+            20 => self.scatter(),
+            21 => self.reduce_window(),
+            22 => self.convolution(),
+            23 => self.while_loop(),
+            _ => self.conditional(),
+        }
+    }
+
+    fn name(&self, v: usize) -> String {
+        self.vals[v].name.clone()
+    }
+
+    fn unary(&mut self) -> Option<usize> {
+        let a = self.any_value();
+        let (ty, k, f) = (self.vals[a].ty, kind(self.vals[a].ty), self.vals[a].facts);
+        // Every generated float is finite, noisy or not, so is-finite is exact either way.
+        if matches!(k, Kind::Float(_)) && self.rng.chance(0.05) {
+            let dims = self.vals[a].dims.clone();
+            let r =
+                self.push_op(ElementType::Pred, dims, Facts::exact(0.0, 1.0), format!("is-finite({})", self.name(a)));
+            self.used(&[a]);
+            return Some(r);
+        }
+        let ops: &[&str] = match k {
+            Kind::Float(_) => FLOAT_UNARY,
+            Kind::Signed(_) => INT_UNARY,
+            Kind::Unsigned(_) => &["not", "popcnt", "count-leading-zeros"],
+            Kind::Pred => &["not"],
+        };
+        for _ in 0..4 {
+            let op = *self.rng.pick(ops);
+            if let Some(facts) = facts::unary(op, k, f) {
+                let r = self.push_op(ty, self.vals[a].dims.clone(), facts, format!("{op}({})", self.name(a)));
+                self.used(&[a]);
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    fn binary(&mut self) -> Option<usize> {
+        let a = self.any_value();
+        let (ty, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
+        let b = self.like(ty, &dims);
+        let (a, b) = if self.rng.chance(0.5) { (a, b) } else { (b, a) };
+        let k = kind(ty);
+        let ops: &[&str] = match k {
+            Kind::Float(_) => FLOAT_BINARY,
+            Kind::Signed(_) | Kind::Unsigned(_) => INT_BINARY,
+            Kind::Pred => PRED_BINARY,
+        };
+        for _ in 0..4 {
+            let op = *self.rng.pick(ops);
+            if let Some(facts) = facts::binary(op, k, self.vals[a].facts, self.vals[b].facts) {
+                let r = self.push_op(ty, dims, facts, format!("{op}({}, {})", self.name(a), self.name(b)));
+                self.used(&[a, b]);
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    fn compare_select(&mut self) -> Option<usize> {
+        let a = self.any_value();
+        let (ty, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
+        let b = self.like(ty, &dims);
+        facts::compare(self.vals[a].facts, self.vals[b].facts)?;
+        let dir = *self.rng.pick(DIRECTIONS);
+        let total = if ty.is_float() && self.rng.chance(0.15) { ", type=TOTALORDER" } else { "" };
+        let p = self.push_op(
+            ElementType::Pred,
+            dims.clone(),
+            Facts::exact(0.0, 1.0),
+            format!("compare({}, {}), direction={dir}{total}", self.name(a), self.name(b)),
+        );
+        self.used(&[a, b]);
+        if self.rng.chance(0.2) {
+            return Some(p);
+        }
+        // The selected values may be of any type with these dims.
+        let (x, y) = if self.rng.chance(0.5) {
+            (a, b)
+        } else {
+            let x = self.pick(|v| v.dims == dims && v.ty != ElementType::Pred).unwrap_or(a);
+            let y = self.like(self.vals[x].ty, &dims);
+            (x, y)
+        };
+        let facts = self.vals[x].facts.join(&self.vals[y].facts);
+        let r = self.push_op(
+            self.vals[x].ty,
+            dims,
+            facts,
+            format!("select({}, {}, {})", self.name(p), self.name(x), self.name(y)),
+        );
+        self.used(&[p, x, y]);
+        Some(r)
+    }
+
+    fn clamp(&mut self) -> Option<usize> {
+        let x = self.pick(|v| v.ty != ElementType::Pred)?;
+        let (ty, dims) = (self.vals[x].ty, self.vals[x].dims.clone());
+        // Bounds are scalars (broadcast by clamp itself) or full arrays.
+        let bound = |g: &mut Gen| if g.rng.chance(0.5) { g.splat(ty, &[]) } else { g.like(ty, &dims) };
+        let lo = bound(self);
+        let hi = bound(self);
+        let (l, h, a) = (self.vals[lo].facts, self.vals[hi].facts, self.vals[x].facts);
+        let facts =
+            Facts { lo: a.lo.max(l.lo).min(h.lo), hi: a.hi.max(l.hi).min(h.hi), exact: a.exact && l.exact && h.exact };
+        let r = self.push_op(ty, dims, facts, format!("clamp({}, {}, {})", self.name(lo), self.name(x), self.name(hi)));
+        self.used(&[lo, x, hi]);
+        Some(r)
+    }
+
+    fn convert(&mut self) -> Option<usize> {
+        let a = self.any_value();
+        let to = self.random_type();
+        if to == self.vals[a].ty {
+            return None;
+        }
+        let facts = facts::convert(kind(self.vals[a].ty), kind(to), self.vals[a].facts)?;
+        let r = self.push_op(to, self.vals[a].dims.clone(), facts, format!("convert({})", self.name(a)));
+        self.used(&[a]);
+        Some(r)
+    }
+
+    /// Reinterprets bits as an integer type of the same, a narrower (adding a minor
+    /// dimension) or a wider width (dropping one). Never to floats: arbitrary bits are NaNs
+    /// whose payloads no two backends need to agree on.
+    fn bitcast_convert(&mut self) -> Option<usize> {
+        let a = self.pick(|v| v.facts.exact && v.ty != ElementType::Pred)?;
+        let (from, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
+        const INTS: &[ElementType] = &[
+            ElementType::S8,
+            ElementType::U8,
+            ElementType::S16,
+            ElementType::U16,
+            ElementType::S32,
+            ElementType::U32,
+            ElementType::S64,
+            ElementType::U64,
+        ];
+        let to = *self.rng.pick(INTS);
+        let (wf, wt) = (i64::from(from.bit_width()), i64::from(to.bit_width()));
+        let out_dims = if wf == wt {
+            dims
+        } else if wt < wf {
+            let mut d = dims;
+            d.push(wf / wt);
+            d
+        } else if dims.last() == Some(&(wt / wf)) {
+            dims[..dims.len() - 1].to_vec()
+        } else {
+            return None;
+        };
+        if elements(&out_dims) > MAX_ELEMENTS || to == from {
+            return None;
+        }
+        let r = self.push_op(to, out_dims, Facts::full(kind(to)), format!("bitcast-convert({})", self.name(a)));
+        self.used(&[a]);
+        Some(r)
+    }
+
+    fn broadcast(&mut self) -> Option<usize> {
+        let a = self.pick(|v| v.dims.len() < 4)?;
+        let (ty, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
+        let new = self.rng.range(1, (4 - dims.len() as i64).min(2)) as usize;
+        let rank = dims.len() + new;
+        let mut positions: Vec<usize> = (0..rank).collect();
+        self.rng.shuffle(&mut positions);
+        let mut kept: Vec<usize> = positions[..dims.len()].to_vec();
+        kept.sort_unstable();
+        let extra = self.random_dims(new);
+        let mut out = Vec::with_capacity(rank);
+        let (mut i, mut j) = (0, 0);
+        for d in 0..rank {
+            if kept.get(i) == Some(&d) {
+                out.push(dims[i]);
+                i += 1;
+            } else {
+                out.push(extra[j]);
+                j += 1;
+            }
+        }
+        if elements(&out) > MAX_ELEMENTS {
+            return None;
+        }
+        let kept: Vec<i64> = kept.iter().map(|&d| d as i64).collect();
+        let facts = self.vals[a].facts;
+        let r = self.push_op(ty, out, facts, format!("broadcast({}), dimensions={{{}}}", self.name(a), list(&kept)));
+        self.used(&[a]);
+        Some(r)
+    }
+
+    fn transpose(&mut self) -> Option<usize> {
+        let a = self.pick(|v| v.dims.len() >= 2)?;
+        let dims = self.vals[a].dims.clone();
+        let mut perm: Vec<i64> = (0..dims.len() as i64).collect();
+        self.rng.shuffle(&mut perm);
+        let out: Vec<i64> = perm.iter().map(|&p| dims[p as usize]).collect();
+        let (ty, facts) = (self.vals[a].ty, self.vals[a].facts);
+        let r = self.push_op(ty, out, facts, format!("transpose({}), dimensions={{{}}}", self.name(a), list(&perm)));
+        self.used(&[a]);
+        Some(r)
+    }
+
+    fn reshape(&mut self) -> Option<usize> {
+        let a = self.any_value();
+        let n = elements(&self.vals[a].dims);
+        let mut factors = Vec::new();
+        let mut m = n;
+        let mut p = 2;
+        while m > 1 {
+            while m % p == 0 {
+                factors.push(p);
+                m /= p;
+            }
+            p += 1;
+        }
+        self.rng.shuffle(&mut factors);
+        let rank = self.rng.range(if factors.is_empty() { 0 } else { 1 }, 4) as usize;
+        let mut out = vec![1i64; rank];
+        if rank > 0 {
+            for f in factors {
+                let i = self.rng.below(rank as u64) as usize;
+                out[i] *= f;
+            }
+        }
+        let (ty, facts) = (self.vals[a].ty, self.vals[a].facts);
+        let r = self.push_op(ty, out, facts, format!("reshape({})", self.name(a)));
+        self.used(&[a]);
+        Some(r)
+    }
+
+    fn slice(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let dims = self.vals[a].dims.clone();
+        let mut out = Vec::new();
+        let mut ranges = Vec::new();
+        for &d in &dims {
+            let start = self.rng.range(0, d - 1);
+            let limit = self.rng.range(start + 1, d);
+            let stride = if self.rng.chance(0.7) { 1 } else { self.rng.range(2, 3) };
+            out.push((limit - start + stride - 1) / stride);
+            ranges.push(if stride == 1 { format!("[{start}:{limit}]") } else { format!("[{start}:{limit}:{stride}]") });
+        }
+        let (ty, facts) = (self.vals[a].ty, self.vals[a].facts);
+        let r = self.push_op(ty, out, facts, format!("slice({}), slice={{{}}}", self.name(a), ranges.join(", ")));
+        self.used(&[a]);
+        Some(r)
+    }
+
+    fn pad(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let (ty, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
+        let mut out = Vec::new();
+        let mut config = Vec::new();
+        for &d in &dims {
+            let interior = if self.rng.chance(0.7) { 0 } else { self.rng.range(1, 2) };
+            let (mut lo, mut hi) = (self.rng.range(-2, 3), self.rng.range(-2, 3));
+            let dilated = d + (d - 1) * interior;
+            if lo + hi + dilated < 1 {
+                (lo, hi) = (0, 0);
+            }
+            out.push(lo + hi + dilated);
+            config.push(if interior == 0 { format!("{lo}_{hi}") } else { format!("{lo}_{hi}_{interior}") });
+        }
+        if elements(&out) > MAX_ELEMENTS {
+            return None;
+        }
+        let value = if self.rng.chance(0.7) { self.splat(ty, &[]) } else { self.param(ty, vec![]) };
+        let facts = self.vals[a].facts.join(&self.vals[value].facts);
+        let r = self.push_op(
+            ty,
+            out,
+            facts,
+            format!("pad({}, {}), padding={}", self.name(a), self.name(value), config.join("x")),
+        );
+        self.used(&[a, value]);
+        Some(r)
+    }
+
+    fn concatenate(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let (ty, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
+        let k = self.rng.below(dims.len() as u64) as usize;
+        let mut parts = vec![a];
+        for _ in 0..self.rng.range(1, 2) {
+            let mut d = dims.clone();
+            d[k] = self.random_dims(1)[0];
+            let other = match self.pick(|v| {
+                v.ty == ty && v.dims.len() == dims.len() && (0..dims.len()).all(|i| i == k || v.dims[i] == dims[i])
+            }) {
+                Some(v) if self.rng.chance(0.6) => v,
+                _ => self.like(ty, &d),
+            };
+            parts.push(other);
+        }
+        self.rng.shuffle(&mut parts);
+        let mut out = dims;
+        out[k] = parts.iter().map(|&p| self.vals[p].dims[k]).sum();
+        if elements(&out) > MAX_ELEMENTS {
+            return None;
+        }
+        let facts = parts.iter().skip(1).fold(self.vals[parts[0]].facts, |f, &p| f.join(&self.vals[p].facts));
+        let names: Vec<String> = parts.iter().map(|&p| self.name(p)).collect();
+        let r = self.push_op(ty, out, facts, format!("concatenate({}), dimensions={{{k}}}", names.join(", ")));
+        self.used(&parts);
+        Some(r)
+    }
+
+    fn reverse(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let rank = self.vals[a].dims.len();
+        let rev: Vec<i64> = (0..rank as i64).filter(|_| self.rng.chance(0.5)).collect();
+        let rev = if rev.is_empty() { vec![self.rng.below(rank as u64) as i64] } else { rev };
+        let (ty, dims, facts) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let r = self.push_op(ty, dims, facts, format!("reverse({}), dimensions={{{}}}", self.name(a), list(&rev)));
+        self.used(&[a]);
+        Some(r)
+    }
+
+    /// A copy into a (usually) different layout: a physical relayout.
+    fn copy(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let (ty, dims, facts) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let layout = self.random_layout(ty, &dims);
+        let r = self.push_with_layout(ty, dims, facts, format!("copy({})", self.name(a)), &layout);
+        self.used(&[a]);
+        Some(r)
+    }
+
+    /// The scalar computation `op` on `ty` (a reducer).
+    pub(super) fn reducer(&mut self, op: &str, ty: ElementType) -> String {
+        let t = ty.name();
+        self.computation(&format!("{op}_{t}"), |c| {
+            vec![
+                format!("{c}.x = {t}[] parameter(0)"),
+                format!("{c}.y = {t}[] parameter(1)"),
+                format!("ROOT {c}.r = {t}[] {op}({c}.x, {c}.y)"),
+            ]
+        })
+    }
+
+    fn reduce(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let k = kind(ty);
+        let op = *self.rng.pick(match k {
+            Kind::Float(_) => &["add", "add", "maximum", "minimum"][..],
+            Kind::Signed(_) | Kind::Unsigned(_) => &["add", "multiply", "maximum", "minimum", "and", "or", "xor"][..],
+            Kind::Pred => &["and", "or"][..],
+        });
+        let mut reduced: Vec<i64> = (0..dims.len() as i64).filter(|_| self.rng.chance(0.4)).collect();
+        if reduced.is_empty() {
+            reduced.push(self.rng.below(dims.len() as u64) as i64);
+        }
+        let n: i64 = reduced.iter().map(|&d| dims[d as usize]).product();
+        let out: Vec<i64> = (0..dims.len()).filter(|d| !reduced.contains(&(*d as i64))).map(|d| dims[d]).collect();
+        let (lo, hi) = k.bounds();
+        let facts = match (k, op) {
+            (Kind::Float(w), "add") => {
+                let (s_lo, s_hi) = (f.lo.min(0.0) * n as f64, f.hi.max(0.0) * n as f64);
+                if s_lo.abs().max(s_hi.abs()) > facts::noisy_mag(w) {
+                    return None;
+                }
+                Facts { lo: s_lo, hi: s_hi, exact: false }
+            }
+            (_, "add") if f.lo.min(0.0) * n as f64 >= lo && f.hi.max(0.0) * n as f64 <= hi => {
+                Facts::exact(f.lo.min(0.0) * n as f64, f.hi.max(0.0) * n as f64)
+            }
+            (_, "maximum" | "minimum") => f,
+            (Kind::Pred, _) => f,
+            _ => Facts::full(k),
+        };
+        let init = match (k, op) {
+            (Kind::Float(_), "add") => "0".to_string(),
+            (Kind::Float(_), "maximum") => "-inf".to_string(),
+            (Kind::Float(_), "minimum") => "inf".to_string(),
+            (Kind::Pred, "and") => "true".to_string(),
+            (Kind::Pred, _) => "false".to_string(),
+            (_, "multiply") => "1".to_string(),
+            (_, "maximum") => k.int_bounds().0.to_string(),
+            (_, "minimum") => k.int_bounds().1.to_string(),
+            (Kind::Signed(_), "and") => "-1".to_string(),
+            (_, "and") => k.int_bounds().1.to_string(),
+            _ => "0".to_string(),
+        };
+        let init = self.constant(ty, &init);
+        let comp = self.reducer(op, ty);
+        let r = self.push_op(
+            ty,
+            out,
+            facts,
+            format!("reduce({}, {init}), dimensions={{{}}}, to_apply={comp}", self.name(a), list(&reduced)),
+        );
+        self.used(&[a]);
+        Some(r)
+    }
+
+    /// A variadic (value, index) reduce along one dimension: argmax or argmin with the
+    /// lowest index winning ties, as JAX writes it.
+    fn arg_reduce(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty() && v.ty != ElementType::Pred && v.facts.exact)?;
+        let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let d = self.rng.below(dims.len() as u64) as usize;
+        let max = self.rng.chance(0.5);
+        let t = ty.name();
+        let dir = if max { "GT" } else { "LT" };
+        let comp = self.computation(&format!("arg{dir}_{t}"), |c| {
+            vec![
+                format!("{c}.av = {t}[] parameter(0)"),
+                format!("{c}.ai = s32[] parameter(1)"),
+                format!("{c}.bv = {t}[] parameter(2)"),
+                format!("{c}.bi = s32[] parameter(3)"),
+                format!("{c}.better = pred[] compare({c}.av, {c}.bv), direction={dir}"),
+                format!("{c}.eq = pred[] compare({c}.av, {c}.bv), direction=EQ"),
+                format!("{c}.lower = pred[] compare({c}.ai, {c}.bi), direction=LT"),
+                format!("{c}.tie = pred[] and({c}.eq, {c}.lower)"),
+                format!("{c}.take = pred[] or({c}.better, {c}.tie)"),
+                format!("{c}.v = {t}[] select({c}.better, {c}.av, {c}.bv)"),
+                format!("{c}.i = s32[] select({c}.take, {c}.ai, {c}.bi)"),
+                format!("ROOT {c}.r = ({t}[], s32[]) tuple({c}.v, {c}.i)"),
+            ]
+        });
+        let index = self.push_op(
+            ElementType::S32,
+            dims.clone(),
+            Facts::exact(0.0, (dims[d] - 1) as f64),
+            format!("iota(), iota_dimension={d}"),
+        );
+        let init_v = match (kind(ty), max) {
+            (Kind::Float(_), true) => "-inf".to_string(),
+            (Kind::Float(_), false) => "inf".to_string(),
+            (k, true) => k.int_bounds().0.to_string(),
+            (k, false) => k.int_bounds().1.to_string(),
+        };
+        let init_v = self.constant(ty, &init_v);
+        let init_i = self.constant(ElementType::S32, "0");
+        let out: Vec<i64> = (0..dims.len()).filter(|&i| i != d).map(|i| dims[i]).collect();
+        let tuple_name = self.fresh("t");
+        self.lines.push(format!(
+            "{tuple_name} = ({}, {}) reduce({}, {}, {init_v}, {init_i}), dimensions={{{d}}}, to_apply={comp}",
+            shape_text(ty, &out, ""),
+            shape_text(ElementType::S32, &out, ""),
+            self.name(a),
+            self.name(index)
+        ));
+        self.used(&[a, index]);
+        let v = self.push_op(ty, out.clone(), f, format!("get-tuple-element({tuple_name}), index=0"));
+        let i = self.push_op(
+            ElementType::S32,
+            out,
+            Facts::exact(0.0, (dims[d] - 1) as f64),
+            format!("get-tuple-element({tuple_name}), index=1"),
+        );
+        // Either output may end up unused: both are results then.
+        Some(if self.rng.chance(0.5) { i } else { v })
+    }
+
+    /// A dot with random batch, contracting and free dimensions; the right operand is built
+    /// to fit (usually a new parameter).
+    fn dot(&mut self) -> Option<usize> {
+        let a = self.pick(|v| (1..=3).contains(&v.dims.len()) && v.ty != ElementType::Pred)?;
+        let (ty, dims, fa) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let rank = dims.len();
+        let mut roles: Vec<usize> = (0..rank).collect();
+        self.rng.shuffle(&mut roles);
+        let contracting = if rank >= 2 && self.rng.chance(0.2) { 2 } else { 1 };
+        let batch = if rank > contracting && self.rng.chance(0.3) { 1 } else { 0 };
+        let lhs_c: Vec<usize> = roles[..contracting].to_vec();
+        let lhs_b: Vec<usize> = roles[contracting..contracting + batch].to_vec();
+        let lhs_free: Vec<usize> = (0..rank).filter(|d| !lhs_c.contains(d) && !lhs_b.contains(d)).collect();
+        let free_rank = self.rng.range(0, 2 - batch as i64) as usize;
+        let rhs_free_dims = self.random_dims(free_rank);
+        // rhs dims in a random order of its roles: batch, contracting, free.
+        let mut rhs_roles: Vec<(char, usize)> = Vec::new();
+        rhs_roles.extend((0..batch).map(|i| ('b', i)));
+        rhs_roles.extend((0..contracting).map(|i| ('c', i)));
+        rhs_roles.extend((0..rhs_free_dims.len()).map(|i| ('f', i)));
+        self.rng.shuffle(&mut rhs_roles);
+        let mut rhs_dims = Vec::new();
+        let (mut rhs_b, mut rhs_c) = (vec![0; batch], vec![0; contracting]);
+        for (pos, &(role, i)) in rhs_roles.iter().enumerate() {
+            match role {
+                'b' => {
+                    rhs_b[i] = pos;
+                    rhs_dims.push(dims[lhs_b[i]]);
+                }
+                'c' => {
+                    rhs_c[i] = pos;
+                    rhs_dims.push(dims[lhs_c[i]]);
+                }
+                _ => rhs_dims.push(rhs_free_dims[i]),
+            }
+        }
+        let mut out: Vec<i64> = lhs_b.iter().map(|&d| dims[d]).collect();
+        out.extend(lhs_free.iter().map(|&d| dims[d]));
+        // The result lists the rhs free dimensions in rhs order.
+        out.extend(rhs_roles.iter().filter(|(role, _)| *role == 'f').map(|&(_, i)| rhs_free_dims[i]));
+        if elements(&out) > MAX_ELEMENTS || elements(&rhs_dims) > MAX_ELEMENTS {
+            return None;
+        }
+        let b = self.like(ty, &rhs_dims);
+        let fb = self.vals[b].facts;
+        let depth: i64 = lhs_c.iter().map(|&d| dims[d]).product();
+        let k = kind(ty);
+        let facts = match k {
+            Kind::Float(w) => {
+                let m = fa.mag() * fb.mag() * depth as f64;
+                if m > facts::noisy_mag(w) {
+                    return None;
+                }
+                Facts { lo: -m, hi: m, exact: false }
+            }
+            _ => {
+                let m = fa.mag() * fb.mag() * depth as f64;
+                let (lo, hi) = k.bounds();
+                let (l, h) = if fa.lo >= 0.0 && fb.lo >= 0.0 { (0.0, m) } else { (-m, m) };
+                if l >= lo && h <= hi {
+                    Facts::exact(l, h)
+                } else {
+                    Facts::full(k)
+                }
+            }
+        };
+        let ints = |xs: &[usize]| list(&xs.iter().map(|&x| x as i64).collect::<Vec<_>>());
+        let mut attrs = String::new();
+        if batch > 0 {
+            attrs.push_str(&format!(", lhs_batch_dims={{{}}}", ints(&lhs_b)));
+        }
+        attrs.push_str(&format!(", lhs_contracting_dims={{{}}}", ints(&lhs_c)));
+        if batch > 0 {
+            attrs.push_str(&format!(", rhs_batch_dims={{{}}}", ints(&rhs_b)));
+        }
+        attrs.push_str(&format!(", rhs_contracting_dims={{{}}}", ints(&rhs_c)));
+        let r = self.push_op(ty, out, facts, format!("dot({}, {}){attrs}", self.name(a), self.name(b)));
+        self.used(&[a, b]);
+        Some(r)
+    }
+
+    /// Start indices into `dims`, one scalar per dimension: constants or parameters of one
+    /// integer type, sometimes out of range (XLA clamps them).
+    fn start_indices(&mut self, dims: &[i64]) -> Vec<String> {
+        let ty = *self.rng.pick(&[ElementType::S32, ElementType::S32, ElementType::S64, ElementType::U32]);
+        let low = if ty == ElementType::U32 { 0 } else { -3 };
+        dims.iter()
+            .map(|&d| {
+                if self.rng.chance(0.5) {
+                    let p = self.int_param(ty, low, d + 2);
+                    self.used(&[p]);
+                    self.name(p)
+                } else {
+                    let v = self.rng.range(low, d + 1);
+                    self.constant(ty, &v.to_string())
+                }
+            })
+            .collect()
+    }
+
+    fn dynamic_slice(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let (ty, dims, facts) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let sizes: Vec<i64> = dims.iter().map(|&d| self.rng.range(1, d)).collect();
+        let names = self.start_indices(&dims);
+        let r = self.push_op(
+            ty,
+            sizes.clone(),
+            facts,
+            format!("dynamic-slice({}, {}), dynamic_slice_sizes={{{}}}", self.name(a), names.join(", "), list(&sizes)),
+        );
+        self.used(&[a]);
+        Some(r)
+    }
+
+    fn dynamic_update_slice(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty())?;
+        let (ty, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
+        let sizes: Vec<i64> = dims.iter().map(|&d| self.rng.range(1, d)).collect();
+        let update = self.like(ty, &sizes);
+        let names = self.start_indices(&dims);
+        let facts = self.vals[a].facts.join(&self.vals[update].facts);
+        let r = self.push_op(
+            ty,
+            dims,
+            facts,
+            format!("dynamic-update-slice({}, {}, {})", self.name(a), self.name(update), names.join(", ")),
+        );
+        self.used(&[a, update]);
+        Some(r)
+    }
+}

@@ -1,0 +1,76 @@
+//! Differential testing in CI: a bounded number of generated programs (fixed seeds) and every
+//! saved regression run on the interpreter and both JIT tiers, in logical and physical I/O,
+//! and must agree (`tessera::differential`). `tessera fuzz` runs the same harness at scale.
+
+use std::path::{Path, PathBuf};
+
+use tessera::differential::{generate, Backends, Header, Options};
+use tessera::ClientOptions;
+use tessera_hlo::text::parse_module;
+
+/// Programs per CI run; `TESSERA_FUZZ_COUNT` overrides it (and `TESSERA_FUZZ_SEED` the first
+/// seed) for a longer local run.
+const COUNT: u64 = 120;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn backends() -> Backends {
+    // One thread: the cases are small, and CI runs test binaries side by side.
+    Backends::new(&ClientOptions { threads: Some(1), ..Default::default() }).expect("clients")
+}
+
+#[test]
+fn generated_programs_agree_on_every_backend() {
+    let (count, first) = (env_u64("TESSERA_FUZZ_COUNT", COUNT), env_u64("TESSERA_FUZZ_SEED", 0x5eed));
+    let backends = backends();
+    let mut failures = Vec::new();
+    for seed in first..first + count {
+        let program = match generate(seed, &Options::default()) {
+            Ok(p) => p,
+            Err(e) => {
+                failures.push(format!("seed {seed}: {e}"));
+                continue;
+            }
+        };
+        let report = backends.run(&program.module, &program.header);
+        if report.is_failure() {
+            failures.push(format!("seed {seed}:\n  {}\n{}", report.problems().join("\n  "), program.text));
+        }
+    }
+    println!("{count} generated programs from seed {first}: {} failing", failures.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+fn regressions() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential/regressions");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "hlo"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_regression_agrees_on_every_backend() {
+    let files = regressions();
+    assert!(!files.is_empty(), "no regression files found");
+    let backends = backends();
+    let mut failures = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).unwrap();
+        let header = Header::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let module = parse_module(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let report = backends.run(&module, &header);
+        assert_eq!(report.tiers.len(), 2, "{}: both JIT tiers ran", path.display());
+        if report.is_failure() {
+            failures.push(format!("{}:\n  {}", path.display(), report.problems().join("\n  ")));
+        }
+    }
+    println!("{} regressions", files.len());
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
