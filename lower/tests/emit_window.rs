@@ -63,5 +63,5 @@ fn unsupported_element_types_are_errors_naming_the_instruction() {
     let err = tessera_lower::lower_module(&module, &tessera_lower::LowerOptions { fusion: true, ..Default::default() })
         .expect_err("complex reduce-window is not lowered here");
     let msg = err.to_string();
-    assert!(msg.contains("c64"), "{msg}");
+    assert!(msg.contains("'w'") && (msg.contains("c64") || msg.contains("complex")), "{msg}");
 }
