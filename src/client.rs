@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_codegen::CompiledKernels;
+use tessera_codegen::{CompiledKernels, CpuTarget};
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::verify::verify;
@@ -65,8 +65,14 @@ pub struct ClientOptions {
 /// How one module is compiled.
 #[derive(Clone, Debug, Default)]
 pub struct CompileOptions {
-    /// The HLO pass pipeline and kernel lowering.
+    /// The HLO pass pipeline and kernel lowering (and the `rng` seed, which the interpreter
+    /// backend uses too).
     pub lower: LowerOptions,
+    /// The CPU the JIT tiers generate code for; `None`: `TESSERA_CPU` /
+    /// `TESSERA_CPU_FEATURES` when set, else the host ([`CpuTarget::from_env`]). A target
+    /// needing a feature the host lacks fails to compile with an unsupported-target-feature
+    /// error.
+    pub target_cpu: Option<CpuTarget>,
 }
 
 pub struct Client {
@@ -137,15 +143,20 @@ impl Client {
         self.check_custom_calls(module)?;
         let signature = Signature::of_module(module)?;
         let engine = match self.backend {
-            Backend::Interp => Engine::Interp { module: Box::new(module.clone()), host: self.host.clone() },
+            Backend::Interp => Engine::Interp {
+                module: Box::new(module.clone()),
+                host: self.host.clone(),
+                rng_seed: options.lower.rng_seed,
+            },
             Backend::Cranelift | Backend::Llvm => {
                 let backend = self.backend.name();
                 let mut program =
                     lower_module(module, &options.lower).map_err(|source| Error::Lower { backend, source })?;
                 assign_buffers(&mut program, &self.spaces.capacities())?;
+                let cpu = options.target_cpu.clone().unwrap_or_else(CpuTarget::from_env);
                 let compiled: CompiledKernels = match self.backend {
-                    Backend::Cranelift => tessera_codegen::cranelift::compile(&program.kernels)?,
-                    _ => tessera_codegen::llvm::compile(&program.kernels)?,
+                    Backend::Cranelift => tessera_codegen::cranelift::compile_for(&program.kernels, &cpu)?,
+                    _ => tessera_codegen::llvm::compile_for(&program.kernels, &cpu)?,
                 };
                 let executable = tessera_codegen::assemble_with_host(
                     &program,

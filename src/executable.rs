@@ -108,10 +108,12 @@ impl Signature {
 
 /// What runs the module.
 pub(crate) enum Engine {
-    /// The interpreter, with the host functions its custom-calls run.
+    /// The interpreter, with the host functions its custom-calls run and the seed its `rng`
+    /// ops draw with.
     Interp {
         module: Box<Module>,
         host: HostFunctions,
+        rng_seed: u64,
     },
     Compiled(Box<tessera_runtime::Executable>),
 }
@@ -169,14 +171,20 @@ impl Executable {
     }
 
     /// Runs the interpreter with the client's host functions and this executable's queues.
-    fn evaluate(&self, module: &Module, host: &HostFunctions, args: &[Literal]) -> Result<Literal, Error> {
+    fn evaluate(
+        &self,
+        module: &Module,
+        host: &HostFunctions,
+        rng_seed: u64,
+        args: &[Literal],
+    ) -> Result<Literal, Error> {
         let mut registry = CustomCallRegistry::new();
         for (target, f) in host {
             let f = f.clone();
             registry.register(target.clone(), move |args: &[Literal]| f(args));
         }
         let queued: Vec<Literal> = lock(&self.queues.infeed).drain(..).collect();
-        let options = EvalOptions::new().with_custom_calls(registry).with_infeed(queued);
+        let options = EvalOptions::new().with_custom_calls(registry).with_infeed(queued).with_rng_seed(rng_seed);
         let result = evaluate_with(module, args, &options);
         // What the run did not read stays queued, ahead of anything queued meanwhile.
         let mut infeed = lock(&self.queues.infeed);
@@ -243,8 +251,8 @@ impl Executable {
             }
         }
         match &self.engine {
-            Engine::Interp { module, host } => {
-                let result = self.evaluate(module, host, args)?;
+            Engine::Interp { module, host, rng_seed } => {
+                let result = self.evaluate(module, host, *rng_seed, args)?;
                 let mut out = Vec::new();
                 flatten_owned(result, &mut out);
                 Ok(out)
@@ -363,7 +371,7 @@ impl Executable {
         }
         match &self.engine {
             Engine::Compiled(exe) => Ok(exe.run(args, results)?),
-            Engine::Interp { module, host } => {
+            Engine::Interp { module, host, rng_seed } => {
                 let mut literals = args
                     .iter()
                     .zip(leaves)
@@ -373,7 +381,7 @@ impl Executable {
                 let entry_args: Vec<Literal> =
                     self.signature.parameters.iter().map(|shape| regroup(shape, &mut literals)).collect();
                 let mut out = Vec::new();
-                flatten_owned(self.evaluate(module, host, &entry_args)?, &mut out);
+                flatten_owned(self.evaluate(module, host, *rng_seed, &entry_args)?, &mut out);
                 for (i, (lit, r)) in out.iter().zip(results.iter_mut()).enumerate() {
                     let bytes = leaf_bytes(lit, &result_leaves[i])?;
                     r.copy_from_slice(&bytes);

@@ -28,4 +28,5 @@ pub use client::{Backend, Client, ClientOptions, CompileOptions};
 pub use device_buffer::DeviceBuffer;
 pub use error::Error;
 pub use executable::Executable;
+pub use tessera_codegen::CpuTarget;
 pub use tessera_lower::LowerOptions;

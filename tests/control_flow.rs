@@ -468,7 +468,10 @@ ENTRY main {
   ROOT r = f32[256] get-tuple-element(w), index=1
 }
 ";
-    let options = CompileOptions { lower: tessera::LowerOptions { fusion: false, dump_dir: None } };
+    let options = CompileOptions {
+        lower: tessera::LowerOptions { fusion: false, ..Default::default() },
+        ..CompileOptions::default()
+    };
     for backend in TIERS {
         let small = ClientOptions { memory_spaces: BTreeMap::from([(1, 512)]), ..ClientOptions::default() };
         let err = Client::with_options(backend, &small).unwrap().compile_text(text, &options).err().unwrap();

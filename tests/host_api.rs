@@ -196,7 +196,10 @@ ENTRY e {
   ROOT r = f32[1024]{0} exponential(t)
 }
 ";
-    let options = CompileOptions { lower: LowerOptions { fusion: false, dump_dir: None } };
+    let options = CompileOptions {
+        lower: LowerOptions { fusion: false, dump_dir: None, ..LowerOptions::default() },
+        ..CompileOptions::default()
+    };
     for backend in [Backend::Cranelift, Backend::Llvm] {
         let small = ClientOptions { memory_spaces: BTreeMap::from([(1, 1000)]), ..ClientOptions::default() };
         let err = Client::with_options(backend, &small).unwrap().compile_text(module, &options).err().unwrap();
@@ -245,5 +248,44 @@ fn executables_run_from_several_threads_at_once() {
                 });
             }
         });
+    }
+}
+
+#[test]
+fn instructions_named_like_c_functions_compile() {
+    // Kernels are named after their instructions; these names are also C symbols kernels call.
+    let text = "\
+HloModule names
+
+ENTRY e {
+  p = f32[4] parameter(0)
+  log = f32[4] log(p)
+  expf = f32[4] exponential(log)
+  ROOT tessera_rt_gemm_f32 = f32[4] tanh(expf)
+}
+";
+    let x = Literal::from_vec(&[4], vec![0.5f32, 1.0, 2.0, 3.0]).unwrap();
+    let expected = Client::new(Backend::Interp).unwrap().compile_text(text, &CompileOptions::default()).unwrap();
+    let expected = expected.run(&[x.clone()]).unwrap()[0].to_vec::<f32>().unwrap();
+    for backend in [Backend::Cranelift, Backend::Llvm] {
+        let exe = Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()).unwrap();
+        let got = exe.run(&[x.clone()]).unwrap()[0].to_vec::<f32>().unwrap();
+        assert_eq!(got, expected, "{backend}");
+    }
+}
+
+#[test]
+fn a_target_cpu_the_host_cannot_run_is_an_unsupported_target_feature_error() {
+    let text = "HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT n = f32[4] negate(p)\n}\n";
+    let ask = tessera::CpuTarget::host().with_features(&["+no-such-feature"]);
+    for backend in [Backend::Cranelift, Backend::Llvm] {
+        let options = CompileOptions { target_cpu: Some(ask.clone()), ..CompileOptions::default() };
+        let e = Client::new(backend).unwrap().compile_text(text, &options).err().expect("refused");
+        assert!(e.to_string().contains("unsupported target feature 'no-such-feature'"), "{backend}: {e}");
+        // A target the host supports compiles and runs.
+        let options = CompileOptions { target_cpu: Some(tessera::CpuTarget::host()), ..CompileOptions::default() };
+        let exe = Client::new(backend).unwrap().compile_text(text, &options).unwrap();
+        let out = exe.run(&[Literal::from_vec(&[4], vec![1f32, -2.0, 0.5, 0.0]).unwrap()]).unwrap();
+        assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![-1.0, 2.0, -0.5, -0.0]);
     }
 }

@@ -398,3 +398,49 @@ fn topk_on_rank_three_and_non_default_layouts() {
         agree(&text, &[random_literal(x, &mut rng)]);
     }
 }
+
+/// XLA:CPU's `TopK` custom-call with the comparator it emits (a total order spelled with
+/// scalar bitcasts), or one that also reads the indices (ties broken toward the higher index).
+#[test]
+fn topk_custom_call_with_value_and_index_comparators() {
+    let mut rng = Rng(0x5eed_000a);
+    let by_value = "cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ia = s32[] parameter(2)
+  ib = s32[] parameter(3)
+  zero = s32[] constant(0)
+  max = s32[] constant(2147483647)
+  ba = s32[] bitcast(a)
+  bb = s32[] bitcast(b)
+  xa = s32[] xor(max, ba)
+  na = pred[] compare(ba, zero), direction=LT
+  xb = s32[] xor(max, bb)
+  nb = pred[] compare(bb, zero), direction=LT
+  ka = s32[] select(na, xa, ba)
+  kb = s32[] select(nb, xb, bb)
+  ROOT gt = pred[] compare(ka, kb), direction=GT
+}";
+    let by_index = "cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ia = s32[] parameter(2)
+  ib = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  eq = pred[] compare(a, b), direction=EQ
+  later = pred[] compare(ia, ib), direction=GT
+  tie = pred[] and(eq, later)
+  ROOT r = pred[] or(gt, tie)
+}";
+    let values_only = "cmp {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT, type=TOTALORDER
+}";
+    for (comparator, n, k) in [(by_value, 100i64, 5i64), (by_index, 57, 57), (values_only, 33, 8), (by_value, 1, 1)] {
+        let text = format!(
+            "HloModule topk_cc, entry_computation_layout={{(f32[4,{n}]{{1,0}})->(f32[4,{k}]{{1,0}}, s32[4,{k}]{{1,0}})}}\n\n{comparator}\n\nENTRY e {{\n  x = f32[4,{n}]{{1,0}} parameter(0)\n  ROOT t = (f32[4,{k}]{{1,0}}, s32[4,{k}]{{1,0}}) custom-call(x), custom_call_target=\"TopK\", called_computations={{cmp}}\n}}\n"
+        );
+        agree(&text, &[random_literal(&format!("f32[4,{n}]{{1,0}}"), &mut rng)]);
+    }
+}

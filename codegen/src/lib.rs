@@ -8,11 +8,13 @@
 pub mod assemble;
 pub mod cranelift;
 pub mod llvm;
+pub mod target;
 
 use std::any::Any;
 use std::time::Duration;
 
 pub use assemble::{assemble, assemble_with_host};
+pub use target::{CpuTarget, ResolvedTarget};
 pub use tessera_runtime::KernelFn;
 
 /// The code generator that compiles kernels.
@@ -52,4 +54,8 @@ pub enum CodegenError {
     /// The host lacks something the tier needs (target, CPU features).
     #[error("the {tier} tier cannot target this host: {message}")]
     Target { tier: &'static str, message: String },
+    /// The target CPU asks for a feature this host does not have: JIT code using it would die
+    /// of an illegal instruction.
+    #[error("unsupported target feature '{feature}': the {tier} tier was asked to target {target}, but the host CPU ({host}) lacks it")]
+    UnsupportedFeature { tier: &'static str, feature: String, target: String, host: String },
 }

@@ -472,7 +472,7 @@ fn math_functions_call_the_runtime_symbols() {
     let table = tessera_runtime::abi::symbols();
     let lookup = |name: &str| table.iter().find(|(n, _)| *n == name).map(|(_, p)| *p).unwrap();
     use MathFn::*;
-    for func in [Exp, Expm1, Log, Log1p, Sin, Cos, Tan, Tanh, Atan2, Pow, Cbrt, Erf, Round, Fmod] {
+    for func in [Exp, Expm1, Log, Log1p, Sin, Cos, Tan, Tanh, Atan2, Pow, Cbrt, Erf, Round, Fmod, Hypot, Sinh, Cosh] {
         for ty in FLOATS {
             let pairs = all_pairs(ty);
             let got = run_pointwise("math", ty, ty, &pairs, |k, x, y| {

@@ -1,6 +1,7 @@
 //! The requirement: the JIT-compiled code of an elementwise kernel uses the host's
 //! widest vectors (zmm on AVX-512, ymm on AVX2), which only happens when every function
-//! carries the host CPU and features (MCJIT otherwise emits SSE).
+//! carries the host CPU and features (MCJIT otherwise emits SSE); and a named target CPU
+//! (an x86-64 level) gets that level's vectors and no wider.
 
 #[path = "llvm_common/mod.rs"]
 mod common;
@@ -9,6 +10,7 @@ use std::ffi::{c_char, CStr, CString};
 
 use inkwell::llvm_sys::disassembler::{LLVMCreateDisasmCPUFeatures, LLVMDisasmDispose, LLVMDisasmInstruction};
 use inkwell::targets::TargetMachine;
+use tessera_codegen::CpuTarget;
 
 /// Disassembles the function at `start`. MCJIT does not report function sizes, so this
 /// walks instructions linearly and stops at a return or unconditional jump once no branch
@@ -76,7 +78,8 @@ fn parse_int(s: &str) -> Option<i64> {
 
 #[test]
 fn elementwise_kernel_uses_the_widest_host_vectors() {
-    let compiled = common::compile(&[common::muladd(4096)]);
+    // The host explicitly: `TESSERA_CPU` (valgrind runs) must not change what this checks.
+    let compiled = tessera_codegen::llvm::compile_for(&[common::muladd(4096)], &CpuTarget::host()).unwrap();
     let lines = disassemble(compiled.functions[0] as *const u8);
     let all = lines.join("\n");
     // Shown with --nocapture; the report quotes it.
@@ -100,4 +103,43 @@ fn elementwise_kernel_uses_the_widest_host_vectors() {
         lines.last().is_some_and(|l| l.ends_with("retq") || l.ends_with("ret")),
         "the walk stopped before the return"
     );
+}
+
+fn host_has(feature: &str) -> bool {
+    TargetMachine::get_host_cpu_features().to_string().split(',').any(|x| x.strip_prefix('+') == Some(feature))
+}
+
+/// The lines of `muladd` compiled for `cpu`.
+fn muladd_for(cpu: &CpuTarget) -> Vec<String> {
+    let compiled = tessera_codegen::llvm::compile_for(&[common::muladd(4096)], cpu).unwrap();
+    let mut bufs = vec![vec![0u8; 4 * 4096]; 4];
+    for (i, b) in bufs.iter_mut().take(3).enumerate() {
+        for (j, chunk) in b.chunks_mut(4).enumerate() {
+            chunk.copy_from_slice(&((i * 7 + j) as f32 * 0.25).to_le_bytes());
+        }
+    }
+    common::call(compiled.functions[0], &mut bufs, &[(0, 1)]);
+    for j in 0..4096 {
+        let v = |i: usize| f32::from_le_bytes(bufs[i][4 * j..4 * j + 4].try_into().unwrap());
+        assert_eq!(v(3), v(0) * v(1) + v(2), "element {j} for {}", cpu.describe());
+    }
+    disassemble(compiled.functions[0] as *const u8)
+}
+
+#[test]
+#[cfg(target_arch = "x86_64")]
+fn x86_64_levels_get_their_own_vector_width() {
+    let base = muladd_for(&CpuTarget::named("x86-64")).join("\n");
+    assert!(base.contains("mulps") && !base.contains("%ymm") && !base.contains("%zmm"), "{base}");
+    assert!(!base.contains("vmulps"), "SSE2 code has no VEX encodings:\n{base}");
+    if host_has("avx2") {
+        let v3 = muladd_for(&CpuTarget::named("x86-64-v3")).join("\n");
+        assert!(v3.contains("vmulps") && v3.contains("%ymm"), "{v3}");
+        assert!(!v3.contains("%zmm"), "x86-64-v3 has no AVX-512:\n{v3}");
+        // A level plus a toggle: AVX-512 on top of v3 (when the host has it).
+        if host_has("avx512f") {
+            let v3_512 = CpuTarget::named("x86-64-v3").with_features(&["+avx512f"]);
+            assert!(muladd_for(&v3_512).join("\n").contains("%zmm"));
+        }
+    }
 }

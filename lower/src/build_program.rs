@@ -32,6 +32,7 @@ use tessera_hlo::ir::AttrList;
 use tessera_hlo::ir::{AttrValue, Payload};
 use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, LayoutMap, Module, Opcode, Shape};
 
+use crate::emit::rng;
 use crate::emit_kernel;
 use crate::kernel::verify_kernel;
 use crate::program::{Buffer, BufferId, BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
@@ -62,8 +63,15 @@ impl Value {
     }
 }
 
-pub(crate) fn build_program(module: &Module) -> Result<Program, LowerError> {
-    let mut b = Builder { module, program: Program::default(), kernel_names: HashSet::new(), steps: Vec::new() };
+pub(crate) fn build_program(module: &Module, rng_seed: u64) -> Result<Program, LowerError> {
+    let mut b = Builder {
+        module,
+        program: Program::default(),
+        kernel_names: HashSet::new(),
+        steps: Vec::new(),
+        rng_seed,
+        rng_state: None,
+    };
     let entry = module.entry_comp();
     let mut args = Vec::new();
     for id in entry.parameters() {
@@ -72,6 +80,7 @@ pub(crate) fn build_program(module: &Module) -> Result<Program, LowerError> {
     }
     let root = b.lower_computation(entry, args)?;
     let leaves = root.leaf_list();
+    b.init_rng_state();
     let mut returned: HashSet<BufferId> = HashSet::new();
     for (n, leaf) in leaves.into_iter().enumerate() {
         let buf = &b.program.buffers[leaf.0 as usize];
@@ -92,6 +101,10 @@ struct Builder<'m> {
     /// The step list being filled: the entry's, or a nested one while a loop or branch is
     /// lowered.
     steps: Vec<Step>,
+    /// Seeds the generator state of the `rng` op.
+    rng_seed: u64,
+    /// The generator state `rng` draws from, once something draws.
+    rng_state: Option<BufferId>,
 }
 
 /// Ops that are not data-parallel array computations: control flow, side effects, tokens
@@ -130,9 +143,6 @@ fn not_a_kernel(op: Opcode) -> bool {
             | CollectivePermuteStart
             | CollectivePermuteDone
             | ReduceScatter
-            | Rng
-            | RngGetAndUpdateState
-            | RngBitGenerator
             | Domain
             | OptimizationBarrier
             | PartitionId
@@ -308,6 +318,13 @@ impl<'m> Builder<'m> {
     fn kernel_name(&mut self, base: &str) -> String {
         let clean: String = base.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
         let clean = if clean.starts_with(|c: char| c.is_ascii_digit()) { format!("k_{clean}") } else { clean };
+        // A kernel is a symbol beside the C functions kernels call; an instruction named `log`
+        // must not become a second `log`.
+        let reserved = clean.starts_with("tessera_rt")
+            || crate::kernel::MathFn::ALL
+                .iter()
+                .any(|f| f.symbol(crate::kernel::Ty::F32) == clean || f.symbol(crate::kernel::Ty::F64) == clean);
+        let clean = if reserved { format!("k_{clean}") } else { clean };
         let mut name = clean.clone();
         let mut k = 1;
         while !self.kernel_names.insert(name.clone()) {
@@ -325,7 +342,11 @@ impl<'m> Builder<'m> {
         id: InstId,
     ) -> Result<Value, LowerError> {
         let inst = comp.inst(id);
-        if not_a_kernel(inst.opcode) {
+        if matches!(inst.opcode, Opcode::Rng | Opcode::RngGetAndUpdateState) {
+            return self.rng_kernels(comp, values, id);
+        }
+        // XLA:CPU's TopK custom-call is a sort the lowering compiles like `topk`.
+        if not_a_kernel(inst.opcode) && !crate::emit::is_topk_custom_call(inst) {
             return Err(LowerError::unsupported(
                 &inst.name,
                 format!("{} (side effects and communication are not lowered to kernels)", inst.opcode),
@@ -375,6 +396,71 @@ impl<'m> Builder<'m> {
         }
         self.launch(kernel, args);
         Ok(value)
+    }
+
+    /// The program's `rng` generator state (key, counter): one `u64[2]` temp for the whole
+    /// run, so every draw, in any loop or branch, continues the same stream.
+    fn rng_state(&mut self) -> Result<BufferId, LowerError> {
+        if let Some(s) = self.rng_state {
+            return Ok(s);
+        }
+        let shape = Shape::array(tessera_hlo::ElementType::U64, &[rng::STATE_WORDS]);
+        let s = self.add_buffer("rng_state", &shape, BufferKind::Temp)?;
+        self.rng_state = Some(s);
+        Ok(s)
+    }
+
+    /// `rng` (a draw kernel reading the state, then one advancing its counter) and
+    /// `rng-get-and-update-state` (one kernel reading and advancing it).
+    fn rng_kernels(
+        &mut self,
+        entry: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        id: InstId,
+    ) -> Result<Value, LowerError> {
+        let inst = entry.inst(id);
+        let state = self.rng_state()?;
+        let out = self.add_buffer(&inst.name, &inst.shape, BufferKind::Temp)?;
+        let name = self.kernel_name(&inst.name);
+        if inst.opcode == Opcode::RngGetAndUpdateState {
+            let delta = inst.attr_int("delta").ok_or_else(|| LowerError::invalid(&inst.name, "missing delta"))?;
+            let map = LayoutMap::new(array_of(&inst.shape, &inst.name)?)?;
+            let kernel = checked(rng::get_and_update_state_kernel(&name, &map, delta)?)?;
+            self.launch(kernel, vec![state, out]);
+            return Ok(Value::Array(out));
+        }
+        let (mut comp, inputs) = wrap_single_op(entry, id);
+        let state_shape = self.program.buffers[state.0 as usize].shape.clone();
+        let mut param = Instruction::new("rng_state", Opcode::Parameter, Shape::Array(state_shape), vec![]);
+        param.payload = Payload::Parameter(inputs.len() as i64);
+        comp.add(param);
+        let mut args = Vec::with_capacity(inputs.len() + 2);
+        for &o in &inputs {
+            match self.value(entry, values, o)? {
+                Value::Array(b) => args.push(b),
+                Value::Tuple(_) | Value::Token => {
+                    return Err(LowerError::invalid(&inst.name, "a tuple- or token-shaped rng operand"))
+                }
+            }
+        }
+        args.extend([state, out]);
+        let kernel = checked(emit_kernel(self.module, &comp, &name)?)?;
+        self.launch(kernel, args);
+        let blocks = (rng::draw_words(inst)? + 3) / 4;
+        let advance = self.kernel_name(&format!("{}_advance", inst.name));
+        self.launch(checked(rng::state_advance_kernel(&advance, blocks))?, vec![state]);
+        Ok(Value::Array(out))
+    }
+
+    /// Puts the launch that seeds the generator state first, when the program draws.
+    fn init_rng_state(&mut self) {
+        if let Some(state) = self.rng_state {
+            let name = self.kernel_name("rng_state_init");
+            self.program.kernels.push(rng::state_init_kernel(&name, self.rng_seed));
+            // Every run starts the stream afresh, before anything (loops included) draws.
+            let launch = Launch { kernel: self.program.kernels.len() - 1, args: vec![state] };
+            self.steps.insert(0, Step::Launch(launch));
+        }
     }
 
     fn launch(&mut self, kernel: crate::kernel::Kernel, args: Vec<BufferId>) {

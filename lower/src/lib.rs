@@ -32,12 +32,19 @@ pub struct LowerOptions {
     pub fusion: bool,
     /// Write the module after every pass into this folder (see [`Pipeline::dump_to`]).
     pub dump_dir: Option<PathBuf>,
+    /// Seeds the generator the `rng` op draws from (the default matches
+    /// `tessera_hlo::eval::EvalOptions`, so compiled code and the interpreter draw alike).
+    pub rng_seed: u64,
 }
 
 impl Default for LowerOptions {
     /// Fusion on; dumps when `TESSERA_DUMP_PASSES` names a folder.
     fn default() -> LowerOptions {
-        LowerOptions { fusion: true, dump_dir: std::env::var_os("TESSERA_DUMP_PASSES").map(PathBuf::from) }
+        LowerOptions {
+            fusion: true,
+            dump_dir: std::env::var_os("TESSERA_DUMP_PASSES").map(PathBuf::from),
+            rng_seed: tessera_hlo::eval::EvalOptions::default().rng_seed,
+        }
     }
 }
 
@@ -55,5 +62,5 @@ pub fn lower_module(module: &Module, options: &LowerOptions) -> Result<Program, 
     let mut pipeline = passes::standard_pipeline(options.fusion);
     pipeline.dump_to(options.dump_dir.clone());
     pipeline.run(&mut module)?;
-    build_program::build_program(&module)
+    build_program::build_program(&module, options.rng_seed)
 }

@@ -30,7 +30,8 @@ enum Outcome {
 }
 
 fn run_case(case: &Case, fusion: bool) -> Outcome {
-    let program = match lower_module(&case.module, &LowerOptions { fusion, dump_dir: None }) {
+    let program = match lower_module(&case.module, &LowerOptions { fusion, dump_dir: None, ..LowerOptions::default() })
+    {
         Ok(p) => p,
         Err(LowerError::Unsupported { what, .. }) => return Outcome::Unsupported(what),
         Err(e) => return Outcome::Failed(format!("lowering: {e}")),

@@ -94,7 +94,7 @@ enum Outcome {
 
 fn run(module_text: &str, seed: u64, fusion: bool) -> Outcome {
     let Ok(module) = parse_module(module_text) else { return Outcome::Skip };
-    let Ok(program) = lower_module(&module, &LowerOptions { fusion, dump_dir: None }) else {
+    let Ok(program) = lower_module(&module, &LowerOptions { fusion, dump_dir: None, ..LowerOptions::default() }) else {
         return Outcome::Skip;
     };
     if too_large(&program) {
@@ -138,8 +138,8 @@ fn run(module_text: &str, seed: u64, fusion: bool) -> Outcome {
             ElementType::F16 | ElementType::BF16 => (1e-2, 1e-2),
             // Dots and reductions sum in another order than the reference; inputs are
             // in magnitude up to 1 and contractions up to 1024 long.
-            ElementType::F32 => (1e-4, 1e-3),
-            ElementType::F64 => (1e-12, 1e-12),
+            ElementType::F32 | ElementType::C64 => (1e-4, 1e-3),
+            ElementType::F64 | ElementType::C128 => (1e-12, 1e-12),
             _ => (0.0, 0.0),
         };
         if let Err(m) = compare(&values(&got), &values(want), rtol, atol) {

@@ -191,7 +191,7 @@ fn map_inlines_its_computation() {
 #[test]
 fn unsupported_ops_and_types_are_errors_naming_them() {
     let cases = [
-        ("HloModule m\nENTRY e {\n  p = c64[4]{0} parameter(0)\n  ROOT r = c64[4]{0} negate(p)\n}\n", "complex"),
+        ("HloModule m\nENTRY e {\n  p = c64[4]{0} parameter(0)\n  ROOT r = c64[4]{0} tan(p)\n}\n", "tan on complex"),
         ("HloModule m\nENTRY e {\n  p = f32[8]{0} parameter(0)\n  ROOT r = s32[] get-dimension-size(p), dimensions={0}\n}\n", "get-dimension-size"),
         ("HloModule m\nENTRY e {\n  p = f32[3,4]{1,0} parameter(0)\n  c = f32[3,4]{1,0} constant({{1,2,3,4},{5,6,7,8},{9,10,11,12}})\n  ROOT r = f32[3,4]{1,0} add(p, c)\n}\n", "array constant"),
     ];

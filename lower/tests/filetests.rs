@@ -55,7 +55,8 @@ fn run_directive(directive: &str, hlo: &str) -> Result<String, String> {
             Ok(out)
         }
         "kernels" | "program" => {
-            let options = LowerOptions { fusion: !args.contains(&"nofusion"), dump_dir: None };
+            let options =
+                LowerOptions { fusion: !args.contains(&"nofusion"), dump_dir: None, ..LowerOptions::default() };
             let program = match lower_module(&module, &options) {
                 Ok(p) => p,
                 Err(e) => return Ok(format!("error: {e}\n")),

@@ -36,7 +36,7 @@ fn lowering_never_panics_on_the_parser_suite_and_corpus() {
         let Ok(text) = fs::read_to_string(f) else { continue };
         let Ok(module) = parse_module(&text) else { continue };
         for fusion in [true, false] {
-            let options = LowerOptions { fusion, dump_dir: None };
+            let options = LowerOptions { fusion, dump_dir: None, ..LowerOptions::default() };
             match catch_unwind(AssertUnwindSafe(|| lower_module(&module, &options))) {
                 Ok(Ok(_)) => lowered += 1,
                 Ok(Err(e @ LowerError::Pipeline { .. })) => broken.push(format!("{}: {e}", f.display())),

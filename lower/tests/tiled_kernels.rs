@@ -53,7 +53,7 @@ fn div_mod_in(l: &Loop, problems: &mut Vec<String>) {
 
 fn kernels(text: &str) -> Vec<Kernel> {
     let module = parse_module(text).unwrap();
-    lower_module(&module, &LowerOptions { fusion: true, dump_dir: None }).unwrap().kernels
+    lower_module(&module, &LowerOptions { fusion: true, dump_dir: None, ..LowerOptions::default() }).unwrap().kernels
 }
 
 fn assert_affine_inner_loops(text: &str) {

@@ -36,9 +36,16 @@ extern "C" {
     fn round(x: f64) -> f64;
     fn fmodf(x: f32, y: f32) -> f32;
     fn fmod(x: f64, y: f64) -> f64;
+    fn hypotf(x: f32, y: f32) -> f32;
+    fn hypot(x: f64, y: f64) -> f64;
+    fn sinhf(x: f32) -> f32;
+    fn sinh(x: f64) -> f64;
+    fn coshf(x: f32) -> f32;
+    fn cosh(x: f64) -> f64;
 }
 
 use crate::conv::{tessera_rt_conv_f32, tessera_rt_conv_f64};
+use crate::fft::tessera_rt_fft;
 use crate::gemm::{tessera_rt_gemm_f32, tessera_rt_gemm_f64};
 
 /// Every symbol a kernel may call, with its address.
@@ -48,9 +55,15 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
     }
     let mut symbols = table![
         expf, exp, expm1f, expm1, logf, log, log1pf, log1p, sinf, sin, cosf, cos, tanf, tan, tanhf, tanh, atan2f,
-        atan2, powf, pow, cbrtf, cbrt, erff, erf, roundf, round, fmodf, fmod,
+        atan2, powf, pow, cbrtf, cbrt, erff, erf, roundf, round, fmodf, fmod, hypotf, hypot, sinhf, sinh, coshf, cosh,
     ];
-    symbols.extend(table![tessera_rt_gemm_f32, tessera_rt_gemm_f64, tessera_rt_conv_f32, tessera_rt_conv_f64]);
+    symbols.extend(table![
+        tessera_rt_gemm_f32,
+        tessera_rt_gemm_f64,
+        tessera_rt_conv_f32,
+        tessera_rt_conv_f64,
+        tessera_rt_fft
+    ]);
     symbols
 }
 

@@ -623,3 +623,95 @@ pub unsafe extern "C" fn tessera_rt_conv_f32(desc: *const i64, lhs: *const f32, 
 pub unsafe extern "C" fn tessera_rt_conv_f64(desc: *const i64, lhs: *const f64, rhs: *const f64, out: *mut f64) {
     unsafe { conv(desc, lhs, rhs, out) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gemm::GemmThreads;
+    use crate::ThreadPool;
+
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut z = seed;
+        (0..n)
+            .map(|_| {
+                z = z.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// NHWC input, HWIO kernel, NHWC output; `fgc` feature groups; window per spatial dim:
+    /// (stride, pad_low, pad_high, lhs_dil, rhs_dil, reverse).
+    fn nhwc(
+        b: i64,
+        hw: [i64; 2],
+        c: i64,
+        k: [i64; 2],
+        o: i64,
+        fgc: i64,
+        win: [(i64, i64, i64, i64, i64, bool); 2],
+    ) -> (Vec<i64>, usize, usize, usize) {
+        let gi = c / fgc;
+        let out: Vec<i64> = (0..2)
+            .map(|s| {
+                let (st, lo, hi, ld, rd, _) = win[s];
+                let padded = (hw[s] - 1) * ld + 1 + lo + hi;
+                let dk = (k[s] - 1) * rd + 1;
+                if padded < dk {
+                    0
+                } else {
+                    (padded - dk) / st + 1
+                }
+            })
+            .collect();
+        let mut d = vec![2, b, hw[0] * hw[1] * c, 1, gi, o, o, 1, b, out[0] * out[1] * o, 1, fgc, 1];
+        let kstr = [k[1] * gi * o, gi * o];
+        let istr = [hw[1] * c, c];
+        let ostr = [out[1] * o, o];
+        for s in 0..2 {
+            let (st, lo, _, ld, rd, rev) = win[s];
+            d.extend([hw[s], istr[s], k[s], kstr[s], out[s], ostr[s], st, lo, ld, rd, i64::from(rev)]);
+        }
+        let n_in = (b * hw[0] * hw[1] * c) as usize;
+        let n_k = (k[0] * k[1] * gi * o) as usize;
+        let n_out = (b * out[0] * out[1] * o) as usize;
+        (d, n_in, n_k, n_out)
+    }
+
+    #[test]
+    fn blocks_match_the_direct_loops_on_one_and_two_threads() {
+        let pool = ThreadPool::new(Some(2)).unwrap();
+        let cases = [
+            nhwc(2, [9, 8], 8, [3, 3], 16, 1, [(1, 1, 1, 1, 1, false), (2, 0, 2, 1, 2, true)]),
+            nhwc(3, [7, 7], 12, [2, 3], 8, 2, [(2, -1, 2, 2, 1, false), (1, 2, 1, 1, 1, false)]),
+            nhwc(4, [20, 20], 16, [3, 3], 32, 1, [(1, 1, 1, 1, 1, false), (1, 1, 1, 1, 1, false)]),
+        ];
+        for (desc, n_in, n_k, n_out) in cases {
+            let x = values(n_in, 1);
+            let w = values(n_k, 2);
+            let mut want = vec![f32::NAN; n_out];
+            let d = unsafe { read_desc(desc.as_ptr()) }.unwrap();
+            unsafe { direct(&d, x.as_ptr(), w.as_ptr(), want.as_mut_ptr()) };
+            for threads in [false, true] {
+                let _guard = threads.then(|| GemmThreads::enter(&pool));
+                let mut got = vec![f32::NAN; n_out];
+                unsafe { tessera_rt_conv_f32(desc.as_ptr(), x.as_ptr(), w.as_ptr(), got.as_mut_ptr()) };
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "element {i}: {a} vs {b} (threads: {threads})");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn inconsistent_descriptors_do_nothing() {
+        let (mut desc, n_in, n_k, n_out) = nhwc(1, [4, 4], 2, [3, 3], 2, 1, [(1, 1, 1, 1, 1, false); 2]);
+        // Three output features cannot split into two feature groups.
+        desc[6] = 3;
+        desc[11] = 2;
+        let (x, w) = (values(n_in, 3), values(n_k.max(64), 4));
+        let mut out = vec![7.0f32; n_out];
+        unsafe { tessera_rt_conv_f32(desc.as_ptr(), x.as_ptr(), w.as_ptr(), out.as_mut_ptr()) };
+        assert!(out.iter().all(|&v| v == 7.0));
+    }
+}

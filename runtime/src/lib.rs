@@ -7,6 +7,7 @@ pub mod buffer;
 pub mod conv;
 pub mod error;
 pub mod executable;
+pub mod fft;
 pub mod gemm;
 mod host_io;
 pub mod memory_space;

@@ -21,7 +21,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Module};
 use tessera_lower::kernel::Kernel;
 
-use crate::{CodegenError, CompiledKernels, KernelFn};
+use crate::{CodegenError, CompiledKernels, CpuTarget, KernelFn, ResolvedTarget};
 
 pub(crate) const TIER: &str = "cranelift";
 
@@ -67,7 +67,48 @@ impl Drop for JitCode {
     }
 }
 
-fn host_module() -> std::result::Result<JITModule, CodegenError> {
+/// Cranelift's x86-64 flag for each feature (LLVM names) it can use.
+const X86_FLAGS: [(&str, &str); 19] = [
+    ("sse3", "has_sse3"),
+    ("ssse3", "has_ssse3"),
+    ("cx16", "has_cmpxchg16b"),
+    ("sse4.1", "has_sse41"),
+    ("sse4.2", "has_sse42"),
+    ("popcnt", "has_popcnt"),
+    ("avx", "has_avx"),
+    ("avx2", "has_avx2"),
+    ("fma", "has_fma"),
+    ("avxvnni", "has_avx_vnni"),
+    ("bmi", "has_bmi1"),
+    ("bmi2", "has_bmi2"),
+    ("lzcnt", "has_lzcnt"),
+    ("avx512f", "has_avx512f"),
+    ("avx512vl", "has_avx512vl"),
+    ("avx512dq", "has_avx512dq"),
+    ("avx512bitalg", "has_avx512bitalg"),
+    ("avx512vbmi", "has_avx512vbmi"),
+    ("avx512vnni", "has_avx512vnni"),
+];
+
+/// The ISA builder for `cpu`: the host's own detection when the target is the host, else the
+/// host architecture with no extensions; then every flag set to what the target enables.
+fn isa_builder(cpu: &ResolvedTarget) -> std::result::Result<cranelift_codegen::isa::Builder, CodegenError> {
+    let target = |message: String| CodegenError::Target { tier: TIER, message };
+    let mut builder = if cpu.is_host {
+        cranelift_native::builder().map_err(|e| target(e.to_string()))?
+    } else {
+        cranelift_codegen::isa::lookup_by_name(&cpu.triple).map_err(|e| target(format!("{}: {e}", cpu.triple)))?
+    };
+    if cpu.triple.starts_with("x86_64") {
+        for (feature, flag) in X86_FLAGS {
+            let value = if cpu.has(feature) { "true" } else { "false" };
+            builder.set(flag, value).map_err(|e| target(format!("setting {flag}: {e}")))?;
+        }
+    }
+    Ok(builder)
+}
+
+fn host_module(cpu: &ResolvedTarget) -> std::result::Result<JITModule, CodegenError> {
     let target = |message: String| CodegenError::Target { tier: TIER, message };
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, name: &str, value: &str| {
@@ -81,11 +122,10 @@ fn host_module() -> std::result::Result<JITModule, CodegenError> {
     // The verifier turns a translation bug into an error instead of bad code; release builds
     // skip it for compile speed (the tests run with debug assertions, so with the verifier).
     set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
-    // The host ISA with every feature the CPU has (SSE4.1 rounding, AVX, FMA...). The kernel IR
-    // has no fused multiply-add, so FMA instructions appear only if Cranelift itself uses them,
-    // which it does only when the ISA reports them.
-    let isa_builder = cranelift_native::builder().map_err(|e| target(e.to_string()))?;
-    let isa = isa_builder.finish(settings::Flags::new(flags)).map_err(|e| target(e.to_string()))?;
+    // The target's features (by default the host's: SSE4.1 rounding, AVX, FMA...). The kernel
+    // IR has no fused multiply-add, so FMA instructions appear only if Cranelift itself uses
+    // them, which it does only when the ISA reports them.
+    let isa = isa_builder(cpu)?.finish(settings::Flags::new(flags)).map_err(|e| target(e.to_string()))?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
     for (name, address) in tessera_runtime::abi::symbols() {
         builder.symbol(name, address);
@@ -103,10 +143,16 @@ fn kernel_signature(module: &JITModule) -> Signature {
     sig
 }
 
-/// Compiles `kernels` into one JIT module; `functions[i]` runs `kernels[i]`.
+/// Compiles `kernels` into one JIT module for the CPU of [`CpuTarget::from_env`] (the host
+/// unless `TESSERA_CPU` names another); `functions[i]` runs `kernels[i]`.
 pub fn compile(kernels: &[Kernel]) -> std::result::Result<CompiledKernels, CodegenError> {
+    compile_for(kernels, &CpuTarget::from_env())
+}
+
+/// [`compile`] for the CPU `cpu` (which the host must support: the code runs here).
+pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> std::result::Result<CompiledKernels, CodegenError> {
     let started = Instant::now();
-    let mut module = host_module()?;
+    let mut module = host_module(&cpu.resolve(TIER)?)?;
     if module.target_config().pointer_type() != types::I64 {
         return Err(CodegenError::Target { tier: TIER, message: "the kernel ABI needs 64-bit pointers".into() });
     }
@@ -145,7 +191,7 @@ pub fn compile(kernels: &[Kernel]) -> std::result::Result<CompiledKernels, Codeg
 /// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for
 /// tests that check what shape of code a kernel gets, e.g. vector loops).
 pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
-    let mut module = host_module()?;
+    let mut module = host_module(&CpuTarget::from_env().resolve(TIER)?)?;
     let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
     let mut ctx = module.make_context();
     ctx.func.signature = kernel_signature(&module);

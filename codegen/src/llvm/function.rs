@@ -13,7 +13,7 @@ use inkwell::IntPredicate;
 
 use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
 
-use super::target::Host;
+use super::target::TargetCpu;
 use crate::CodegenError;
 
 /// Translation state for one kernel.
@@ -52,7 +52,7 @@ pub fn builder_error(kernel: &str) -> impl Fn(BuilderError) -> CodegenError + '_
 pub fn translate<'ctx>(
     ctx: &'ctx Context,
     module: &Module<'ctx>,
-    host: &Host,
+    target: &TargetCpu,
     kernel: &Kernel,
     symbols: &HashSet<&'static str>,
 ) -> Result<(), CodegenError> {
@@ -72,10 +72,10 @@ pub fn translate<'ctx>(
     let ptr = ctx.ptr_type(Default::default());
     let fn_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
     let function = module.add_function(&kernel.name, fn_type, Some(Linkage::External));
-    for (key, value) in [("target-cpu", host.cpu.as_str()), ("target-features", host.features.as_str())] {
+    for (key, value) in [("target-cpu", target.cpu.as_str()), ("target-features", target.features.as_str())] {
         function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(key, value));
     }
-    if host.avx512 {
+    if target.avx512 {
         function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("prefer-vector-width", "512"));
     }
     let nounwind = inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind");

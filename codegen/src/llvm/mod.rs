@@ -1,5 +1,5 @@
-//! The LLVM tier (DESIGN.md section 6): kernels become LLVM functions tuned for the host CPU,
-//! optimized with the `default<O3>` pipeline and JIT-compiled with MCJIT.
+//! The LLVM tier (DESIGN.md section 6): kernels become LLVM functions tuned for the target CPU
+//! (the host unless a [`CpuTarget`] says otherwise), optimized with the `default<O3>` pipeline and JIT-compiled with MCJIT.
 
 mod engine;
 mod function;
@@ -18,17 +18,23 @@ use tessera_lower::kernel::Kernel;
 
 pub use engine::LlvmCode;
 
-use crate::{CodegenError, CompiledKernels};
+use crate::{CodegenError, CompiledKernels, CpuTarget};
 
-/// Compiles `kernels` into one module; `functions[i]` of the result runs `kernels[i]`.
+/// Compiles `kernels` into one module for the CPU of [`CpuTarget::from_env`] (the host unless
+/// `TESSERA_CPU` names another); `functions[i]` of the result runs `kernels[i]`.
 pub fn compile(kernels: &[Kernel]) -> Result<CompiledKernels, CodegenError> {
+    compile_for(kernels, &CpuTarget::from_env())
+}
+
+/// [`compile`] for the CPU `cpu` (which the host must support: the code runs here).
+pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> Result<CompiledKernels, CodegenError> {
     let start = Instant::now();
-    let host = target::host()?;
+    let host = target::target_cpu(&cpu.resolve("llvm")?)?;
     let context = Box::new(Context::create());
     // SAFETY: the reference outlives every use: `build` drops all it creates from the context
     // except the engine, which `LlvmCode` disposes of before the context.
     let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
-    let (engine, functions) = build(ctx, host, kernels)?;
+    let (engine, functions) = build(ctx, &host, kernels)?;
     // SAFETY: `engine` comes from a module of `context`, and `build` returned nothing else
     // made from it.
     let code = unsafe { LlvmCode::new(engine, context) };
@@ -37,7 +43,7 @@ pub fn compile(kernels: &[Kernel]) -> Result<CompiledKernels, CodegenError> {
 
 fn build(
     ctx: &'static Context,
-    host: &target::Host,
+    host: &target::TargetCpu,
     kernels: &[Kernel],
 ) -> Result<(inkwell::execution_engine::ExecutionEngine<'static>, Vec<crate::KernelFn>), CodegenError> {
     let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message };

@@ -1,18 +1,19 @@
-//! The host target, set up once per process: LLVM's target registry is global, so the
-//! initialization runs under a `OnceLock` and every later compile (from any thread) only reads
-//! the strings it recorded.
+//! The CPU LLVM generates code for, from a [`ResolvedTarget`]: LLVM's target registry is
+//! global, so its initialization runs once per process under a `OnceLock`; each compile then
+//! makes its own target machine (they are not shareable between threads; that costs
+//! microseconds).
 
 use std::sync::OnceLock;
 
 use inkwell::targets::{CodeModel, InitializationConfig, RelocMode, Target, TargetMachine, TargetTriple};
 use inkwell::OptimizationLevel;
 
-use crate::CodegenError;
+use crate::{CodegenError, ResolvedTarget};
 
 /// What a kernel function must carry so MCJIT (which otherwise targets a baseline x86-64)
-/// generates code for this CPU (TOOLCHAIN.md).
+/// generates code for the chosen CPU (TOOLCHAIN.md).
 #[derive(Debug)]
-pub struct Host {
+pub struct TargetCpu {
     pub triple: String,
     pub cpu: String,
     pub features: String,
@@ -20,26 +21,24 @@ pub struct Host {
     pub avx512: bool,
 }
 
-static HOST: OnceLock<Result<Host, String>> = OnceLock::new();
+static NATIVE: OnceLock<Result<(), String>> = OnceLock::new();
 
-/// The host description, initializing LLVM's native target on first use.
-pub fn host() -> Result<&'static Host, CodegenError> {
-    let host = HOST.get_or_init(|| {
-        Target::initialize_native(&InitializationConfig::default())?;
-        let triple = TargetMachine::get_default_triple();
-        let triple = triple.as_str().to_string_lossy().into_owned();
-        let cpu = TargetMachine::get_host_cpu_name().to_string();
-        let features = TargetMachine::get_host_cpu_features().to_string();
-        let avx512 = features.split(',').any(|f| f == "+avx512f");
-        Ok(Host { triple, cpu, features, avx512 })
-    });
-    host.as_ref().map_err(|message| CodegenError::Target { tier: "llvm", message: message.clone() })
+/// `target` for LLVM, initializing LLVM's native target on first use.
+pub fn target_cpu(target: &ResolvedTarget) -> Result<TargetCpu, CodegenError> {
+    NATIVE
+        .get_or_init(|| Target::initialize_native(&InitializationConfig::default()))
+        .as_ref()
+        .map_err(|message| CodegenError::Target { tier: "llvm", message: message.clone() })?;
+    Ok(TargetCpu {
+        triple: target.triple.clone(),
+        cpu: target.cpu.clone(),
+        features: target.features.clone(),
+        avx512: target.has("avx512f"),
+    })
 }
 
-impl Host {
-    /// A target machine for this host (optimization passes and data layout). Target machines
-    /// are not shareable between threads, so each compile makes its own; that costs
-    /// microseconds.
+impl TargetCpu {
+    /// A target machine for this CPU (optimization passes and data layout).
     pub fn machine(&self) -> Result<TargetMachine, CodegenError> {
         let triple = TargetTriple::create(&self.triple);
         let target =

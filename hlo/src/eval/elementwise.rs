@@ -58,6 +58,37 @@ pub(crate) fn handles(op: Opcode) -> bool {
     )
 }
 
+/// XLA's float `maximum`: NaN propagates and +0.0 is above -0.0 (XLA:CPU gives
+/// `maximum(-0, +0) = +0` in either order; Rust's `f64::max` may return either zero).
+pub(crate) fn float_maximum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        if a.is_sign_negative() {
+            b
+        } else {
+            a
+        }
+    } else {
+        a.max(b)
+    }
+}
+
+/// XLA's float `minimum`: NaN propagates and -0.0 is below +0.0.
+pub(crate) fn float_minimum(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        f64::NAN
+    } else if a == b {
+        if a.is_sign_negative() {
+            a
+        } else {
+            b
+        }
+    } else {
+        a.min(b)
+    }
+}
+
 fn unsupported(inst: &Instruction, what: &str) -> EvalError {
     EvalError::Unsupported { opcode: format!("{} on {what}", inst.opcode.name()) }
 }
@@ -224,8 +255,8 @@ fn binary(inst: &Instruction, op: Opcode, a: &Arr, b: &Arr, ty: ElementType) -> 
                 O::Multiply => |a, b| a * b,
                 O::Divide => |a, b| a / b,
                 O::Remainder => |a, b| a % b,
-                O::Maximum => |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) },
-                O::Minimum => |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) },
+                O::Maximum => float_maximum,
+                O::Minimum => float_minimum,
                 O::Power => f64::powf,
                 O::Atan2 => f64::atan2,
                 _ => return Err(unsupported(inst, "floats")),
@@ -611,5 +642,20 @@ fn reduce_precision(x: f64, ty: ElementType, exp_bits: u32, mant_bits: u32) -> f
         }
     } else {
         r
+    }
+}
+
+#[cfg(test)]
+mod signed_zero_tests {
+    use super::{float_maximum, float_minimum};
+
+    #[test]
+    fn minimum_and_maximum_order_negative_zero_below_positive_zero() {
+        for (a, b) in [(0.0, -0.0), (-0.0, 0.0)] {
+            assert!(float_minimum(a, b).is_sign_negative(), "minimum({a}, {b})");
+            assert!(float_maximum(a, b).is_sign_positive(), "maximum({a}, {b})");
+        }
+        assert!(float_minimum(f64::NAN, 1.0).is_nan() && float_maximum(1.0, f64::NAN).is_nan());
+        assert_eq!((float_minimum(1.0, 2.0), float_maximum(1.0, 2.0)), (1.0, 2.0));
     }
 }

@@ -164,8 +164,8 @@ fn fast(
             let f: fn(f64, f64) -> f64 = match op {
                 Opcode::Add => |a, b| a + b,
                 Opcode::Multiply => |a, b| a * b,
-                Opcode::Maximum => |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.max(b) },
-                Opcode::Minimum => |a, b| if a.is_nan() || b.is_nan() { f64::NAN } else { a.min(b) },
+                Opcode::Maximum => super::elementwise::float_maximum,
+                Opcode::Minimum => super::elementwise::float_minimum,
                 _ => return None,
             };
             let exact_order = op == Opcode::Multiply;

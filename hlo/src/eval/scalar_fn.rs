@@ -71,9 +71,8 @@ pub(crate) fn float_fn(c: Combiner, ty: ElementType) -> Option<impl Fn(f64, f64)
         Combiner::Second => b,
         Combiner::Op(Opcode::Add) => round_float(ty, a + b),
         Combiner::Op(Opcode::Multiply) => round_float(ty, a * b),
-        _ if a.is_nan() || b.is_nan() => f64::NAN,
-        Combiner::Op(Opcode::Maximum) => a.max(b),
-        Combiner::Op(_) => a.min(b),
+        Combiner::Op(Opcode::Maximum) => super::elementwise::float_maximum(a, b),
+        Combiner::Op(_) => super::elementwise::float_minimum(a, b),
     })
 }
 

@@ -11,7 +11,8 @@
 //!
 //! Large f32/f64 convolutions over plainly strided buffers are instead one call to the
 //! runtime's convolution (im2col blocks times the kernel on the GEMM micro-kernels); the
-//! kernel describes the geometry in a private scratch buffer of i64 (layout below).
+//! kernel stores the geometry descriptor in a private scratch buffer of i64 (layout on
+//! `tessera_rt_conv_f32` and in the kernel interpreter).
 
 use tessera_hlo::ir::{AttrList, AttrValue, Window};
 use tessera_hlo::{ElementType, InstId, Instruction, LayoutMap, Opcode};
@@ -19,11 +20,6 @@ use tessera_hlo::{ElementType, InstId, Instruction, LayoutMap, Opcode};
 use super::{index, scalar, Emitter, Frame};
 use crate::kernel::{BinOp, CallArg, CmpOp, Const, IndexExpr, MemType, Ty, ValueId};
 use crate::LowerError;
-
-/// Entries of the geometry descriptor before the per-spatial-dimension records.
-pub const DESC_HEADER: usize = 13;
-/// Entries per spatial dimension.
-pub const DESC_PER_DIM: usize = 11;
 
 /// The roles of each operand's dimensions, the sizes, and the window of one convolution.
 pub(crate) struct ConvGeometry {
@@ -410,7 +406,7 @@ impl<'m> Emitter<'m> {
             g.fgc,
             g.bgc,
         ];
-        debug_assert_eq!(desc.len(), DESC_HEADER);
+        debug_assert_eq!(desc.len(), crate::kernel::CONV_DESC_HEADER);
         for (s, w) in g.window.dims.iter().enumerate() {
             desc.extend([
                 g.in_sizes[s],

@@ -59,14 +59,48 @@ impl<'m> Emitter<'m> {
         let inst = f.comp.inst(id);
         let name = inst.name.clone();
         let (lhs, rhs) = (inst.operands[0], inst.operands[1]);
-        let lhs_dims = f.comp.inst(lhs).shape.dims().to_vec();
-        let rhs_dims = f.comp.inst(rhs).shape.dims().to_vec();
-        let dd = dot_dims(inst, lhs_dims.len(), rhs_dims.len())?;
         let out_et = inst.shape.element_type();
         let lhs_et = f.comp.inst(lhs).shape.element_type();
         let rhs_et = f.comp.inst(rhs).shape.element_type();
         let acc_et = if types::is_half(out_et) { ElementType::F32 } else { out_et };
         let acc_ty = types::reg(acc_et, &name)?;
+        let zero = match acc_ty {
+            crate::kernel::Ty::F32 | crate::kernel::Ty::F64 => scalar::float_const(&mut self.b, acc_ty, 0.0),
+            t => scalar::int_const(&mut self.b, t, 0),
+        };
+        let acc = self.b.local(acc_ty, zero);
+        let frame = f.clone();
+        let mut step = |em: &mut Emitter<'m>, li: &[IndexExpr], ri: &[IndexExpr]| {
+            let a = em.elem(&frame, lhs, li)?;
+            let b = em.elem(&frame, rhs, ri)?;
+            let a = scalar::convert(&mut em.b, lhs_et, acc_et, a, &name)?;
+            let b = scalar::convert(&mut em.b, rhs_et, acc_et, b, &name)?;
+            let p = scalar::binary(&mut em.b, Opcode::Multiply, acc_et, a, b, &name)?;
+            let cur = em.b.get_local(acc);
+            let s = scalar::binary(&mut em.b, Opcode::Add, acc_et, cur, p, &name)?;
+            em.b.set_local(acc, s);
+            Ok(())
+        };
+        self.dot_loops(f, id, idx, &mut step)?;
+        let v = self.b.get_local(acc);
+        scalar::convert(&mut self.b, acc_et, out_et, v, &inst.name)
+    }
+
+    /// Loops over the contracting dimensions of dot `id` for output element `idx`, calling
+    /// `step` with the lhs and rhs indices at each (not at all when one is empty).
+    pub(crate) fn dot_loops(
+        &mut self,
+        f: &Frame<'m>,
+        id: InstId,
+        idx: &[IndexExpr],
+        step: &mut dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &[IndexExpr]) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        let inst = f.comp.inst(id);
+        let name = inst.name.clone();
+        let (lhs, rhs) = (inst.operands[0], inst.operands[1]);
+        let lhs_dims = f.comp.inst(lhs).shape.dims().to_vec();
+        let rhs_dims = f.comp.inst(rhs).shape.dims().to_vec();
+        let dd = dot_dims(inst, lhs_dims.len(), rhs_dims.len())?;
         let mut li = vec![IndexExpr::default(); lhs_dims.len()];
         let mut ri = vec![IndexExpr::default(); rhs_dims.len()];
         let nb = dd.lhs_batch.len();
@@ -84,11 +118,6 @@ impl<'m> Emitter<'m> {
         for (j, &r) in dd.rhs_free.iter().enumerate() {
             ri[r] = idx[nb + nl + j].clone();
         }
-        let zero = match acc_ty {
-            crate::kernel::Ty::F32 | crate::kernel::Ty::F64 => scalar::float_const(&mut self.b, acc_ty, 0.0),
-            t => scalar::int_const(&mut self.b, t, 0),
-        };
-        let acc = self.b.local(acc_ty, zero);
         if dd.lhs_contract.iter().all(|&d| lhs_dims[d] > 0) {
             let mark = self.mark();
             let mut opened = 0;
@@ -102,25 +131,14 @@ impl<'m> Emitter<'m> {
                 li[l] = e.clone();
                 ri[r] = e;
             }
-            let step = (|| -> Result<(), LowerError> {
-                let a = self.elem(f, lhs, &li)?;
-                let b = self.elem(f, rhs, &ri)?;
-                let a = scalar::convert(&mut self.b, lhs_et, acc_et, a, &name)?;
-                let b = scalar::convert(&mut self.b, rhs_et, acc_et, b, &name)?;
-                let p = scalar::binary(&mut self.b, Opcode::Multiply, acc_et, a, b, &name)?;
-                let cur = self.b.get_local(acc);
-                let s = scalar::binary(&mut self.b, Opcode::Add, acc_et, cur, p, &name)?;
-                self.b.set_local(acc, s);
-                Ok(())
-            })();
+            let r = step(self, &li, &ri);
             for _ in 0..opened {
                 self.b.end_loop();
             }
             self.forget_since(mark);
-            step?;
+            r?;
         }
-        let v = self.b.get_local(acc);
-        scalar::convert(&mut self.b, acc_et, out_et, v, &name)
+        Ok(())
     }
 
     /// Emits the whole output of dot `id` as runtime GEMM calls when its operands and result

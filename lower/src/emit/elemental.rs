@@ -104,7 +104,11 @@ impl<'m> Emitter<'m> {
             return Err(LowerError::invalid(name, format!("{} operands for {}", inst.operands.len(), inst.opcode)));
         }
         let et = self.et(f, id)?;
-        let ty = types::reg(et, name)?;
+        let ty = match self.complex_route(f, id, idx, et)? {
+            super::complex::Route::Value(v) => return Ok(v),
+            super::complex::Route::Part(ty) => ty,
+            super::complex::Route::Real => types::reg(et, name)?,
+        };
         match inst.opcode {
             O::Parameter => {
                 let n = inst.parameter_number().and_then(|n| usize::try_from(n).ok());
@@ -222,7 +226,13 @@ impl<'m> Emitter<'m> {
             }
             O::Bitcast => {
                 let oi = self.bitcast_index(f, id, idx)?;
-                self.elem(f, inst.operands[0], &oi)
+                let v = self.elem(f, inst.operands[0], &oi)?;
+                let from = self.et(f, inst.operands[0])?;
+                if from == et {
+                    Ok(v)
+                } else {
+                    scalar::bitcast_convert(&mut self.b, from, et, v, name)
+                }
             }
             O::Slice => {
                 let Some(AttrValue::Slice(ranges)) = inst.attr("slice") else {
@@ -335,8 +345,13 @@ impl<'m> Emitter<'m> {
         let op = f.comp.inst(inst.operands[0]);
         let out_map = super::layout_map(&inst.shape, &inst.name)?;
         let op_map = super::layout_map(&op.shape, &op.name)?;
-        if out_map.element_type() != op_map.element_type() {
-            return Err(LowerError::unsupported(&inst.name, "a bitcast that changes the element type"));
+        // Same-width types reinterpret each element in place (the caller converts the bits);
+        // other widths would regroup elements.
+        let (to, from) = (out_map.element_type(), op_map.element_type());
+        if to != from
+            && (to.bit_width() != from.bit_width() || out_map.element_size_bits() != op_map.element_size_bits())
+        {
+            return Err(LowerError::unsupported(&inst.name, "a bitcast that changes the element width"));
         }
         if out_map.dims() == op_map.dims() && out_map.physical_dims() == op_map.physical_dims() {
             return Ok(idx.to_vec());

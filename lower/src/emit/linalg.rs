@@ -135,6 +135,10 @@ impl<'m> Emitter<'m> {
         for &o in inst.operands.iter().chain(std::iter::once(&id)) {
             let i = f.comp.inst(o);
             let a = super::array_shape(&i.shape, &inst.name)?;
+            // The reference interpreter has no complex factorizations either.
+            if a.element_type.is_complex() {
+                return Err(LowerError::unsupported(&inst.name, format!("{} on complex numbers", inst.opcode)));
+            }
             let ty = types::reg(a.element_type, &inst.name)?;
             if !ty.is_float() {
                 return Err(LowerError::invalid(&inst.name, format!("{} needs floating-point operands", inst.opcode)));

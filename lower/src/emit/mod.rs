@@ -6,9 +6,11 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
-pub mod conv;
+mod complex;
+mod conv;
 mod dot;
 mod elemental;
+mod fft;
 mod gather;
 pub mod half;
 mod hoist;
@@ -16,6 +18,7 @@ pub mod index;
 mod linalg;
 mod nest;
 mod reduce;
+pub mod rng;
 mod scalar;
 mod scatter;
 mod select_and_scatter;
@@ -32,6 +35,7 @@ use crate::kernel::{BufId, CmpOp, Const, IndexExpr, Kernel, KernelBuilder, MemTy
 use crate::LowerError;
 use index::Bounds;
 use nest::Digit;
+pub(crate) use sort::is_topk_custom_call;
 
 /// Lowers one fused computation to a kernel. `comp`'s parameters become the kernel's input
 /// buffers 0..n (in parameter-number order, read-only) and its root's value is written to
@@ -112,6 +116,8 @@ pub(crate) struct Emitter<'m> {
     multi_log: Vec<CacheKey>,
     /// Element computations generated so far (a guard against exponential inlining).
     pub generated: usize,
+    /// The twin frames complex parts are generated in (see [`complex`]).
+    parts: complex::PartFrames<'m>,
 }
 
 /// An element of an instruction in a frame: (frame, instruction, logical index).
@@ -127,7 +133,7 @@ pub(crate) fn array_shape<'a>(shape: &'a Shape, inst: &str) -> Result<&'a ArrayS
 
 pub(crate) fn layout_map(shape: &Shape, inst: &str) -> Result<LayoutMap, LowerError> {
     let a = array_shape(shape, inst)?;
-    types::reg(a.element_type, inst)?;
+    types::check_supported(a.element_type, inst)?;
     Ok(LayoutMap::new(a)?)
 }
 
@@ -168,13 +174,15 @@ impl<'m> Emitter<'m> {
             generated: 0,
             cache_log: Vec::new(),
             multi_log: Vec::new(),
+            parts: complex::PartFrames::default(),
         })
     }
 
     fn array_buf(b: &mut KernelBuilder, shape: &Shape, name: &str, writable: bool) -> Result<ArrayBuf, LowerError> {
         let map = layout_map(shape, name)?;
         let mem = types::mem_type(&map, name)?;
-        let buf = b.buffer(name, mem, map.physical_element_count(), writable);
+        let len = map.physical_element_count() * types::slots(map.element_type());
+        let buf = b.buffer(name, mem, len, writable);
         Ok(ArrayBuf { buf, et: map.element_type(), map, mem })
     }
 
@@ -229,11 +237,16 @@ impl<'m> Emitter<'m> {
     fn emit_root(&mut self) -> Result<(), LowerError> {
         // Ops whose kernels are not one value per output element.
         match self.comp.root_inst().opcode {
+            Opcode::RngBitGenerator => return self.emit_bit_generator(self.comp.root),
+            Opcode::Rng => return self.emit_rng(self.comp.root).map(|_| ()),
             Opcode::Sort => return self.emit_sort(),
             Opcode::TopK => return self.emit_topk(),
             Opcode::Scatter => return self.emit_scatter(),
             Opcode::Cholesky => return self.emit_cholesky(),
             Opcode::TriangularSolve => return self.emit_triangular_solve(),
+            Opcode::CustomCall if sort::is_topk_custom_call(self.comp.root_inst()) => {
+                return self.emit_topk_custom_call()
+            }
             _ => {}
         }
         let values = self.out_values()?;
@@ -243,6 +256,9 @@ impl<'m> Emitter<'m> {
         if let [OutVal::Inst(f, id)] = values.as_slice() {
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
                 return Ok(());
+            }
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Fft {
+                return self.emit_fft(*id);
             }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::SelectAndScatter {
                 return self.emit_select_and_scatter(*id);
@@ -271,6 +287,10 @@ impl<'m> Emitter<'m> {
             let mut body = move |em: &mut Emitter<'m>, idx: &[IndexExpr], addr: &IndexExpr| {
                 for &o in &group {
                     let v = match &vals[o] {
+                        OutVal::Inst(f, id) if em.outputs[o].et.is_complex() => {
+                            em.store_complex(f, *id, idx, o, addr)?;
+                            continue;
+                        }
                         OutVal::Inst(f, id) => em.elem(f, *id, idx)?,
                         OutVal::ReduceElem(f, id, i) => em.reduce_values(f, *id, idx)?[*i],
                         OutVal::WindowElem(f, id, i) => em.reduce_window_values(f, *id, idx)?[*i],

@@ -30,24 +30,6 @@ impl<'m> Emitter<'m> {
         }
         let (inputs, inits) = inst.operands.split_at(k);
         let reducer = inst.called("to_apply").ok_or_else(|| LowerError::invalid(&name, "reduce without to_apply"))?;
-        let in_shape = &f.comp.inst(inputs[0]).shape;
-        let in_map = layout_map(in_shape, &name)?;
-        let in_dims = in_map.dims().to_vec();
-        let rdims = inst.attr_ints("dimensions").ok_or_else(|| LowerError::invalid(&name, "missing dimensions"))?;
-        let mut reduced = vec![false; in_dims.len()];
-        for &d in rdims {
-            match usize::try_from(d).ok().and_then(|d| reduced.get_mut(d)) {
-                Some(r) => *r = true,
-                None => return Err(LowerError::invalid(&name, format!("dimension {d} out of range"))),
-            }
-        }
-        let mut full = vec![IndexExpr::default(); in_dims.len()];
-        let mut kept = idx.iter();
-        for d in 0..in_dims.len() {
-            if !reduced[d] {
-                full[d] = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
-            }
-        }
         // Float sums accumulate wider and round once at the end: f16/bf16 in f32, as the
         // reference interpreter (and XLA:CPU's float normalization of reductions) does, and f32
         // in f64. A sequential f32 sum over tens of thousands of elements drifts past the
@@ -75,7 +57,64 @@ impl<'m> Emitter<'m> {
                 locals.push(self.b.local(ty, v));
             }
         }
-        let empty = rdims.iter().any(|&d| in_dims[d as usize] == 0);
+        {
+            let inputs = inputs.to_vec();
+            let locals_c = locals.clone();
+            let frame = f.clone();
+            let mut step = move |em: &mut Emitter<'m>, full: &[IndexExpr]| {
+                if wide || widest {
+                    em.wide_add_step(&frame, inputs[0], full, locals_c[0], widest)
+                } else {
+                    em.reduce_step(&frame, &inputs, full, &locals_c, reducer)
+                }
+            };
+            self.reduce_nest(f, id, idx, &mut step)?;
+        }
+        let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
+        if let (true, Some(et)) = (wide, first_et) {
+            out[0] = super::scalar::round(&mut self.b, et, out[0]);
+        }
+        if widest {
+            out[0] = self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, out[0]);
+        }
+        self.multi_log.push(key.clone());
+        self.multi_cache.insert(key, out.clone());
+        Ok(out)
+    }
+
+    /// Loops over the reduced dimensions of reduce `id`'s input for output element `idx`,
+    /// calling `step` with the full input index at each (not at all when a reduced dimension
+    /// is empty).
+    pub(crate) fn reduce_nest(
+        &mut self,
+        f: &Frame<'m>,
+        id: InstId,
+        idx: &[IndexExpr],
+        step: &mut dyn FnMut(&mut Emitter<'m>, &[IndexExpr]) -> Result<(), LowerError>,
+    ) -> Result<(), LowerError> {
+        let inst = f.comp.inst(id);
+        let name = inst.name.clone();
+        let input = *inst.operands.first().ok_or_else(|| LowerError::invalid(&name, "reduce without inputs"))?;
+        let in_map = layout_map(&f.comp.inst(input).shape, &name)?;
+        let in_dims = in_map.dims().to_vec();
+        let rdims = inst.attr_ints("dimensions").ok_or_else(|| LowerError::invalid(&name, "missing dimensions"))?;
+        let mut reduced = vec![false; in_dims.len()];
+        for &d in rdims {
+            match usize::try_from(d).ok().and_then(|d| reduced.get_mut(d)) {
+                Some(r) => *r = true,
+                None => return Err(LowerError::invalid(&name, format!("dimension {d} out of range"))),
+            }
+        }
+        let mut full = vec![IndexExpr::default(); in_dims.len()];
+        let mut kept = idx.iter();
+        for d in 0..in_dims.len() {
+            if !reduced[d] {
+                full[d] = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
+            }
+        }
+        if rdims.iter().any(|&d| in_dims[d as usize] == 0) {
+            return Ok(());
+        }
         // The reduced dimensions loop over the input's physical digits (tile by tile for a
         // tiled input, so its addresses stay affine), falling back to logical order for
         // layouts without a digit decomposition.
@@ -91,37 +130,17 @@ impl<'m> Emitter<'m> {
                 .map(|d| super::nest::Digit { dim: d, weight: 1, extent: in_dims[d], coef: 0 })
                 .collect()
         });
-        if !empty {
-            let kept = full.clone();
-            let inputs = inputs.to_vec();
-            let locals_c = locals.clone();
-            let frame = f.clone();
-            let mut body = move |em: &mut Emitter<'m>, ridx: &[IndexExpr], _: &IndexExpr| {
-                let mut full = kept.clone();
-                for (d, e) in ridx.iter().enumerate() {
-                    if reduced[d] {
-                        full[d] = e.clone();
-                    }
+        let mut body = move |em: &mut Emitter<'m>, ridx: &[IndexExpr], _: &IndexExpr| {
+            let mut full = full.clone();
+            for (d, e) in ridx.iter().enumerate() {
+                if reduced[d] {
+                    full[d] = e.clone();
                 }
-                if wide || widest {
-                    em.wide_add_step(&frame, inputs[0], &full, locals_c[0], widest)
-                } else {
-                    em.reduce_step(&frame, &inputs, &full, &locals_c, reducer)
-                }
-            };
-            let limits: Vec<Option<i64>> = in_dims.iter().map(|&n| Some(n)).collect();
-            self.reduce_loops(&digits, limits, &mut body)?;
-        }
-        let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
-        if let (true, Some(et)) = (wide, first_et) {
-            out[0] = super::scalar::round(&mut self.b, et, out[0]);
-        }
-        if widest {
-            out[0] = self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, out[0]);
-        }
-        self.multi_log.push(key.clone());
-        self.multi_cache.insert(key, out.clone());
-        Ok(out)
+            }
+            step(em, &full)
+        };
+        let limits: Vec<Option<i64>> = in_dims.iter().map(|&n| Some(n)).collect();
+        self.reduce_loops(&digits, limits, &mut body)
     }
 
     fn wide_add_step(

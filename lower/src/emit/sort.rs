@@ -13,16 +13,34 @@
 //! output positions with the run cursors in locals, which keeps the comparator inlined once
 //! however long the rows are.
 
-use tessera_hlo::ir::{AttrList, ComparisonDirection, ComparisonType};
-use tessera_hlo::{Computation, InstId, Opcode};
+use tessera_hlo::ir::{AttrList, AttrValue, ComparisonDirection, ComparisonType};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Opcode, Shape};
 
 use super::{index, scalar, types, Emitter};
 use crate::kernel::{BinOp, BufId, CastOp, CmpOp, Const, IndexExpr, MemType, Op, Ty, UnOp, ValueId};
 use crate::LowerError;
 
-/// Whether the first element goes before the second, given each one's values of the carried
-/// operands (a `Pred` value).
-type Before<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[ValueId], &[ValueId]) -> Result<ValueId, LowerError> + 'a;
+/// Whether the first element goes before the second (a `Pred` value), given each one's values
+/// of the carried operands and, when the rows keep them, their positions along the row.
+type Before<'a, 'm> =
+    dyn FnMut(&mut Emitter<'m>, &[ValueId], &[ValueId], Option<Positions>) -> Result<ValueId, LowerError> + 'a;
+
+/// The two elements' positions along the row, of type `ty`.
+#[derive(Clone, Copy)]
+struct Positions {
+    first: ValueId,
+    second: ValueId,
+    ty: Ty,
+}
+
+/// How topk ranks a row.
+#[derive(Clone, Copy)]
+enum TopkOrder {
+    /// XLA's total order, largest or smallest first.
+    Total { largest: bool },
+    /// A comparator computation on (a, b) or (a, b, index of a, index of b).
+    Comparator { comp: CompId, with_indices: bool },
+}
 
 /// Writes output position `dst` (a logical index of the outputs) from the element that sorted
 /// there: its values of the carried operands, its logical index `src` in the operands and, when
@@ -89,7 +107,7 @@ impl<'m> Emitter<'m> {
                 carried.push(o);
             }
         }
-        let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId]| {
+        let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId], _| {
             // Parameters 2k and 2k+1 are operand k's elements of the candidate for going first
             // and of the one it is tested against, as the interpreter calls the comparator.
             let mut args = Vec::with_capacity(2 * operands.len());
@@ -131,6 +149,53 @@ impl<'m> Emitter<'m> {
     /// largest (or, with `largest=false`, smallest) elements of each last-dimension row under
     /// XLA's total order, equal elements in index order.
     pub(crate) fn emit_topk(&mut self) -> Result<(), LowerError> {
+        let inst = self.comp.root_inst();
+        let k = inst.attr_int("k").ok_or_else(|| LowerError::invalid(&inst.name, "topk without k"))?;
+        let largest = inst.attr_bool("largest").unwrap_or(true);
+        self.topk_rows(k, TopkOrder::Total { largest })
+    }
+
+    /// The kernel of a computation whose root is XLA:CPU's `TopK` custom-call: k is the result's
+    /// last dimension, and its comparator computation ("does a go before b?", on the values
+    /// or on values and s32 indices) orders each row; without one, the largest come first.
+    pub(crate) fn emit_topk_custom_call(&mut self) -> Result<(), LowerError> {
+        let module = self.module;
+        let inst = self.comp.root_inst();
+        let name = inst.name.as_str();
+        let k = match &inst.shape {
+            Shape::Tuple(parts) => parts.first().and_then(|p| p.as_array()).and_then(|a| a.dims.last().copied()),
+            _ => None,
+        }
+        .ok_or_else(|| LowerError::invalid(name, "TopK returns a (values, indices) tuple"))?;
+        let comp = match inst.attr("called_computations") {
+            Some(AttrValue::Computations(cs)) => cs.first().copied(),
+            Some(AttrValue::Computation(c)) => Some(*c),
+            _ => None,
+        };
+        let Some(comp) = comp else {
+            return self.topk_rows(k, TopkOrder::Total { largest: true });
+        };
+        let c = module.get(comp).ok_or_else(|| LowerError::invalid(name, "TopK comparator computation missing"))?;
+        let with_indices = match c.parameters().len() {
+            2 => false,
+            4 => true,
+            n => {
+                return Err(LowerError::unsupported(name, format!("a TopK comparator with {n} parameters")));
+            }
+        };
+        if with_indices {
+            for id in c.parameters().into_iter().skip(2) {
+                if c.inst(id).shape.as_array().map(|a| a.element_type) != Some(ElementType::S32) {
+                    return Err(LowerError::invalid(name, "TopK comparator indices must be s32"));
+                }
+            }
+        }
+        self.topk_rows(k, TopkOrder::Comparator { comp, with_indices })
+    }
+
+    /// The k first elements of each last-dimension row of the root's only operand under
+    /// `order`, as (values, indices) outputs.
+    fn topk_rows(&mut self, k: i64, order: TopkOrder) -> Result<(), LowerError> {
         let comp = self.comp;
         let inst = comp.root_inst();
         let name = inst.name.as_str();
@@ -141,8 +206,6 @@ impl<'m> Emitter<'m> {
         let a = super::array_shape(&comp.inst(x).shape, name)?;
         let dims = a.dims.clone();
         let et = a.element_type;
-        let k = inst.attr_int("k").ok_or_else(|| LowerError::invalid(name, "topk without k"))?;
-        let largest = inst.attr_bool("largest").unwrap_or(true);
         let Some(&n) = dims.last() else {
             return Err(LowerError::invalid(name, "topk needs an operand of rank at least 1"));
         };
@@ -162,10 +225,25 @@ impl<'m> Emitter<'m> {
         }
         types::reg(et, name)?;
         let index_ty = types::reg(indices.et, name)?;
-        let direction = if largest { ComparisonDirection::Gt } else { ComparisonDirection::Lt };
-        let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId]| {
-            scalar::compare(&mut em.b, direction, Some(ComparisonType::TotalOrder), et, first[0], second[0], name)
-        };
+        let mut before =
+            |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId], pos: Option<Positions>| match order {
+                TopkOrder::Total { largest } => {
+                    let dir = if largest { ComparisonDirection::Gt } else { ComparisonDirection::Lt };
+                    scalar::compare(&mut em.b, dir, Some(ComparisonType::TotalOrder), et, first[0], second[0], name)
+                }
+                TopkOrder::Comparator { comp, with_indices } => {
+                    let mut args = vec![first[0], second[0]];
+                    if with_indices {
+                        let p = pos.ok_or_else(|| LowerError::invalid(name, "TopK comparator needs the positions"))?;
+                        args.push(to_i32(em, p.first, p.ty));
+                        args.push(to_i32(em, p.second, p.ty));
+                    }
+                    match em.call_scalar(comp, args)?.as_slice() {
+                        [v] => Ok(*v),
+                        _ => Err(LowerError::invalid(name, "the TopK comparator does not return one pred")),
+                    }
+                }
+            };
         let mut write = |em: &mut Emitter<'m>, vals: &[ValueId], _: &[IndexExpr], dst: &[IndexExpr], pos| {
             let [values, indices] = em.outputs.as_slice() else {
                 return Err(LowerError::invalid(name, "topk returns a (values, indices) tuple"));
@@ -393,7 +471,12 @@ impl<'m> Emitter<'m> {
         let both = self.b.binary(BinOp::And, Ty::Pred, has_left, has_right);
         let inner = self.mark();
         self.b.begin_if(both);
-        let r = before(self, &rights[keys..], &lefts[keys..]);
+        let positions = scratch.lanes.first().filter(|l| l.operand.is_none()).map(|l| Positions {
+            first: rights[0],
+            second: lefts[0],
+            ty: l.ty,
+        });
+        let r = before(self, &rights[keys..], &lefts[keys..], positions);
         if let Ok(v) = r {
             self.b.set_local(lfirst, v);
         }
@@ -449,6 +532,19 @@ struct Scratch<'m> {
     n: i64,
     /// The frame the carried operands are read in.
     frame: super::Frame<'m>,
+}
+
+/// Whether `inst` is XLA:CPU's `TopK` custom-call, which the lowering compiles itself.
+pub(crate) fn is_topk_custom_call(inst: &tessera_hlo::Instruction) -> bool {
+    inst.opcode == Opcode::CustomCall && inst.attr_word("custom_call_target") == Some("TopK")
+}
+
+/// A position from the order scratch as the s32 a comparator's index parameter takes.
+fn to_i32(em: &mut Emitter<'_>, v: ValueId, ty: Ty) -> ValueId {
+    match ty {
+        Ty::I32 => v,
+        _ => em.b.cast(CastOp::Trunc, ty, Ty::I32, v),
+    }
 }
 
 fn with_dim(at: &[IndexExpr], d: usize, e: IndexExpr) -> Vec<IndexExpr> {

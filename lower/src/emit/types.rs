@@ -27,9 +27,37 @@ pub fn reg_ty(et: ElementType) -> Option<Ty> {
 
 pub fn reg(et: ElementType, inst: &str) -> Result<Ty, LowerError> {
     reg_ty(et).ok_or_else(|| {
-        let tier = if et.is_complex() { " (complex numbers come in a later issue)" } else { "" };
-        LowerError::unsupported(inst, format!("element type {}{tier}", et.name()))
+        let why = if et.is_complex() {
+            " here (complex values are register pairs only where emit::complex handles them)"
+        } else {
+            ""
+        };
+        LowerError::unsupported(inst, format!("element type {}{why}", et.name()))
     })
+}
+
+/// The element type and register type of each part of a complex type (`None` for others).
+pub fn complex_part(et: ElementType) -> Option<(ElementType, Ty)> {
+    let part = et.complex_component()?;
+    Some((part, reg_ty(part)?))
+}
+
+/// Fails for element types no kernel can hold (neither a register type nor a complex pair).
+pub fn check_supported(et: ElementType, inst: &str) -> Result<(), LowerError> {
+    if complex_part(et).is_some() {
+        return Ok(());
+    }
+    reg(et, inst).map(|_| ())
+}
+
+/// Memory slots per element: complex elements are two floats (real part first), everything
+/// else one slot of its memory type.
+pub fn slots(et: ElementType) -> i64 {
+    if et.is_complex() {
+        2
+    } else {
+        1
+    }
 }
 
 pub fn is_half(et: ElementType) -> bool {
@@ -46,6 +74,12 @@ pub fn mem_type(map: &LayoutMap, inst: &str) -> Result<MemType, LowerError> {
     let et = map.element_type();
     let bits = map.element_size_bits();
     let natural = u32::try_from(et.byte_size() * 8).unwrap_or(0);
+    if let Some((_, part)) = complex_part(et) {
+        if bits != natural {
+            return Err(LowerError::unsupported(inst, format!("element size E({bits}) for {}", et.name())));
+        }
+        return Ok(MemType::Scalar(part));
+    }
     let ty = reg(et, inst)?;
     if et == E::Pred {
         return Ok(if bits >= 8 { MemType::Pred } else { MemType::Packed { bits: bits as u8, pred: true } });

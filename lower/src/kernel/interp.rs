@@ -6,9 +6,10 @@
 //! Floats are computed natively in their own width (f32 in f32, never via f64), and math
 //! functions call the same libm symbols [`MathFn::symbol`] names, so results match machine
 //! code bit for bit. Two places where machine code may legitimately differ: the payload of a
-//! NaN produced by `FMax`/`FMin` (the contract only says it is a NaN), and the runtime GEMM,
-//! which here sums `p` in order with separate multiply and add while a tuned micro-kernel
-//! blocks and fuses; float results are compared within tolerance there.
+//! NaN produced by `FMax`/`FMin` (the contract only says it is a NaN), and the runtime GEMM and
+//! convolution, which here sum in order with separate multiply and add (the convolution in
+//! f64) while a tuned micro-kernel blocks and fuses; float results are compared within
+//! tolerance there.
 //!
 //! A kernel is verified first, then compiled once into a tree with every value, local and
 //! variable resolved to a slot of a flat register file. Registers hold a value's bits in a
@@ -402,6 +403,11 @@ enum CStmt<'k> {
         args: Vec<CArg>,
         src: &'k Stmt,
     },
+    /// `tessera_rt_fft` with its 5 arguments in contract order.
+    Fft {
+        args: Vec<CArg>,
+        src: &'k Stmt,
+    },
     /// `tessera_rt_conv_f32`/`_f64`: descriptor, input, kernel and output pointers.
     Conv {
         f64: bool,
@@ -585,9 +591,12 @@ impl<'k> Resolver<'k> {
         })
     }
 
-    /// Checks a call against the contract of the runtime function it names: only the GEMMs
-    /// are known here.
+    /// Checks a call against the contract of the runtime function it names: the GEMMs, the
+    /// convolutions and the FFT are known here.
     fn call(&mut self, stmt: &'k Stmt, func: &str, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
+        if func == super::fft_call::SYMBOL {
+            return self.fft_call(stmt, args);
+        }
         let f64 = match func {
             "tessera_rt_gemm_f32" => false,
             "tessera_rt_gemm_f64" => true,
@@ -627,6 +636,36 @@ impl<'k> Resolver<'k> {
             });
         }
         Ok(CStmt::Gemm { f64, args: out, src: stmt })
+    }
+
+    fn fft_call(&mut self, stmt: &'k Stmt, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
+        let bad = |m: String| self.setup(format!("`{}`: {m}", self.kernel.stmt_head(stmt)));
+        if args.len() != 5 {
+            return Err(bad(format!("{} takes 5 arguments, given {}", super::fft_call::SYMBOL, args.len())));
+        }
+        let mut out = Vec::with_capacity(5);
+        for (i, a) in args.iter().enumerate() {
+            out.push(match (a, i == 4) {
+                (CallArg::Ptr { buf, index }, true) => {
+                    let b = &self.kernel.buffers[buf.0 as usize];
+                    if b.mem != MemType::Scalar(Ty::F64) || !b.writable {
+                        return Err(bad(format!("the data must point into a writable f64 buffer, not b{}", buf.0)));
+                    }
+                    CArg::Ptr { buf: buf.0 as usize, index: self.index(index)? }
+                }
+                (CallArg::I64(n), false) => CArg::Imm(*n),
+                (CallArg::Value(v), false) => {
+                    let (slot, ty) = self.value(*v)?;
+                    if ty != Ty::I64 {
+                        return Err(bad(format!("argument {i} is {ty}, expected i64")));
+                    }
+                    CArg::Reg(slot)
+                }
+                (_, true) => return Err(bad("argument 4 must be a buffer pointer".into())),
+                (_, false) => return Err(bad(format!("argument {i} must be an i64"))),
+            });
+        }
+        Ok(CStmt::Fft { args: out, src: stmt })
     }
 }
 
@@ -771,6 +810,12 @@ extern "C" {
     fn round(x: f64) -> f64;
     fn fmodf(x: f32, y: f32) -> f32;
     fn fmod(x: f64, y: f64) -> f64;
+    fn hypotf(x: f32, y: f32) -> f32;
+    fn hypot(x: f64, y: f64) -> f64;
+    fn sinhf(x: f32) -> f32;
+    fn sinh(x: f64) -> f64;
+    fn coshf(x: f32) -> f32;
+    fn cosh(x: f64) -> f64;
 }
 
 fn math32(func: MathFn, a: f32, b: f32) -> f32 {
@@ -791,6 +836,9 @@ fn math32(func: MathFn, a: f32, b: f32) -> f32 {
             MathFn::Erf => erff(a),
             MathFn::Round => roundf(a),
             MathFn::Fmod => fmodf(a, b),
+            MathFn::Hypot => hypotf(a, b),
+            MathFn::Sinh => sinhf(a),
+            MathFn::Cosh => coshf(a),
         }
     }
 }
@@ -813,6 +861,9 @@ fn math64(func: MathFn, a: f64, b: f64) -> f64 {
             MathFn::Erf => erf(a),
             MathFn::Round => round(a),
             MathFn::Fmod => fmod(a, b),
+            MathFn::Hypot => hypot(a, b),
+            MathFn::Sinh => sinh(a),
+            MathFn::Cosh => cosh(a),
         }
     }
 }
@@ -887,6 +938,7 @@ impl Machine<'_, '_, '_> {
                     }
                 }
                 CStmt::Gemm { f64, args, src } => self.gemm(*f64, args).map_err(|f| self.fault(src, f))?,
+                CStmt::Fft { args, src } => self.fft(args).map_err(|f| self.fault(src, f))?,
                 CStmt::Conv { f64, ptrs, src } => self.conv(*f64, ptrs).map_err(|f| self.fault(src, f))?,
             }
         }
@@ -999,6 +1051,40 @@ impl Machine<'_, '_, '_> {
                 _ => of_f64(math64(*func, f64_of(r(a)), f64_of(r(b)))),
             },
         })
+    }
+
+    fn fft(&mut self, args: &[CArg]) -> Result<(), Fault> {
+        use super::fft_call::{reference, FftKind, SYMBOL};
+        let call = |m: String| Fault::Call(format!("{SYMBOL}: {m}"));
+        let mut ints = [0i64; 4];
+        let mut ptr = (0usize, 0i64);
+        for (i, a) in args.iter().enumerate() {
+            match a {
+                CArg::Imm(n) => ints[i] = *n,
+                CArg::Reg(s) => ints[i] = self.regs[*s as usize] as i64,
+                CArg::Ptr { buf, index } => ptr = (*buf, self.index(index)?),
+            }
+        }
+        let kind = FftKind::from_i64(ints[0]).ok_or_else(|| call(format!("unknown kind {}", ints[0])))?;
+        let n: Vec<usize> = ints[1..]
+            .iter()
+            .map(|&x| usize::try_from(x))
+            .collect::<Result<_, _>>()
+            .map_err(|_| call(format!("negative length in {:?}", &ints[1..])))?;
+        let doubles =
+            n.iter().try_fold(2usize, |a, &x| a.checked_mul(x)).ok_or_else(|| call("size overflow".into()))?;
+        let (buf, at) = ptr;
+        if at < 0 || (at as u64).saturating_add(doubles as u64) > self.lens[buf] as u64 {
+            return Err(call(format!("{doubles} doubles at {at} overrun buffer b{buf} of {}", self.lens[buf])));
+        }
+        let bytes = &mut self.bufs[self.map[buf]][8 * at as usize..8 * (at as usize + doubles)];
+        let mut data: Vec<f64> =
+            bytes.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+        reference(kind, [n[0], n[1], n[2]], &mut data);
+        for (c, x) in bytes.chunks_mut(8).zip(data) {
+            c.copy_from_slice(&x.to_le_bytes());
+        }
+        Ok(())
     }
 
     fn gemm(&mut self, f64: bool, args: &[CArg]) -> Result<(), Fault> {

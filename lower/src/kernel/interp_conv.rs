@@ -2,17 +2,17 @@
 //! directly (output point by output point, kernel position by position) with f64 sums.
 //!
 //! Contract: `conv(desc, lhs, rhs, out)`, four element pointers. `desc` points at i64s: a
-//! header of [`DESC_HEADER`] entries — spatial rank N, input batch, input batch stride, input
+//! header of [`CONV_DESC_HEADER`](super::super::CONV_DESC_HEADER) entries — spatial rank N, input batch, input batch stride, input
 //! feature stride, kernel input features (one group), kernel input-feature stride, output
 //! features (all groups), kernel output-feature stride, output batch, output batch stride,
 //! output feature stride, feature group count, batch group count — then N records of
-//! [`DESC_PER_DIM`] entries — input size, input stride, kernel size, kernel stride, output
+//! [`CONV_DESC_PER_DIM`](super::super::CONV_DESC_PER_DIM) entries — input size, input stride, kernel size, kernel stride, output
 //! size, output stride, window stride, low padding, base (lhs) dilation, window (rhs)
 //! dilation, reversal (0/1). Strides are in elements. Every logical output element is
 //! overwritten with XLA's convolution of the operands (grouping as `hlo::eval` defines it).
 
+use super::super::{CONV_DESC_HEADER as DESC_HEADER, CONV_DESC_PER_DIM as DESC_PER_DIM};
 use super::Fault;
-use crate::emit::conv::{DESC_HEADER, DESC_PER_DIM};
 
 /// One spatial dimension of a descriptor.
 pub(crate) struct Dim {

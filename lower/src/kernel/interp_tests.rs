@@ -477,10 +477,16 @@ fn bad_kernels_and_buffers_are_errors() {
     assert!(matches!(run_kernel(&bad, &mut [&mut s, &mut o]), Err(KernelRunError::Verify(_))));
 
     let mut b = KernelBuilder::new("calls", 1);
+    b.call("tessera_rt_nonexistent", vec![]);
+    assert_eq!(
+        run_kernel(&b.finish(), &mut []).unwrap_err().to_string(),
+        "kernel 'calls' calls 'tessera_rt_nonexistent', which the interpreter does not implement"
+    );
+    let mut b = KernelBuilder::new("calls", 1);
     b.call("tessera_rt_fft", vec![]);
     assert_eq!(
         run_kernel(&b.finish(), &mut []).unwrap_err().to_string(),
-        "kernel 'calls' calls 'tessera_rt_fft', which the interpreter does not implement"
+        "kernel 'calls': `call tessera_rt_fft()`: tessera_rt_fft takes 5 arguments, given 0"
     );
 }
 

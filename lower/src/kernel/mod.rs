@@ -23,6 +23,8 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+/// The runtime FFT's calling contract and its reference implementation.
+pub mod fft_call;
 /// The reference interpreter (kernels and whole programs).
 pub mod interp;
 /// Random valid kernels for differential tests of the tiers.
@@ -311,9 +313,34 @@ pub enum MathFn {
     Round,
     /// C `fmod`: remainder with the dividend's sign.
     Fmod,
+    /// C `hypot`: `sqrt(x*x + y*y)` without overflow or underflow in between; infinite when
+    /// either side is, even if the other is NaN.
+    Hypot,
+    Sinh,
+    Cosh,
 }
 
 impl MathFn {
+    pub const ALL: [MathFn; 17] = [
+        MathFn::Exp,
+        MathFn::Expm1,
+        MathFn::Log,
+        MathFn::Log1p,
+        MathFn::Sin,
+        MathFn::Cos,
+        MathFn::Tan,
+        MathFn::Tanh,
+        MathFn::Atan2,
+        MathFn::Pow,
+        MathFn::Cbrt,
+        MathFn::Erf,
+        MathFn::Round,
+        MathFn::Fmod,
+        MathFn::Hypot,
+        MathFn::Sinh,
+        MathFn::Cosh,
+    ];
+
     /// The C symbol for this function on `ty` (F32 or F64).
     pub fn symbol(self, ty: Ty) -> &'static str {
         let f32 = ty == Ty::F32;
@@ -341,12 +368,15 @@ impl MathFn {
             MathFn::Erf => pick!("erff", "erf"),
             MathFn::Round => pick!("roundf", "round"),
             MathFn::Fmod => pick!("fmodf", "fmod"),
+            MathFn::Hypot => pick!("hypotf", "hypot"),
+            MathFn::Sinh => pick!("sinhf", "sinh"),
+            MathFn::Cosh => pick!("coshf", "cosh"),
         }
     }
     /// Number of arguments (all of the same float type as the result).
     pub fn arity(self) -> usize {
         match self {
-            MathFn::Atan2 | MathFn::Pow | MathFn::Fmod => 2,
+            MathFn::Atan2 | MathFn::Pow | MathFn::Fmod | MathFn::Hypot => 2,
             _ => 1,
         }
     }
@@ -491,6 +521,13 @@ pub struct KernelBuffer {
     /// False for buffers the kernel only reads.
     pub writable: bool,
 }
+
+/// Entries of the geometry descriptor `tessera_rt_conv_f32`/`_f64` read before the records of
+/// the spatial dimensions (the full layout is documented on the runtime function and in the
+/// interpreter, which runs the same contract).
+pub const CONV_DESC_HEADER: usize = 13;
+/// Entries per spatial dimension in a convolution descriptor.
+pub const CONV_DESC_PER_DIM: usize = 11;
 
 /// A compiled unit: a loop nest over physical buffers.
 #[derive(Clone, Debug, PartialEq)]

@@ -283,22 +283,7 @@ impl Gen<'_> {
             }
             _ => {
                 let ty = self.r.pick(&[Ty::F32, Ty::F32, Ty::F64]);
-                let func = self.r.pick(&[
-                    MathFn::Exp,
-                    MathFn::Expm1,
-                    MathFn::Log,
-                    MathFn::Log1p,
-                    MathFn::Sin,
-                    MathFn::Cos,
-                    MathFn::Tan,
-                    MathFn::Tanh,
-                    MathFn::Atan2,
-                    MathFn::Pow,
-                    MathFn::Cbrt,
-                    MathFn::Erf,
-                    MathFn::Round,
-                    MathFn::Fmod,
-                ]);
+                let func = self.r.pick(&MathFn::ALL);
                 let args = (0..func.arity()).map(|_| self.operand(ty)).collect();
                 let v = self.b.math(func, ty, args);
                 self.add(v, ty);

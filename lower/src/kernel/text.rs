@@ -363,6 +363,9 @@ fn math_name(func: MathFn) -> &'static str {
         MathFn::Erf => "erf",
         MathFn::Round => "round",
         MathFn::Fmod => "fmod",
+        MathFn::Hypot => "hypot",
+        MathFn::Sinh => "sinh",
+        MathFn::Cosh => "cosh",
     }
 }
 

@@ -13,6 +13,9 @@
 //! broadcasts of small fused depth), because inlining then duplicates its work per user.
 //! For the same reason a broadcast that repeats elements does not absorb a producer that
 //! contains an expensive op (exp, divide, tanh, ...): that op would run once per copy.
+//! A single-output `reduce-window` is elemental: it is inlined into a loop-fusible user (it
+//! counts as expensive, so never duplicated), and absorbs scalar constants and cheap
+//! elementwise producers only, since it reads each operand element once per window covering it.
 //! `dot` keeps plain operands (they are computed by their own kernels), a reduce's result is
 //! never inlined (it is the root of its kernel), and every other op is never fused.
 //!
@@ -222,6 +225,7 @@ fn producer_blocker(p: &Instruction) -> Option<&'static str> {
     match p.opcode {
         _ if is_loop_fusible(p) => None,
         Opcode::Reduce => Some("a reduce is the root of its own kernel (kInput)"),
+        Opcode::ReduceWindow if is_array(p) => None,
         Opcode::Dot => Some("a dot keeps its own kernel"),
         _ => Some("op is never fused"),
     }
@@ -239,6 +243,11 @@ fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Resu
         Opcode::Reduce if !is_array(u) => Err("a variadic reduce is not fused"),
         Opcode::Reduce if p.opcode.is_elementwise() || is_scalar_constant(p) => Ok(()),
         Opcode::Reduce => Err("a reduce absorbs only elementwise producers"),
+        Opcode::ReduceWindow if !is_array(u) => Err("a variadic reduce-window is not fused"),
+        Opcode::ReduceWindow if is_scalar_constant(p) || (p.opcode.is_elementwise() && !p_expensive) => Ok(()),
+        Opcode::ReduceWindow => {
+            Err("a reduce-window reads each operand element once per window: only cheap elementwise producers")
+        }
         _ if is_loop_fusible(u) && !is_scalar_constant(u) => Ok(()),
         _ => Err("the consumer's op is never fused"),
     }
@@ -258,7 +267,8 @@ fn is_expensive(op: Opcode) -> bool {
     use Opcode::*;
     matches!(
         op,
-        Atan2
+        ReduceWindow
+            | Atan2
             | Cbrt
             | Cos
             | Divide

@@ -45,6 +45,9 @@ pub fn random_bits(et: ElementType, rng: &mut Rng) -> u128 {
         E::BF16 => u128::from(half::bf16::from_f64(f).to_bits()),
         E::F32 => u128::from((f as f32).to_bits()),
         E::F64 => u128::from(f.to_bits()),
+        // Real part in the low half, as the literal stores complex elements.
+        E::C64 => random_bits(E::F32, rng) | (random_bits(E::F32, rng) << 32),
+        E::C128 => random_bits(E::F64, rng) | (random_bits(E::F64, rng) << 64),
         _ => {
             let w = et.bit_width();
             let mask: u64 = if w >= 64 { u64::MAX } else { (1u64 << w) - 1 };
@@ -132,8 +135,21 @@ pub fn compare_slack(got: &Literal, want: &Literal, what: &str, slack: f64) -> R
     let n = want.element_count();
     let mut bad = 0;
     let mut first = String::new();
+    // Complex elements compare part by part, as two floats of the part type.
+    let (et, n, part_of) = match et.complex_component() {
+        Some(part) => (part, 2 * n, Some(part.bit_width())),
+        None => (et, n, None),
+    };
     for i in 0..n {
-        let (g, w) = (got.get_bits(i).unwrap_or(u128::MAX), want.get_bits(i).unwrap_or(0));
+        let (g, w) = match part_of {
+            Some(w) => {
+                let pick = |lit: &Literal, d: u128| {
+                    lit.get_bits(i / 2).map_or(d, |b| (b >> (w * (i as u32 % 2))) & ((1u128 << w) - 1))
+                };
+                (pick(got, u128::MAX), pick(want, 0))
+            }
+            None => (got.get_bits(i).unwrap_or(u128::MAX), want.get_bits(i).unwrap_or(0)),
+        };
         let ok = if et.is_float() {
             let (a, b) = (float_of(et, g), float_of(et, w));
             (a.is_nan() && b.is_nan())
