@@ -307,6 +307,25 @@ impl<'m> Emitter<'m> {
         Ok(())
     }
 
+    /// For a two-operand op whose operands are both kernel parameters of its own f32 or f64
+    /// element type (what the runtime's GEMM and convolution take): whether that type is f32,
+    /// and the operands' parameter indices.
+    pub(crate) fn float_parameter_operands(&self, id: InstId) -> Option<(bool, usize, usize)> {
+        let inst = self.comp.inst(id);
+        let [l, r] = inst.operands.as_slice() else { return None };
+        let et = inst.shape.as_array()?.element_type;
+        if !matches!(et, ElementType::F32 | ElementType::F64) {
+            return None;
+        }
+        let param = |o: InstId| {
+            let op = self.comp.inst(o);
+            let n = usize::try_from(op.parameter_number()?).ok()?;
+            (op.opcode == Opcode::Parameter && op.shape.as_array()?.element_type == et && n < self.params.len())
+                .then_some(n)
+        };
+        Some((et == ElementType::F32, param(*l)?, param(*r)?))
+    }
+
     /// Tile boundaries of the parameters the outputs read through index-preserving maps, per
     /// output dimension, so the nest can loop over their tiles.
     fn splits(&self, roots: &[InstId], map: &LayoutMap) -> Vec<Vec<i64>> {
