@@ -146,7 +146,10 @@ impl<'m> Emitter<'m> {
                         let v = self.b.cast(CastOp::SIToFP, Ty::I64, ty, i);
                         scalar::round(&mut self.b, et, v)
                     }
-                    _ => self.b.cast(CastOp::Trunc, Ty::I64, ty, i),
+                    _ => {
+                        let v = self.b.cast(CastOp::Trunc, Ty::I64, ty, i);
+                        super::narrow_int::wrap(&mut self.b, et, v)
+                    }
                 })
             }
             O::Copy => self.elem(f, inst.operands[0], idx),
