@@ -201,6 +201,10 @@ impl<'m> Emitter<'m> {
                 let r = scalar::unary(&mut self.b, op, oet, v, name)?;
                 Ok(r)
             }
+            O::StochasticConvert => {
+                let ops = self.operand_values(f, id, idx)?;
+                super::stochastic::stochastic_convert(&mut self.b, ops[0].1, ops[1].1, et, ops[0].0, ops[1].0, name)
+            }
             op if op.is_elementwise_binary() => {
                 let ops = self.operand_values(f, id, idx)?;
                 scalar::binary(&mut self.b, op, et, ops[0].0, ops[1].0, name)

@@ -25,6 +25,7 @@ mod scalar;
 mod scatter;
 mod select_and_scatter;
 mod sort;
+mod stochastic;
 mod types;
 mod window;
 
