@@ -156,6 +156,8 @@ fn collectives_naming_other_devices_are_refused() {
         "ROOT c = f32[4] all-gather(x), replica_groups={{0},{1}}, dimensions={0}",
         "ROOT c = f32[4] collective-permute(x), source_target_pairs={{0,1}}",
         "ROOT c = f32[4] collective-broadcast(x), replica_groups={{1}}",
+        // No groups means every replica; a result four times the operand means four of them.
+        "ROOT c = f32[16] all-gather(x), replica_groups={}, dimensions={0}",
     ] {
         let text = format!("{sum}ENTRY e {{\n  x = f32[4] parameter(0)\n  {body}\n}}\n");
         refused(&text, "c", "several devices");

@@ -124,6 +124,7 @@ fn own_data(
     forwarded: &mut Vec<InstId>,
 ) -> Result<(), LowerError> {
     let ops = inst.operands.clone();
+    check_one_participant(comp, inst)?;
     let tuple_operand = ops.len() == 1 && matches!(comp.inst(ops[0]).shape, Shape::Tuple(_));
     match (&inst.shape, ops.as_slice()) {
         (Shape::Array(_), [x]) => become_op(comp, id, Opcode::Copy, vec![*x]),
@@ -135,6 +136,32 @@ fn own_data(
         }
         (Shape::Tuple(parts), _) if parts.len() == ops.len() => become_op(comp, id, Opcode::Tuple, ops),
         _ => return Err(LowerError::invalid(&inst.name, format!("{} operands do not match its result", inst.opcode))),
+    }
+    Ok(())
+}
+
+/// Fails when a result array is not the size of its operand: a gather, scatter or exchange
+/// whose shapes imply more participants than the one device.
+fn check_one_participant(comp: &Computation, inst: &Instruction) -> Result<(), LowerError> {
+    let dims = |s: &Shape| s.as_array().map(|a| a.dims.clone());
+    let start = matches!(inst.opcode, Opcode::AllReduceStart | Opcode::AllGatherStart);
+    let results: Vec<Option<Vec<i64>>> = match &inst.shape {
+        Shape::Tuple(parts) if start && inst.operands.len() == 1 => parts.iter().skip(1).map(dims).collect(),
+        Shape::Tuple(parts) if parts.len() == inst.operands.len() => parts.iter().map(dims).collect(),
+        s => vec![dims(s)],
+    };
+    let mismatch = inst.operands.iter().zip(&results).any(|(&o, r)| match (dims(&comp.inst(o).shape), r) {
+        (Some(a), Some(r)) => &a != r,
+        _ => false,
+    });
+    if mismatch {
+        return Err(LowerError::unsupported(
+            &inst.name,
+            format!(
+                "{} across several devices (its result shape implies more participants than the one device)",
+                inst.opcode
+            ),
+        ));
     }
     Ok(())
 }
