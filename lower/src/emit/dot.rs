@@ -62,7 +62,14 @@ impl<'m> Emitter<'m> {
         let out_et = inst.shape.element_type();
         let lhs_et = f.comp.inst(lhs).shape.element_type();
         let rhs_et = f.comp.inst(rhs).shape.element_type();
-        let acc_et = if types::is_half(out_et) { ElementType::F32 } else { out_et };
+        // f8/f4 results accumulate unrounded in f64 and round once, as the interpreter's dot does.
+        let acc_et = if types::is_half(out_et) {
+            ElementType::F32
+        } else if types::is_minifloat(out_et) {
+            ElementType::F64
+        } else {
+            out_et
+        };
         let acc_ty = types::reg(acc_et, &name)?;
         let zero = match acc_ty {
             crate::kernel::Ty::F32 | crate::kernel::Ty::F64 => scalar::float_const(&mut self.b, acc_ty, 0.0),

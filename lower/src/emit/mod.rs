@@ -16,6 +16,8 @@ pub mod half;
 mod hoist;
 pub mod index;
 mod linalg;
+pub mod minifloat;
+mod narrow_int;
 mod nest;
 mod reduce;
 pub mod rng;
@@ -23,6 +25,7 @@ mod scalar;
 mod scatter;
 mod select_and_scatter;
 mod sort;
+mod stochastic;
 mod types;
 mod window;
 
@@ -661,6 +664,9 @@ impl<'m> Emitter<'m> {
             ElementType::BF16 => Const::F32(half::bf16_bits_value(first as u16).to_bits()),
             ElementType::F32 => Const::F32(first as u32),
             ElementType::F64 => Const::F64(first as u64),
+            t if types::is_minifloat(t) => Const::F64(minifloat::bits_value(t, first as u64).to_bits()),
+            // Unsigned sub-byte values live zero-extended in their I8 registers.
+            t if t.is_unsigned_integral() && t.bit_width() < 8 => Const::Int { ty, bits: first as i64 },
             _ => {
                 let w = et.bit_width();
                 let bits = if w >= 64 { first as u64 as i64 } else { ((first as u64) << (64 - w)) as i64 >> (64 - w) };

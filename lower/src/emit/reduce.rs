@@ -49,7 +49,7 @@ impl<'m> Emitter<'m> {
             s => Some(s.element_type()),
         };
         let plain_add = k == 1 && is_plain_add(self.module, reducer);
-        let wide = plain_add && first_et.is_some_and(types::is_half);
+        let wide = plain_add && first_et.is_some_and(|e| types::is_half(e) || types::is_minifloat(e));
         let widest = plain_add && first_et == Some(tessera_hlo::ElementType::F32);
         let mut locals = Vec::with_capacity(k);
         for (i, &init) in inits.iter().enumerate() {
@@ -163,11 +163,13 @@ impl<'m> Emitter<'m> {
     ) -> Result<(), LowerError> {
         let acc = self.b.get_local(local);
         let mut x = self.elem(f, input, full)?;
+        // f8/f4 values are already f64 registers; f16/bf16 ones f32.
         let ty = if in_f64 {
             x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
             Ty::F64
         } else {
-            Ty::F32
+            let et = f.comp.inst(input).shape.element_type();
+            types::reg_ty(et).unwrap_or(Ty::F32)
         };
         let s = self.b.binary(crate::kernel::BinOp::Add, ty, acc, x);
         self.b.set_local(local, s);
