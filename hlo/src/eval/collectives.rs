@@ -26,7 +26,32 @@ fn check_single_device(inst: &Instruction, attr: &str) -> Result<(), EvalError> 
     }
 }
 
+/// Fails when a result array is not the size of its operand: a gather, scatter or exchange
+/// whose shapes imply more participants than this one device.
+fn check_one_participant(inst: &Instruction, ops: &[&Value]) -> Result<(), EvalError> {
+    let dims = |s: &Shape| s.as_array().map(|a| a.dims.clone());
+    let results: Vec<Option<Vec<i64>>> = match &inst.shape {
+        Shape::Tuple(parts) if is_start(inst) && ops.len() == 1 => parts.iter().skip(1).map(dims).collect(),
+        Shape::Tuple(parts) if parts.len() == ops.len() => parts.iter().map(dims).collect(),
+        s => vec![dims(s)],
+    };
+    let mismatch = ops.iter().zip(&results).any(|(v, r)| match (v, r) {
+        (Value::Arr(a), Some(r)) => &a.dims != r,
+        _ => false,
+    });
+    if mismatch {
+        return Err(EvalError::Unsupported {
+            opcode: format!(
+                "{} across several devices (its result shape implies more participants than the interpreter's one device)",
+                inst.opcode.name()
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn operands_as_result(inst: &Instruction, ops: &[&Value]) -> Result<Value, EvalError> {
+    check_one_participant(inst, ops)?;
     match (ops, &inst.shape) {
         // The start of an asynchronous pair that carries (operand, result).
         ([one], Shape::Tuple(parts)) if parts.len() == 2 && !matches!(one, Value::Tuple(_)) && is_start(inst) => {

@@ -39,6 +39,18 @@ use crate::literal::{Literal, LiteralError};
 use crate::shape::Shape;
 
 pub use host_io::{CustomCallRegistry, EvalOptions, HostFn};
+
+/// The value of a mini-float element's bits (f8 and f4 formats), as the interpreter decodes
+/// them: the compiled tiers fold constants and check their conversions against this.
+pub fn minifloat_decode(ty: ElementType, bits: u64) -> f64 {
+    minifloat::decode(ty, bits)
+}
+
+/// The bits of `x` rounded (to nearest even) to a mini-float format, as the interpreter
+/// rounds every result of that type.
+pub fn minifloat_encode(ty: ElementType, x: f64) -> u64 {
+    minifloat::encode(ty, x)
+}
 pub(crate) use value::{Arr, Buf, Value};
 
 /// Why a module could not be evaluated.

@@ -359,26 +359,12 @@ impl<'m> Emitter<'m> {
     /// emits loops).
     pub(crate) fn try_conv_call(&mut self, id: InstId) -> Result<bool, LowerError> {
         let inst = self.comp.inst(id);
-        if inst.opcode != Opcode::Convolution || inst.operands.len() != 2 {
+        if inst.opcode != Opcode::Convolution {
             return Ok(false);
         }
-        let (lhs, rhs) = (self.comp.inst(inst.operands[0]), self.comp.inst(inst.operands[1]));
-        let out_et = inst.shape.element_type();
-        let func = match out_et {
-            ElementType::F32 => "tessera_rt_conv_f32",
-            ElementType::F64 => "tessera_rt_conv_f64",
-            _ => return Ok(false),
-        };
-        if lhs.opcode != Opcode::Parameter || rhs.opcode != Opcode::Parameter {
-            return Ok(false);
-        }
-        if lhs.shape.element_type() != out_et || rhs.shape.element_type() != out_et {
-            return Ok(false);
-        }
-        let (Some(ln), Some(rn)) = (lhs.parameter_number(), rhs.parameter_number()) else { return Ok(false) };
-        let (Some(lp), Some(rp)) = (self.params.get(ln as usize), self.params.get(rn as usize)) else {
-            return Ok(false);
-        };
+        let Some((f32, ln, rn)) = self.float_parameter_operands(id) else { return Ok(false) };
+        let func = if f32 { "tessera_rt_conv_f32" } else { "tessera_rt_conv_f64" };
+        let (lp, rp) = (&self.params[ln], &self.params[rn]);
         let out = &self.outputs[0];
         let (Some(ls), Some(rs), Some(os)) = (strides(&lp.map), strides(&rp.map), strides(&out.map)) else {
             return Ok(false);

@@ -62,7 +62,14 @@ impl<'m> Emitter<'m> {
         let out_et = inst.shape.element_type();
         let lhs_et = f.comp.inst(lhs).shape.element_type();
         let rhs_et = f.comp.inst(rhs).shape.element_type();
-        let acc_et = if types::is_half(out_et) { ElementType::F32 } else { out_et };
+        // f8/f4 results accumulate unrounded in f64 and round once, as the interpreter's dot does.
+        let acc_et = if types::is_half(out_et) {
+            ElementType::F32
+        } else if types::is_minifloat(out_et) {
+            ElementType::F64
+        } else {
+            out_et
+        };
         let acc_ty = types::reg(acc_et, &name)?;
         let zero = match acc_ty {
             crate::kernel::Ty::F32 | crate::kernel::Ty::F64 => scalar::float_const(&mut self.b, acc_ty, 0.0),
@@ -145,21 +152,9 @@ impl<'m> Emitter<'m> {
     /// view as strided matrices; false when it does not qualify (the caller emits loops).
     pub(crate) fn try_gemm(&mut self, id: InstId) -> Result<bool, LowerError> {
         let inst = self.comp.inst(id);
-        let (lhs, rhs) = (self.comp.inst(inst.operands[0]), self.comp.inst(inst.operands[1]));
-        let out_et = inst.shape.element_type();
-        let func = match out_et {
-            ElementType::F32 => "tessera_rt_gemm_f32",
-            ElementType::F64 => "tessera_rt_gemm_f64",
-            _ => return Ok(false),
-        };
-        if lhs.opcode != Opcode::Parameter || rhs.opcode != Opcode::Parameter {
-            return Ok(false);
-        }
-        if lhs.shape.element_type() != out_et || rhs.shape.element_type() != out_et {
-            return Ok(false);
-        }
-        let (Some(ln), Some(rn)) = (lhs.parameter_number(), rhs.parameter_number()) else { return Ok(false) };
-        let (lp, rp) = (&self.params[ln as usize], &self.params[rn as usize]);
+        let Some((f32, ln, rn)) = self.float_parameter_operands(id) else { return Ok(false) };
+        let func = if f32 { "tessera_rt_gemm_f32" } else { "tessera_rt_gemm_f64" };
+        let (lp, rp) = (&self.params[ln], &self.params[rn]);
         let out = &self.outputs[0];
         let (Some(ls), Some(rs), Some(os)) = (plain_strides(&lp.map), plain_strides(&rp.map), plain_strides(&out.map))
         else {

@@ -146,7 +146,10 @@ impl<'m> Emitter<'m> {
                         let v = self.b.cast(CastOp::SIToFP, Ty::I64, ty, i);
                         scalar::round(&mut self.b, et, v)
                     }
-                    _ => self.b.cast(CastOp::Trunc, Ty::I64, ty, i),
+                    _ => {
+                        let v = self.b.cast(CastOp::Trunc, Ty::I64, ty, i);
+                        super::narrow_int::wrap(&mut self.b, et, v)
+                    }
                 })
             }
             O::Copy => self.elem(f, inst.operands[0], idx),
@@ -197,6 +200,10 @@ impl<'m> Emitter<'m> {
                 let (v, oet) = ops[0];
                 let r = scalar::unary(&mut self.b, op, oet, v, name)?;
                 Ok(r)
+            }
+            O::StochasticConvert => {
+                let ops = self.operand_values(f, id, idx)?;
+                super::stochastic::stochastic_convert(&mut self.b, ops[0].1, ops[1].1, et, ops[0].0, ops[1].0, name)
             }
             op if op.is_elementwise_binary() => {
                 let ops = self.operand_values(f, id, idx)?;

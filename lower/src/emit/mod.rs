@@ -16,6 +16,8 @@ pub mod half;
 mod hoist;
 pub mod index;
 mod linalg;
+pub mod minifloat;
+mod narrow_int;
 mod nest;
 mod reduce;
 pub mod rng;
@@ -23,6 +25,7 @@ mod scalar;
 mod scatter;
 mod select_and_scatter;
 mod sort;
+mod stochastic;
 mod types;
 mod window;
 
@@ -305,6 +308,25 @@ impl<'m> Emitter<'m> {
             self.emit_nest(&map, &splits, use_grid, bits, &mut body)?;
         }
         Ok(())
+    }
+
+    /// For a two-operand op whose operands are both kernel parameters of its own f32 or f64
+    /// element type (what the runtime's GEMM and convolution take): whether that type is f32,
+    /// and the operands' parameter indices.
+    pub(crate) fn float_parameter_operands(&self, id: InstId) -> Option<(bool, usize, usize)> {
+        let inst = self.comp.inst(id);
+        let [l, r] = inst.operands.as_slice() else { return None };
+        let et = inst.shape.as_array()?.element_type;
+        if !matches!(et, ElementType::F32 | ElementType::F64) {
+            return None;
+        }
+        let param = |o: InstId| {
+            let op = self.comp.inst(o);
+            let n = usize::try_from(op.parameter_number()?).ok()?;
+            (op.opcode == Opcode::Parameter && op.shape.as_array()?.element_type == et && n < self.params.len())
+                .then_some(n)
+        };
+        Some((et == ElementType::F32, param(*l)?, param(*r)?))
     }
 
     /// Tile boundaries of the parameters the outputs read through index-preserving maps, per
@@ -642,6 +664,9 @@ impl<'m> Emitter<'m> {
             ElementType::BF16 => Const::F32(half::bf16_bits_value(first as u16).to_bits()),
             ElementType::F32 => Const::F32(first as u32),
             ElementType::F64 => Const::F64(first as u64),
+            t if types::is_minifloat(t) => Const::F64(minifloat::bits_value(t, first as u64).to_bits()),
+            // Unsigned sub-byte values live zero-extended in their I8 registers.
+            t if t.is_unsigned_integral() && t.bit_width() < 8 => Const::Int { ty, bits: first as i64 },
             _ => {
                 let w = et.bit_width();
                 let bits = if w >= 64 { first as u64 as i64 } else { ((first as u64) << (64 - w)) as i64 >> (64 - w) };

@@ -4,11 +4,25 @@
 //! values. Variadic reductions carry one accumulator per input.
 
 use tessera_hlo::ir::AttrList;
-use tessera_hlo::{CompId, InstId, Opcode};
+use tessera_hlo::{CompId, InstId, Instruction, Opcode};
 
 use super::{layout_map, types, Emitter, Frame};
 use crate::kernel::{CastOp, IndexExpr, Ty, ValueId};
 use crate::LowerError;
+
+/// The (inputs, init values, reducer) of a `reduce` or `reduce-window`: both take k inputs
+/// followed by their k init values.
+pub(super) fn reduction_parts(inst: &Instruction) -> Result<(&[InstId], &[InstId], CompId), LowerError> {
+    let k = inst.operands.len() / 2;
+    if k == 0 || inst.operands.len() != 2 * k {
+        return Err(LowerError::invalid(&inst.name, format!("{} needs inputs and as many init values", inst.opcode)));
+    }
+    let reducer = inst
+        .called("to_apply")
+        .ok_or_else(|| LowerError::invalid(&inst.name, format!("{} without to_apply", inst.opcode)))?;
+    let (inputs, inits) = inst.operands.split_at(k);
+    Ok((inputs, inits, reducer))
+}
 
 impl<'m> Emitter<'m> {
     /// The values (one per reduced input) of element `idx` of reduce `id`.
@@ -24,12 +38,8 @@ impl<'m> Emitter<'m> {
         }
         let inst = f.comp.inst(id);
         let name = inst.name.clone();
-        let k = inst.operands.len() / 2;
-        if k == 0 || inst.operands.len() != 2 * k {
-            return Err(LowerError::invalid(&name, "reduce needs inputs and as many init values"));
-        }
-        let (inputs, inits) = inst.operands.split_at(k);
-        let reducer = inst.called("to_apply").ok_or_else(|| LowerError::invalid(&name, "reduce without to_apply"))?;
+        let (inputs, inits, reducer) = reduction_parts(inst)?;
+        let k = inputs.len();
         // Float sums accumulate wider and round once at the end: f16/bf16 in f32, as the
         // reference interpreter (and XLA:CPU's float normalization of reductions) does, and f32
         // in f64. A sequential f32 sum over tens of thousands of elements drifts past the
@@ -39,7 +49,7 @@ impl<'m> Emitter<'m> {
             s => Some(s.element_type()),
         };
         let plain_add = k == 1 && is_plain_add(self.module, reducer);
-        let wide = plain_add && first_et.is_some_and(types::is_half);
+        let wide = plain_add && first_et.is_some_and(|e| types::is_half(e) || types::is_minifloat(e));
         let widest = plain_add && first_et == Some(tessera_hlo::ElementType::F32);
         let mut locals = Vec::with_capacity(k);
         for (i, &init) in inits.iter().enumerate() {
@@ -153,11 +163,13 @@ impl<'m> Emitter<'m> {
     ) -> Result<(), LowerError> {
         let acc = self.b.get_local(local);
         let mut x = self.elem(f, input, full)?;
+        // f8/f4 values are already f64 registers; f16/bf16 ones f32.
         let ty = if in_f64 {
             x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
             Ty::F64
         } else {
-            Ty::F32
+            let et = f.comp.inst(input).shape.element_type();
+            types::reg_ty(et).unwrap_or(Ty::F32)
         };
         let s = self.b.binary(crate::kernel::BinOp::Add, ty, acc, x);
         self.b.set_local(local, s);

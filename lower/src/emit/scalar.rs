@@ -2,13 +2,14 @@
 //! machine operations: integer division and remainder guarded for zero and `MIN / -1`,
 //! shifts saturating at the bit width, NaN-propagating maximum and minimum, `TOTALORDER`
 //! comparisons, saturating float-to-integer conversions, and f16/bf16 rounded after every
-//! operation (computed in f32, like XLA:CPU).
+//! operation (computed in f32, like XLA:CPU); the f8/f4 formats computed in f64 and rounded
+//! after every operation (as the interpreter does), sub-byte integers wrapped after every one.
 
 use tessera_hlo::ir::{ComparisonDirection, ComparisonType};
 use tessera_hlo::{ElementType, Opcode};
 
-use super::half;
-use super::types::{is_half, is_unsigned, reg};
+use super::types::{is_half, is_minifloat, is_unsigned, reg};
+use super::{half, minifloat, narrow_int};
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, MathFn, Ty, UnOp, ValueId};
 use crate::LowerError;
 
@@ -30,11 +31,13 @@ pub fn float_const(b: &mut KernelBuilder, ty: Ty, v: f64) -> ValueId {
     }
 }
 
-/// Rounds an f32 register value to `et` when `et` is a half type.
+/// Rounds a float register value to `et` when `et` is narrower than its register (an f32
+/// register for f16/bf16, an f64 one for the f8/f4 formats).
 pub fn round(b: &mut KernelBuilder, et: ElementType, v: ValueId) -> ValueId {
     match et {
         ElementType::F16 => half::round_f32_to(b, v, false),
         ElementType::BF16 => half::round_f32_to(b, v, true),
+        t if is_minifloat(t) => minifloat::round(b, t, v),
         _ => v,
     }
 }
@@ -57,6 +60,28 @@ pub fn unary(
 ) -> Result<ValueId, LowerError> {
     use Opcode as O;
     let ty = reg(et, inst)?;
+    if is_minifloat(et) && op != O::IsFinite {
+        // Even abs, negate and floor can leave these formats (-0 in the fnuz ones, negatives
+        // and zero in f8e8m0fnu), so every result is rounded, as the interpreter does.
+        let r = unary(b, op, ElementType::F64, x, inst)?;
+        return Ok(minifloat::round(b, et, r));
+    }
+    if narrow_int::is_narrow_int(et) {
+        let r = match op {
+            O::PopulationCount => {
+                let low = narrow_int::low_bits(b, et, x);
+                b.unary(UnOp::Popcnt, ty, low)
+            }
+            O::Clz => {
+                let low = narrow_int::low_bits(b, et, x);
+                let n = b.unary(UnOp::Clz, ty, low);
+                let pad = int_const(b, ty, 8 - i64::from(et.bit_width()));
+                b.binary(BinOp::Sub, ty, n, pad)
+            }
+            _ => unary(b, op, ElementType::S8, x, inst)?,
+        };
+        return Ok(narrow_int::wrap(b, et, r));
+    }
     if et == ElementType::Pred {
         return match op {
             O::Not => Ok(b.unary(UnOp::Not, Ty::Pred, x)),
@@ -151,6 +176,23 @@ pub fn binary(
 ) -> Result<ValueId, LowerError> {
     use Opcode as O;
     let ty = reg(et, inst)?;
+    if is_minifloat(et) {
+        let r = binary(b, op, ElementType::F64, x, y, inst)?;
+        return Ok(minifloat::round(b, et, r));
+    }
+    if narrow_int::is_narrow_int(et) {
+        // Logical shifts see only the type's bits; the wide type has the same signedness so
+        // min/max/div/compare order the wrapped values alike.
+        let x = match op {
+            O::ShiftRightLogical => narrow_int::low_bits(b, et, x),
+            // An arithmetic shift copies the type's top bit, whatever its signedness.
+            O::ShiftRightArithmetic => narrow_int::sign_extend(b, et, x),
+            _ => x,
+        };
+        let wide = if et.is_signed_integral() { ElementType::S8 } else { ElementType::U8 };
+        let r = binary_int(b, op, wide, ty, i64::from(et.bit_width()), x, y, inst)?;
+        return Ok(narrow_int::wrap(b, et, r));
+    }
     if et == ElementType::Pred {
         let bop = match op {
             O::And | O::Minimum | O::Multiply => BinOp::And,
@@ -179,8 +221,23 @@ pub fn binary(
     if !et.is_integral() {
         return Err(unsupported(inst, op, et));
     }
+    binary_int(b, op, et, ty, i64::from(ty.bits()), x, y, inst)
+}
+
+/// Integer binary ops on registers of `ty`; shifts saturate at `width` bits.
+#[allow(clippy::too_many_arguments)]
+fn binary_int(
+    b: &mut KernelBuilder,
+    op: Opcode,
+    et: ElementType,
+    ty: Ty,
+    width: i64,
+    x: ValueId,
+    y: ValueId,
+    inst: &str,
+) -> Result<ValueId, LowerError> {
+    use Opcode as O;
     let unsigned = is_unsigned(et);
-    let width = i64::from(ty.bits());
     Ok(match op {
         O::Add => b.binary(BinOp::Add, ty, x, y),
         O::Subtract => b.binary(BinOp::Sub, ty, x, y),
@@ -367,7 +424,8 @@ pub fn convert(
             let zero = float_const(b, tty, 0.0);
             b.select(tty, x, one, zero)
         } else {
-            b.cast(CastOp::ZExt, Ty::Pred, tty, x)
+            let v = b.cast(CastOp::ZExt, Ty::Pred, tty, x);
+            narrow_int::wrap(b, to, v)
         });
     }
     if to == ElementType::Pred {
@@ -380,22 +438,31 @@ pub fn convert(
         });
     }
     match (from.is_float(), to.is_float()) {
-        (false, false) => Ok(if fty == tty {
-            x
-        } else if fty.bits() < tty.bits() {
-            b.cast(if is_unsigned(from) { CastOp::ZExt } else { CastOp::SExt }, fty, tty, x)
-        } else {
-            b.cast(CastOp::Trunc, fty, tty, x)
-        }),
+        (false, false) => {
+            let v = if fty == tty {
+                x
+            } else if fty.bits() < tty.bits() {
+                b.cast(if is_unsigned(from) { CastOp::ZExt } else { CastOp::SExt }, fty, tty, x)
+            } else {
+                b.cast(CastOp::Trunc, fty, tty, x)
+            };
+            Ok(narrow_int::wrap(b, to, v))
+        }
         (false, true) => {
-            // Integers convert to f32 once and then to a half type, as XLA does.
+            // Integers convert to f32 once and then to a narrower format, as XLA does.
             let op = if is_unsigned(from) { CastOp::UIToFP } else { CastOp::SIToFP };
+            if is_minifloat(to) {
+                let f = b.cast(op, fty, Ty::F32, x);
+                let f = b.cast(CastOp::FPExt, Ty::F32, Ty::F64, f);
+                return Ok(round(b, to, f));
+            }
             let f = b.cast(op, fty, tty, x);
             Ok(round(b, to, f))
         }
         (true, false) => {
             let op = if is_unsigned(to) { CastOp::FPToUISat } else { CastOp::FPToSISat };
-            Ok(b.cast(op, fty, tty, x))
+            let v = b.cast(op, fty, tty, x);
+            Ok(if narrow_int::is_narrow_int(to) { narrow_int::saturate(b, to, v) } else { v })
         }
         (true, true) => {
             let f = match (fty, tty) {
@@ -403,7 +470,7 @@ pub fn convert(
                 (Ty::F64, Ty::F32) => b.cast(CastOp::FPTrunc, fty, tty, x),
                 _ => x,
             };
-            Ok(if is_half(to) { round(b, to, f) } else { f })
+            Ok(if is_half(to) || is_minifloat(to) { round(b, to, f) } else { f })
         }
     }
 }
@@ -416,6 +483,8 @@ fn raw_bits(b: &mut KernelBuilder, et: ElementType, x: ValueId) -> ValueId {
         ElementType::F32 => b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, x),
         ElementType::F64 => b.cast(CastOp::Bitcast, Ty::F64, Ty::I64, x),
         ElementType::Pred => b.cast(CastOp::ZExt, Ty::Pred, Ty::I8, x),
+        t if is_minifloat(t) => minifloat::from_f64(b, t, x),
+        t if narrow_int::is_narrow_int(t) => narrow_int::low_bits(b, t, x),
         _ => x,
     }
 }
@@ -446,7 +515,8 @@ pub fn bitcast_convert(
             let zero = int_const(b, Ty::I8, 0);
             b.cmp(CmpOp::Ne, Ty::I8, bits, zero)
         }
-        _ => bits,
+        t if is_minifloat(t) => minifloat::to_f64(b, t, bits),
+        t => narrow_int::wrap(b, t, bits),
     })
 }
 
@@ -455,6 +525,13 @@ pub fn bitcast_convert(
 /// stays itself unless no mantissa bits remain (then it becomes an infinity of its sign).
 /// f16/bf16 values are reduced in f32 and rounded back, as the reference does.
 pub fn reduce_precision(b: &mut KernelBuilder, et: ElementType, x: ValueId, exp_bits: u32, mant_bits: u32) -> ValueId {
+    if is_minifloat(et) {
+        // The reference reduces these in f32 (exact for their values) and rounds back.
+        let f = b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, x);
+        let r = reduce_precision(b, ElementType::F32, f, exp_bits, mant_bits);
+        let r = b.cast(CastOp::FPExt, Ty::F32, Ty::F64, r);
+        return minifloat::round(b, et, r);
+    }
     let f64_src = et == ElementType::F64;
     let (fty, ity, src_exp, src_mant, total) =
         if f64_src { (Ty::F64, Ty::I64, 11u32, 52u32, 64u32) } else { (Ty::F32, Ty::I32, 8, 23, 32) };

@@ -2,11 +2,13 @@
 //!
 //! f16 and bf16 are `I16` bits in memory and exactly representable `F32` values in registers
 //! (every operation on them computes in f32 and rounds back, as XLA:CPU does), so values are
-//! converted once at loads and stores rather than around every operation.
+//! converted once at loads and stores rather than around every operation. The f8 and f4
+//! formats are `I8` bits in memory and `F64` values in registers (see `minifloat.rs`);
+//! sub-byte integers are `I8` registers kept wrapped to their width (see `narrow_int.rs`).
 
 use tessera_hlo::{ElementType, LayoutMap};
 
-use super::half;
+use super::{half, minifloat, narrow_int};
 use crate::kernel::{KernelBuilder, MemType, Ty, ValueId};
 use crate::LowerError;
 
@@ -16,6 +18,8 @@ pub fn reg_ty(et: ElementType) -> Option<Ty> {
     Some(match et {
         E::Pred => Ty::Pred,
         E::S8 | E::U8 => Ty::I8,
+        t if narrow_int::is_narrow_int(t) => Ty::I8,
+        t if minifloat::is_minifloat(t) => Ty::F64,
         E::S16 | E::U16 => Ty::I16,
         E::S32 | E::U32 => Ty::I32,
         E::S64 | E::U64 => Ty::I64,
@@ -64,6 +68,10 @@ pub fn is_half(et: ElementType) -> bool {
     matches!(et, ElementType::F16 | ElementType::BF16)
 }
 
+pub fn is_minifloat(et: ElementType) -> bool {
+    minifloat::is_minifloat(et)
+}
+
 pub fn is_unsigned(et: ElementType) -> bool {
     et.is_unsigned_integral()
 }
@@ -84,11 +92,16 @@ pub fn mem_type(map: &LayoutMap, inst: &str) -> Result<MemType, LowerError> {
     if et == E::Pred {
         return Ok(if bits >= 8 { MemType::Pred } else { MemType::Packed { bits: bits as u8, pred: true } });
     }
+    let sub_byte = et.bit_width() < 8;
+    if sub_byte && bits < 8 && bits >= et.bit_width() {
+        return Ok(MemType::Packed { bits: bits as u8, pred: false });
+    }
     if bits != natural {
         return Err(LowerError::unsupported(inst, format!("element size E({bits}) for {}", et.name())));
     }
     Ok(match et {
         E::F16 | E::BF16 => MemType::Scalar(Ty::I16),
+        t if minifloat::is_minifloat(t) => MemType::Scalar(Ty::I8),
         _ => MemType::Scalar(ty),
     })
 }
@@ -98,6 +111,9 @@ pub fn from_mem(b: &mut KernelBuilder, et: ElementType, v: ValueId) -> ValueId {
     match et {
         ElementType::F16 => half::f16_to_f32(b, v),
         ElementType::BF16 => half::bf16_to_f32(b, v),
+        t if minifloat::is_minifloat(t) => minifloat::to_f64(b, t, v),
+        // Packed loads zero-extend, and memory written by others may hold any upper bits.
+        t if narrow_int::is_narrow_int(t) => narrow_int::wrap(b, t, v),
         _ => v,
     }
 }
@@ -107,6 +123,7 @@ pub fn to_mem(b: &mut KernelBuilder, et: ElementType, v: ValueId) -> ValueId {
     match et {
         ElementType::F16 => half::f32_to_f16(b, v),
         ElementType::BF16 => half::f32_to_bf16(b, v),
+        t if minifloat::is_minifloat(t) => minifloat::from_f64(b, t, v),
         _ => v,
     }
 }

@@ -60,13 +60,8 @@ impl<'m> Emitter<'m> {
         }
         let inst = f.comp.inst(id);
         let name = inst.name.clone();
-        let k = inst.operands.len() / 2;
-        if k == 0 || inst.operands.len() != 2 * k {
-            return Err(LowerError::invalid(&name, "reduce-window needs operands and as many initial values"));
-        }
-        let (inputs, inits) = inst.operands.split_at(k);
-        let reducer =
-            inst.called("to_apply").ok_or_else(|| LowerError::invalid(&name, "reduce-window without to_apply"))?;
+        let (inputs, inits, reducer) = reduce::reduction_parts(inst)?;
+        let k = inputs.len();
         let in_dims = f.comp.inst(inputs[0]).shape.dims().to_vec();
         if inputs.iter().any(|&i| f.comp.inst(i).shape.dims() != in_dims.as_slice()) || idx.len() != in_dims.len() {
             return Err(LowerError::invalid(

@@ -6,14 +6,18 @@ mod call_inline;
 mod dce;
 mod fusion;
 mod layout_normalize;
+mod single_device_collectives;
 mod tuple_simplify;
+mod unwrap;
 
 pub use batch_norm_expand::BatchNormExpand;
 pub use call_inline::CallInline;
 pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
 pub use layout_normalize::LayoutNormalize;
+pub use single_device_collectives::SingleDeviceCollectives;
 pub use tuple_simplify::TupleSimplify;
+pub use unwrap::Unwrap;
 
 use crate::pass::Pass;
 use crate::pipeline::Pipeline;
@@ -27,6 +31,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "dce" => Box::new(Dce),
         "layout_normalize" => Box::new(LayoutNormalize),
         "fusion" => Box::new(Fusion::default()),
+        "unwrap" => Box::new(Unwrap),
+        "single_device_collectives" => Box::new(SingleDeviceCollectives),
         _ => return None,
     })
 }
@@ -34,9 +40,11 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// The passes `lower_module` runs: calls are inlined and tuples forwarded first so that
 /// fusion sees plain dataflow; layouts are settled before fusion so fused parameters carry
 /// the physical layouts of the buffers they read; the final DCE drops what fusion inlined.
+/// Wrappers and one-device collectives become ordinary ops before the calls they leave are
+/// inlined.
 pub fn standard_pipeline(fusion: bool) -> Pipeline {
     let mut p = Pipeline::new();
-    p.add(BatchNormExpand);
+    p.add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
     p.add(CallInline).add(TupleSimplify).add(Dce).add(LayoutNormalize);
     if fusion {
         p.add(Fusion::default()).add(Dce);
