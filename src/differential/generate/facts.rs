@@ -237,11 +237,7 @@ pub fn binary(op: &str, kind: Kind, a: Facts, b: Facts) -> Option<Facts> {
             settle(kind, if a.lo < 0.0 { -m } else { 0.0 }, if a.hi > 0.0 { m } else { 0.0 }, exact)
         }
         (Kind::Float(_), "power") if a.lo >= margin && b.mag() <= 3.0 => corners(kind, a, b, exact, f64::powf),
-        // atan2(±0, x < 0) is ±pi: a zero's sign, which backends need not agree on (XLA
-        // leaves min/max of -0 and +0 open), must not decide the result.
-        (Kind::Float(_), "atan2") if a.away_from_zero(1e-3) || b.lo > 0.0 => {
-            settle(kind, -std::f64::consts::PI, std::f64::consts::PI, exact)
-        }
+        (Kind::Float(_), "atan2") => settle(kind, -std::f64::consts::PI, std::f64::consts::PI, exact),
         // x/0 is -1 (or all ones unsigned), INT_MIN/-1 wraps: anything within |x| and -1.
         (Kind::Signed(_), "divide" | "remainder") => {
             let m = a.mag();
