@@ -609,6 +609,54 @@ mod tests {
     }
 
     #[test]
+    fn every_op_family_is_generated() {
+        let mut seen = std::collections::BTreeMap::<String, usize>::new();
+        let mut tiled = 0;
+        for seed in 0..400 {
+            let p = generate(seed, &Options::default()).unwrap();
+            for c in &p.module.computations {
+                for i in &c.instructions {
+                    *seen.entry(i.opcode.name().to_string()).or_default() += 1;
+                }
+            }
+            tiled += usize::from(p.text.contains(":T("));
+        }
+        let families = [
+            "add",
+            "exponential",
+            "compare",
+            "select",
+            "clamp",
+            "convert",
+            "bitcast-convert",
+            "broadcast",
+            "transpose",
+            "reshape",
+            "slice",
+            "pad",
+            "concatenate",
+            "reverse",
+            "iota",
+            "copy",
+            "reduce",
+            "dot",
+            "dynamic-slice",
+            "dynamic-update-slice",
+            "gather",
+            "scatter",
+            "reduce-window",
+            "convolution",
+            "while",
+            "conditional",
+            "sort",
+            "topk",
+        ];
+        let missing: Vec<&str> = families.iter().copied().filter(|f| !seen.contains_key(*f)).collect();
+        assert!(missing.is_empty(), "never generated: {missing:?} (seen {seen:?})");
+        assert!(tiled > 100, "{tiled} of 400 programs have tiled layouts");
+    }
+
+    #[test]
     fn headers_round_trip() {
         let h = Header {
             seed: 7,

@@ -53,7 +53,7 @@ const DIRECTIONS: &[&str] = &["EQ", "NE", "LT", "LE", "GT", "GE"];
 impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
-        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2];
+        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -79,7 +79,9 @@ impl Gen {
             21 => self.reduce_window(),
             22 => self.convolution(),
             23 => self.while_loop(),
-            _ => self.conditional(),
+            24 => self.conditional(),
+            25 => self.sort(),
+            _ => self.topk(),
         }
     }
 

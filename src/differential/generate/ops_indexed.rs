@@ -403,3 +403,77 @@ impl Gen {
         Some(r)
     }
 }
+
+impl Gen {
+    /// A stable sort along one dimension by exact keys, carrying up to two more operands of
+    /// the same dimensions; the comparator is LT, GT or TOTALORDER on the keys.
+    pub(super) fn sort(&mut self) -> Option<usize> {
+        let keys = self.pick(|v| !v.dims.is_empty() && v.facts.exact)?;
+        let (kty, dims) = (self.vals[keys].ty, self.vals[keys].dims.clone());
+        let d = self.rng.below(dims.len() as u64) as usize;
+        let mut ops = vec![keys];
+        for _ in 0..self.rng.range(0, 2) {
+            let other = self.pick(|v| v.dims == dims).unwrap_or(keys);
+            ops.push(other);
+        }
+        let dir = *self.rng.pick(&["LT", "GT"]);
+        let total = if kty.is_float() && self.rng.chance(0.3) { ", type=TOTALORDER" } else { "" };
+        let types: Vec<ElementType> = ops.iter().map(|&o| self.vals[o].ty).collect();
+        let key = format!(
+            "sort_{dir}{}_{}",
+            if total.is_empty() { "" } else { "T" },
+            types.iter().map(|t| t.name()).collect::<Vec<_>>().join("_")
+        );
+        let cmp = self.computation(&key, |c| {
+            let mut l = Vec::new();
+            for (i, t) in types.iter().enumerate() {
+                l.push(format!("{c}.a{i} = {}[] parameter({})", t.name(), 2 * i));
+                l.push(format!("{c}.b{i} = {}[] parameter({})", t.name(), 2 * i + 1));
+            }
+            l.push(format!("ROOT {c}.r = pred[] compare({c}.a0, {c}.b0), direction={dir}{total}"));
+            l
+        });
+        let names: Vec<String> = ops.iter().map(|&o| self.vals[o].name.clone()).collect();
+        let attrs = format!("dimensions={{{d}}}, is_stable=true, to_apply={cmp}");
+        self.used(&ops);
+        if ops.len() == 1 {
+            let f = self.vals[keys].facts;
+            return Some(self.push_op(kty, dims, f, format!("sort({}), {attrs}", names[0])));
+        }
+        let shapes: Vec<String> = types.iter().map(|&t| shape_text(t, &dims, "")).collect();
+        let t = self.fresh("t");
+        self.push_line(format!("{t} = ({}) sort({}), {attrs}", shapes.join(", "), names.join(", ")));
+        let mut last = None;
+        for (i, &o) in ops.iter().enumerate() {
+            let f = self.vals[o].facts;
+            last = Some(self.push_op(types[i], dims.clone(), f, format!("get-tuple-element({t}), index={i}")));
+        }
+        last
+    }
+
+    /// `topk` of exact values along the last dimension: values and their s32 indices.
+    pub(super) fn topk(&mut self) -> Option<usize> {
+        let a = self.pick(|v| !v.dims.is_empty() && v.facts.exact && v.ty != ElementType::Pred)?;
+        let (ty, mut dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let last = *dims.last()?;
+        let k = self.rng.range(1, last.min(5));
+        let largest = self.rng.chance(0.7);
+        *dims.last_mut()? = k;
+        let t = self.fresh("t");
+        self.push_line(format!(
+            "{t} = ({}, {}) topk({}), k={k}, largest={largest}",
+            shape_text(ty, &dims, ""),
+            shape_text(ElementType::S32, &dims, ""),
+            self.vals[a].name
+        ));
+        self.used(&[a]);
+        let v = self.push_op(ty, dims.clone(), f, format!("get-tuple-element({t}), index=0"));
+        let i = self.push_op(
+            ElementType::S32,
+            dims,
+            Facts::exact(0.0, (last - 1) as f64),
+            format!("get-tuple-element({t}), index=1"),
+        );
+        Some(if self.rng.chance(0.5) { v } else { i })
+    }
+}
