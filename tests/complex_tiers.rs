@@ -238,3 +238,60 @@ fn fft_kinds_sizes_and_layouts() {
         }
     }
 }
+
+#[test]
+fn gather_sort_payloads_and_windows() {
+    for (c, r, rtol) in [("c64", "f32", 1e-5), ("c128", "f64", 1e-12)] {
+        // Gather rows of a tiled complex operand (indices out of range are clamped).
+        check(
+            &entry(&format!(
+                "  p = {c}[7,6]{{1,0:T(2,4)}} parameter(0)\n  i = s32[4,1]{{0,1}} parameter(1)\n  ROOT g = {c}[4,6]{{0,1}} gather(p, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,6}}"
+            )),
+            true,
+            0.0,
+            0.0,
+        );
+        // Sort by real keys with a complex payload, along both dimensions.
+        for d in [0, 1] {
+            check(
+                &format!(
+                    "HloModule m\ncmp {{\n  a = {r}[] parameter(0)\n  b = {r}[] parameter(1)\n  x = {c}[] parameter(2)\n  y = {c}[] parameter(3)\n  ROOT lt = pred[] compare(a, b), direction=LT\n}}\nENTRY e {{\n  k = {r}[5,9]{{0,1}} parameter(0)\n  v = {c}[5,9]{{1,0}} parameter(1)\n  ROOT s = ({r}[5,9]{{1,0}}, {c}[5,9]{{0,1}}) sort(k, v), dimensions={{{d}}}, is_stable=true, to_apply=cmp\n}}\n"
+                ),
+                false,
+                0.0,
+                0.0,
+            );
+        }
+        // A complex windowed sum with strides, padding and dilation, in tiled layouts.
+        check(
+            &format!(
+                "HloModule m\nadd {{\n  a = {c}[] parameter(0)\n  b = {c}[] parameter(1)\n  ROOT s = {c}[] add(a, b)\n}}\nENTRY e {{\n  p = {c}[9,8]{{0,1:T(2,2)}} parameter(0)\n  z = {c}[] constant((0.5, -1))\n  ROOT r = {c}[5,4]{{1,0}} reduce-window(p, z), window={{size=3x2 stride=2x2 pad=1_1x0_1 lhs_dilate=1x1 rhs_dilate=1x2}}, to_apply=add\n}}\n"
+            ),
+            false,
+            rtol,
+            rtol,
+        );
+    }
+}
+
+/// What no backend runs yet is refused with the op's name, never computed wrong.
+#[test]
+fn complex_comparators_and_convolutions_are_refused_by_name() {
+    let cases = [
+        (
+            "HloModule m\ncmp {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n  ROOT ne = pred[] compare(a, b), direction=NE\n}\nENTRY e {\n  v = c64[6] parameter(0)\n  ROOT s = c64[6] sort(v), dimensions={0}, to_apply=cmp\n}\n",
+            "sort",
+        ),
+        (
+            "HloModule m\nENTRY e {\n  x = c64[1,5,2] parameter(0)\n  w = c64[3,2,2] parameter(1)\n  ROOT c = c64[1,3,2] convolution(x, w), window={size=3}, dim_labels=b0f_0io->b0f\n}\n",
+            "convolution",
+        ),
+    ];
+    for (text, op) in cases {
+        for backend in [Backend::Cranelift, Backend::Llvm] {
+            let err = Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()).err();
+            let msg = err.map(|e| e.to_string()).unwrap_or_default();
+            assert!(msg.contains(op) && msg.contains("complex"), "{backend}: {msg:?}\n{text}");
+        }
+    }
+}

@@ -71,6 +71,9 @@ pub(crate) fn convolution(inst: &Instruction, ops: &[&Arr]) -> Result<Arr, EvalE
             let counts = run(&geo, &widen(l), &widen(r), accumulate_rows_int);
             Buf::Pred(counts.into_iter().map(|c| c != 0).collect())
         }
+        (Buf::Complex(_), _) | (_, Buf::Complex(_)) => {
+            return Err(EvalError::Unsupported { opcode: "convolution on complex numbers".into() })
+        }
         _ => return Err(EvalError::invalid(inst, "convolution operands of different element types")),
     };
     // Canonical [batch, spatial.., feature] back to the output labels.

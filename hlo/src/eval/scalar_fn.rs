@@ -163,6 +163,7 @@ pub(crate) fn store(inst: &Instruction, dst: &mut Buf, i: usize, v: &Value) -> R
         (Buf::Pred(d), Value::Arr(Arr { buf: Buf::Pred(s), .. })) if s.len() == 1 => d[i] = s[0],
         (Buf::Int(d), Value::Arr(Arr { buf: Buf::Int(s), .. })) if s.len() == 1 => d[i] = s[0],
         (Buf::Float(d), Value::Arr(Arr { buf: Buf::Float(s), .. })) if s.len() == 1 => d[i] = s[0],
+        (Buf::Complex(d), Value::Arr(Arr { buf: Buf::Complex(s), .. })) if s.len() == 1 => d[i] = s[0],
         _ => return Err(EvalError::invalid(inst, "a called computation returned a value of the wrong type")),
     }
     Ok(())
@@ -172,6 +173,8 @@ pub(crate) fn store(inst: &Instruction, dst: &mut Buf, i: usize, v: &Value) -> R
 pub(crate) fn zeros(ty: ElementType, n: usize) -> Buf {
     if ty == ElementType::Pred {
         Buf::Pred(vec![false; n])
+    } else if ty.is_complex() {
+        Buf::Complex(vec![(0.0, 0.0); n])
     } else if ty.is_float() {
         Buf::Float(vec![0.0; n])
     } else {

@@ -126,7 +126,8 @@ pub(crate) fn reduce_window(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Valu
     let mut o = vec![0i64; map.out_dims.len()];
     let (mut cur, mut next) = (Vec::new(), Vec::new());
     let fast = match combiner(ev.module, comp) {
-        Some(c) if k == 1 && inputs[0].ty == types[0] && inits[0].ty == types[0] => Some(c),
+        // Complex values have no typed fold: they take the general path below.
+        Some(c) if k == 1 && inputs[0].ty == types[0] && inits[0].ty == types[0] && !types[0].is_complex() => Some(c),
         _ => None,
     };
     if let Some(c) = fast {

@@ -6,7 +6,7 @@
 //!
 //! Element generation stays one value per element: each part of a complex instruction is
 //! generated in a *part frame*, a twin of the frame the instruction lives in. Data-movement
-//! ops (broadcast, transpose, reshape, slice, pad, concatenate, select, dynamic slices) need
+//! ops (broadcast, transpose, reshape, slice, pad, concatenate, select, dynamic slices, gather) need
 //! nothing complex: they run their ordinary code in a part frame on the part's register type.
 //! Everything else computes both parts at once ([`Emitter::complex_pair`]) and leaves the
 //! other part in the element cache under the twin frame, so a pair is computed once.
@@ -60,6 +60,7 @@ fn moves_data(op: Opcode) -> bool {
             | O::Concatenate
             | O::DynamicSlice
             | O::DynamicUpdateSlice
+            | O::Gather
             | O::Select
     )
 }
@@ -269,7 +270,7 @@ impl<'m> Emitter<'m> {
                     _ => Err(unsupported(inst, "of a call without a tuple root holding that element")),
                 }
             }
-            O::Reduce => self.complex_reduce(f, id, idx),
+            O::Reduce | O::ReduceWindow => self.complex_reduce(f, id, idx),
             O::Dot => {
                 let w = self.complex_dot(f, id, idx)?;
                 Ok(narrow2(&mut self.b, w))
@@ -407,13 +408,24 @@ impl<'m> Emitter<'m> {
         Ok((self.b.constant(re), self.b.constant(im)))
     }
 
-    /// reduce on complex numbers: the reducer inlined on (real, imaginary) accumulators, its
-    /// result rounded to the element type at every step as the interpreter's is.
+    /// reduce and reduce-window on complex numbers: the reducer inlined on (real, imaginary)
+    /// accumulators, its result rounded to the element type at every step as the
+    /// interpreter's is.
     fn complex_reduce(&mut self, f: &Frame<'m>, id: InstId, idx: &[IndexExpr]) -> Result<Pair, LowerError> {
         let inst = f.comp.inst(id);
         let name = inst.name.clone();
         let [input, init] = inst.operands[..] else {
             return Err(unsupported(inst, "of several complex inputs"));
+        };
+        let window = match inst.opcode {
+            Opcode::ReduceWindow => {
+                let in_dims = f.comp.inst(input).shape.dims().to_vec();
+                if idx.len() != in_dims.len() {
+                    return Err(LowerError::invalid(&name, "reduce-window operand and result ranks differ"));
+                }
+                Some((super::window::window_dims(inst, &in_dims)?, in_dims))
+            }
+            _ => None,
         };
         let module = self.module;
         let reducer = inst
@@ -440,7 +452,10 @@ impl<'m> Emitter<'m> {
             em.b.set_local(im, r1);
             Ok(())
         };
-        self.reduce_nest(f, id, idx, &mut step)?;
+        match &window {
+            Some((window, in_dims)) => self.for_each_in_window(idx, window, in_dims, &mut step)?,
+            None => self.reduce_nest(f, id, idx, &mut step)?,
+        }
         Ok((self.b.get_local(re), self.b.get_local(im)))
     }
 

@@ -92,16 +92,23 @@ impl<'m> Emitter<'m> {
         let cmp_comp =
             module.get(comparator).ok_or_else(|| LowerError::invalid(name, "sort comparator computation missing"))?;
         let used = parameters_used(cmp_comp);
-        let mut regs = Vec::with_capacity(operands.len());
-        for &o in &operands {
-            let et = self.comp.inst(o).shape.element_type();
-            regs.push(types::reg(et, name)?);
-        }
         // Operand k's slot among the carried operands, when the comparator reads it.
         let mut slot = Vec::with_capacity(operands.len());
         let mut carried = Vec::new();
+        let mut regs = Vec::with_capacity(operands.len());
         for (k, &o) in operands.iter().enumerate() {
+            let et = self.comp.inst(o).shape.element_type();
             let read = (2 * k..2 * k + 2).any(|p| used.get(p).copied().unwrap_or(false));
+            // A complex operand rides along as a payload (gathered by position when written);
+            // carried values are single registers, so the comparator may not read it.
+            let reg = match types::complex_part(et) {
+                Some(_) if read => {
+                    return Err(LowerError::unsupported(name, "sort whose comparator reads complex operands"));
+                }
+                Some((_, part)) => part,
+                None => types::reg(et, name)?,
+            };
+            regs.push(reg);
             slot.push(read.then_some(carried.len()));
             if read {
                 carried.push(o);
@@ -129,13 +136,17 @@ impl<'m> Emitter<'m> {
         let f = self.fused_frame();
         let mut write = |em: &mut Emitter<'m>, vals: &[ValueId], src: &[IndexExpr], dst: &[IndexExpr], _| {
             for (k, &o) in operands.iter().enumerate() {
+                let (buf, et, map) = (em.outputs[k].buf, em.outputs[k].et, em.outputs[k].map.clone());
+                let addr = em.layout_offset(&map, dst);
+                if et.is_complex() {
+                    em.store_complex(&f, o, src, k, &addr)?;
+                    continue;
+                }
                 let v = match slot[k] {
                     Some(s) => vals[s],
                     None => em.elem(&f, o, src)?,
                 };
-                let (buf, et, map) = (em.outputs[k].buf, em.outputs[k].et, em.outputs[k].map.clone());
                 let m = types::to_mem(&mut em.b, et, v);
-                let addr = em.layout_offset(&map, dst);
                 em.b.store(buf, addr, m);
             }
             Ok(())
