@@ -8,7 +8,7 @@ use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, IntValue, PointerValue};
+use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
 use inkwell::IntPredicate;
 
 use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
@@ -130,7 +130,7 @@ pub fn translate<'ctx>(
     let hi = function.get_nth_param(2).map(|p| p.into_int_value());
     let (Some(lo), Some(hi)) = (lo, hi) else { return Err(unsupported("missing grid parameters".into())) };
     t.define_var(kernel.grid.var)?;
-    t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body))?;
+    t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body)).map(drop)?;
     t.builder.build_return(None).map_err(&err)?;
     Ok(())
 }
@@ -261,7 +261,41 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         self.define_var(l.var)?;
         let i64t = self.ctx.i64_type();
         let (start, end) = (i64t.const_int(l.start as u64, true), i64t.const_int(l.end as u64, true));
-        self.counted_loop(l.var, start, end, |t| t.block(&l.body))
+        let latch = self.counted_loop(l.var, start, end, |t| t.block(&l.body))?;
+        if carried_locals(&l.body) >= 2 {
+            self.keep_rolled(latch);
+        }
+        Ok(())
+    }
+
+    /// Marks the loop whose backward branch is `latch` `llvm.loop.unroll.disable`.
+    ///
+    /// A loop carrying several dependent values (an argmin's value and index, a complex
+    /// accumulator) that LLVM fully unrolls becomes one long chain of compares and selects, which
+    /// LLVM 22's loop vectorizer then analyses in time exponential in the chain's length
+    /// (`vputils::isSingleScalar`: a 33-element argmin over a tiled layout never finished).
+    /// Kept rolled, the chain is one iteration long.
+    fn keep_rolled(&self, latch: InstructionValue<'ctx>) {
+        // SAFETY: plain LLVM-C calls on this context and an instruction of it. The temporary
+        // node is replaced by the node that holds it, which makes that node refer to itself
+        // (what LLVM requires of a loop ID) and frees the temporary.
+        unsafe {
+            use llvm_sys::core::{LLVMGetMDKindIDInContext, LLVMMDNodeInContext2, LLVMMDStringInContext2};
+            use llvm_sys::core::{LLVMMetadataAsValue, LLVMSetMetadata};
+            use llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
+            use inkwell::values::AsValueRef;
+            let ctx = self.ctx.raw();
+            let option = "llvm.loop.unroll.disable";
+            let mut name = [LLVMMDStringInContext2(ctx, option.as_ptr().cast(), option.len())];
+            let disable = LLVMMDNodeInContext2(ctx, name.as_mut_ptr(), 1);
+            let temp = LLVMTemporaryMDNode(ctx, std::ptr::null_mut(), 0);
+            let mut ops = [temp, disable];
+            let id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), 2);
+            LLVMMetadataReplaceAllUsesWith(temp, id);
+            let kind = "llvm.loop";
+            let kind = LLVMGetMDKindIDInContext(ctx, kind.as_ptr().cast(), kind.len() as u32);
+            LLVMSetMetadata(latch.as_value_ref(), kind, LLVMMetadataAsValue(ctx, id));
+        }
     }
 
     /// `for var in lo..hi { body }` in the shape LLVM's loop passes expect: a guard, a header
@@ -273,7 +307,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         lo: IntValue<'ctx>,
         hi: IntValue<'ctx>,
         body: impl FnOnce(&mut Self) -> Result<(), CodegenError>,
-    ) -> Result<(), CodegenError> {
+    ) -> Result<InstructionValue<'ctx>, CodegenError> {
         let i64t = self.ctx.i64_type();
         let guard = self.builder.get_insert_block().ok_or_else(|| self.unsupported("no insertion block"))?;
         let header = self.ctx.append_basic_block(self.function, &format!("loop{}", var.0));
@@ -291,10 +325,10 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         let next = self.builder.build_int_nsw_add(iv, i64t.const_int(1, false), "next").map_err(self.err())?;
         let more = self.builder.build_int_compare(IntPredicate::SLT, next, hi, "more").map_err(self.err())?;
         let latch = self.builder.get_insert_block().ok_or_else(|| self.unsupported("no insertion block"))?;
-        self.builder.build_conditional_branch(more, header, exit).map_err(self.err())?;
+        let branch = self.builder.build_conditional_branch(more, header, exit).map_err(self.err())?;
         phi.add_incoming(&[(&lo, guard), (&next, latch)]);
         self.builder.position_at_end(exit);
-        Ok(())
+        Ok(branch)
     }
 
     /// Declares (once per module) an external function, which must be a runtime symbol.
@@ -351,4 +385,29 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         self.builder.build_call(f, &values, "").map_err(self.err())?;
         Ok(())
     }
+}
+
+/// How many locals declared outside `body` it sets (its own loops and branches included).
+fn carried_locals(body: &[Stmt]) -> usize {
+    fn walk(body: &[Stmt], set: &mut HashSet<LocalId>, declared: &mut HashSet<LocalId>) {
+        for s in body {
+            match s {
+                Stmt::SetLocal { local, .. } => {
+                    set.insert(*local);
+                }
+                Stmt::DeclLocal { local, .. } => {
+                    declared.insert(*local);
+                }
+                Stmt::Loop(l) => walk(&l.body, set, declared),
+                Stmt::If { then_body, else_body, .. } => {
+                    walk(then_body, set, declared);
+                    walk(else_body, set, declared);
+                }
+                _ => {}
+            }
+        }
+    }
+    let (mut set, mut declared) = (HashSet::new(), HashSet::new());
+    walk(body, &mut set, &mut declared);
+    set.difference(&declared).count()
 }

@@ -57,6 +57,7 @@ fn build(
         function::translate(ctx, &module, host, kernel, &names)?;
     }
     module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
+    dump_ir(&module);
     module
         .run_passes("default<O3>", &machine, PassBuilderOptions::create())
         .map_err(|e| backend(format!("O3 pipeline: {e}")))?;
@@ -65,4 +66,14 @@ fn build(
     // The module's own clone of the engine goes with it, leaving `engine` the only one.
     drop(module);
     Ok((engine, functions))
+}
+
+/// With `TESSERA_DUMP_LLVM=FILE` set, writes the module's IR before optimization to FILE (to
+/// reproduce an LLVM problem with `opt-22 -passes='default<O3>'`).
+pub(crate) fn dump_ir(module: &inkwell::module::Module<'_>) {
+    if let Some(path) = std::env::var_os("TESSERA_DUMP_LLVM") {
+        if let Err(e) = module.print_to_file(&path) {
+            eprintln!("tessera: TESSERA_DUMP_LLVM: {e}");
+        }
+    }
 }
