@@ -16,6 +16,7 @@
 //! # Ok::<(), tessera::Error>(())
 //! ```
 
+pub mod aot;
 mod client;
 pub mod conformance;
 mod device_buffer;

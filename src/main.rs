@@ -3,6 +3,7 @@
 //! a `compare` disagreement, 2 on a usage error.
 
 mod compare_command;
+mod compile_command;
 mod fuzz_command;
 mod progress;
 mod run_command;
@@ -54,6 +55,29 @@ enum Command {
         #[arg(long)]
         physical: bool,
     },
+    /// Compile a module ahead of time into a relocatable object and a C header that any C or
+    /// Rust program links (with libtessera_rt.a when the header says so).
+    Compile {
+        module: PathBuf,
+        #[arg(long, value_enum, default_value = "llvm")]
+        backend: TierArg,
+        /// The object file to write.
+        #[arg(short = 'o', value_name = "NAME.o")]
+        object: PathBuf,
+        /// The C header to write.
+        #[arg(long, value_name = "NAME.h")]
+        header: PathBuf,
+        /// The entry function's name (default: the object's file name).
+        #[arg(long, value_name = "SYMBOL")]
+        name: Option<String>,
+        /// The target triple (default: the host's), e.g. aarch64-unknown-linux-gnu.
+        #[arg(long, value_name = "TRIPLE")]
+        target: Option<String>,
+        /// The target CPU (default: the host CPU on the host's architecture, else generic),
+        /// e.g. x86-64-v3 for objects that run on any AVX2 machine.
+        #[arg(long, value_name = "CPU")]
+        cpu: Option<String>,
+    },
     /// Compile a module on every backend, run each on the same arguments, check the JIT tiers
     /// against the interpreter and print compile and run times. Exit code 1 if a tier
     /// disagrees or fails; a tier that refuses the module (an unsupported op) is only reported.
@@ -90,6 +114,12 @@ enum Command {
 }
 
 #[derive(Clone, Copy, ValueEnum)]
+enum TierArg {
+    Cranelift,
+    Llvm,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
 enum BackendArg {
     Interp,
     Cranelift,
@@ -120,6 +150,21 @@ fn main() -> ExitCode {
                 time: time.map(|n| n as usize),
                 threads: threads.map(|n| n as usize),
                 physical,
+            })
+            .map(|()| ExitCode::SUCCESS)
+        }
+        Command::Compile { module, backend, object, header, name, target, cpu } => {
+            compile_command::compile(&compile_command::CompileArgs {
+                module,
+                tier: match backend {
+                    TierArg::Cranelift => tessera::aot::Tier::Cranelift,
+                    TierArg::Llvm => tessera::aot::Tier::Llvm,
+                },
+                object,
+                header,
+                name,
+                target,
+                cpu,
             })
             .map(|()| ExitCode::SUCCESS)
         }

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use tessera_lower::kernel::MemType;
+use tessera_lower::kernel::{Kernel, MemType};
 use tessera_lower::{BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
 use tessera_runtime::{
     AlignedBuffer, BufferEntry, BufferRole, Executable, ExecutableParts, HostEntry, HostFunctions, HostValueEntry,
@@ -166,39 +166,7 @@ impl Translator<'_> {
     }
 
     fn launch(&self, launch: &Launch) -> Result<LaunchEntry, RuntimeError> {
-        let program = self.program;
-        let invalid = |m: String| Err(RuntimeError::Invalid(m));
-        let Some(kernel) = program.kernels.get(launch.kernel) else {
-            return invalid(format!("a launch names kernel {} of {}", launch.kernel, program.kernels.len()));
-        };
-        if launch.args.len() != kernel.buffers.len() {
-            return invalid(format!(
-                "a launch binds {} buffers to kernel '{}', which has {}",
-                launch.args.len(),
-                kernel.name,
-                kernel.buffers.len()
-            ));
-        }
-        for (kb, id) in kernel.buffers.iter().zip(&launch.args) {
-            let Some(b) = program.buffers.get(id.0 as usize) else {
-                return invalid(format!(
-                    "a launch of '{}' names buffer {} of {}",
-                    kernel.name,
-                    id.0,
-                    program.buffers.len()
-                ));
-            };
-            let needed = addressed_bytes(kb.mem, kb.len);
-            if needed.is_none_or(|n| n > b.bytes) {
-                return invalid(format!(
-                    "kernel '{}' addresses {} elements of buffer '{}' ({} bytes)",
-                    kernel.name, kb.len, b.name, b.bytes
-                ));
-            }
-            if kb.writable && matches!(b.kind, BufferKind::Parameter(_) | BufferKind::Constant(_)) {
-                return invalid(format!("kernel '{}' writes read-only buffer '{}'", kernel.name, b.name));
-            }
-        }
+        let kernel = check_launch(self.program, launch).map_err(RuntimeError::Invalid)?;
         Ok(LaunchEntry {
             name: kernel.name.clone(),
             function: self.compiled.functions[launch.kernel],
@@ -206,6 +174,38 @@ impl Translator<'_> {
             buffers: launch.args.iter().map(|id| id.0 as usize).collect(),
         })
     }
+}
+
+/// The kernel a launch runs, once the launch is shown consistent with it: one buffer per
+/// kernel buffer, each as large as the kernel may address, none read-only that it writes.
+pub(crate) fn check_launch<'p>(program: &'p Program, launch: &Launch) -> Result<&'p Kernel, String> {
+    let Some(kernel) = program.kernels.get(launch.kernel) else {
+        return Err(format!("a launch names kernel {} of {}", launch.kernel, program.kernels.len()));
+    };
+    if launch.args.len() != kernel.buffers.len() {
+        return Err(format!(
+            "a launch binds {} buffers to kernel '{}', which has {}",
+            launch.args.len(),
+            kernel.name,
+            kernel.buffers.len()
+        ));
+    }
+    for (kb, id) in kernel.buffers.iter().zip(&launch.args) {
+        let Some(b) = program.buffers.get(id.0 as usize) else {
+            return Err(format!("a launch of '{}' names buffer {} of {}", kernel.name, id.0, program.buffers.len()));
+        };
+        let needed = addressed_bytes(kb.mem, kb.len);
+        if needed.is_none_or(|n| n > b.bytes) {
+            return Err(format!(
+                "kernel '{}' addresses {} elements of buffer '{}' ({} bytes)",
+                kernel.name, kb.len, b.name, b.bytes
+            ));
+        }
+        if kb.writable && matches!(b.kind, BufferKind::Parameter(_) | BufferKind::Constant(_)) {
+            return Err(format!("kernel '{}' writes read-only buffer '{}'", kernel.name, b.name));
+        }
+    }
+    Ok(kernel)
 }
 
 /// Bytes spanned by `len` elements of `mem` (sub-byte elements packed).

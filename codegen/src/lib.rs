@@ -5,6 +5,7 @@
 //! one [`KernelFn`] per kernel, plus the owner of the machine code, which must outlive every
 //! call through those pointers (the runtime executable keeps it).
 
+pub mod aot;
 pub mod assemble;
 pub mod cranelift;
 pub mod llvm;
@@ -51,8 +52,8 @@ pub enum CodegenError {
     /// The backend rejected what we gave it (a bug in the tier, reported instead of a crash).
     #[error("the {tier} tier failed on kernel '{kernel}': {message}")]
     Backend { tier: &'static str, kernel: String, message: String },
-    /// The host lacks something the tier needs (target, CPU features).
-    #[error("the {tier} tier cannot target this host: {message}")]
+    /// The target (triple, CPU, features, symbol) is unknown or unusable.
+    #[error("the {tier} tier cannot generate code for this target: {message}")]
     Target { tier: &'static str, message: String },
     /// The target CPU asks for a feature this host does not have: JIT code using it would die
     /// of an illegal instruction.

@@ -26,6 +26,25 @@ const X86_LEVELS: [(&str, &[&str]); 4] = [
     ("x86-64-v4", &["avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl"]),
 ];
 
+/// The aarch64 CPUs an object may be compiled for (LLVM's names; `generic` is the default).
+const AARCH64_CPUS: [&str; 11] = [
+    "generic",
+    "cortex-a53",
+    "cortex-a72",
+    "cortex-a76",
+    "neoverse-n1",
+    "neoverse-n2",
+    "neoverse-v1",
+    "neoverse-v2",
+    "ampere1",
+    "apple-m1",
+    "apple-m2",
+];
+
+/// The architectures objects may be compiled for (the first component of a triple), with the
+/// OS component an object for them must name.
+const OBJECT_ARCHES: [&str; 2] = ["x86_64", "aarch64"];
+
 /// The environment variables [`CpuTarget::from_env`] reads.
 pub const CPU_ENV: &str = "TESSERA_CPU";
 pub const FEATURES_ENV: &str = "TESSERA_CPU_FEATURES";
@@ -44,7 +63,7 @@ pub struct CpuTarget {
 /// A target made concrete for this host: what LLVM and Cranelift are told.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ResolvedTarget {
-    /// The target triple (always the host's: the JIT runs code here).
+    /// The target triple (the host's for the JIT, which runs code here).
     pub triple: String,
     /// LLVM's CPU name (`target-cpu`).
     pub cpu: String,
@@ -137,10 +156,60 @@ impl CpuTarget {
     /// asks for must be one the host has. `tier` names the tier in errors.
     pub fn resolve(&self, tier: &'static str) -> Result<ResolvedTarget, CodegenError> {
         let host = host_cpu();
+        let resolved = self.resolve_on(tier, None)?;
+        if let Some(missing) = resolved.enabled.iter().find(|f| !host.enabled.contains(*f)) {
+            return Err(CodegenError::UnsupportedFeature {
+                tier,
+                feature: missing.clone(),
+                target: self.describe(),
+                host: host.cpu.clone(),
+            });
+        }
+        Ok(resolved)
+    }
+
+    /// What the tiers generate an object for: `triple` (`None`: the host's), on which the code
+    /// runs later, elsewhere perhaps, so the host's features do not limit it. The host CPU is
+    /// the default on the host's architecture, `generic` on another.
+    pub fn resolve_for_object(&self, tier: &'static str, triple: Option<&str>) -> Result<ResolvedTarget, CodegenError> {
+        let host = host_cpu();
+        let Some(triple) = triple.filter(|t| *t != host.triple) else {
+            return self.resolve_on(tier, None);
+        };
+        let arch = triple.split('-').next().unwrap_or("");
+        let parts = triple.split('-').count();
+        if !OBJECT_ARCHES.contains(&arch) || !(3..=4).contains(&parts) || !triple.contains("linux") {
+            return Err(target_error(
+                tier,
+                format!(
+                    "unknown target triple '{triple}' (objects can be made for {})",
+                    OBJECT_ARCHES.map(|a| format!("{a}-unknown-linux-gnu")).join(", ")
+                ),
+            ));
+        }
+        self.resolve_on(tier, Some(triple.to_string()))
+    }
+
+    /// The CPU and features for `triple` (`None`: the host), without checking the host has
+    /// them.
+    fn resolve_on(&self, tier: &'static str, triple: Option<String>) -> Result<ResolvedTarget, CodegenError> {
+        let host = host_cpu();
+        let triple = triple.unwrap_or_else(|| host.triple.clone());
+        let on_host_arch = triple.split('-').next() == host.triple.split('-').next();
         let (cpu, mut enabled, mut features, is_host) = match self.cpu.as_deref() {
-            None => (host.cpu.clone(), host.enabled.clone(), vec![host.features.clone()], true),
+            None if on_host_arch => (host.cpu.clone(), host.enabled.clone(), vec![host.features.clone()], true),
+            None => ("generic".to_string(), BTreeSet::new(), Vec::new(), false),
+            Some(name) if triple.starts_with("aarch64") => {
+                if !AARCH64_CPUS.contains(&name) {
+                    return Err(target_error(
+                        tier,
+                        format!("unknown target CPU '{name}' for {triple} (known: {})", AARCH64_CPUS.join(", ")),
+                    ));
+                }
+                (name.to_string(), BTreeSet::new(), Vec::new(), false)
+            }
             Some(name) => {
-                let x86 = host.triple.starts_with("x86_64");
+                let x86 = triple.starts_with("x86_64");
                 let Some(pos) = X86_LEVELS.iter().position(|(n, _)| *n == name).filter(|_| x86) else {
                     let known: Vec<&str> =
                         std::iter::once("host").chain(X86_LEVELS.iter().filter(|_| x86).map(|(n, _)| *n)).collect();
@@ -174,15 +243,7 @@ impl CpuTarget {
             }
             features.push(toggle.clone());
         }
-        if let Some(missing) = enabled.iter().find(|f| !host.enabled.contains(*f)) {
-            return Err(CodegenError::UnsupportedFeature {
-                tier,
-                feature: missing.clone(),
-                target: self.describe(),
-                host: host.cpu.clone(),
-            });
-        }
-        Ok(ResolvedTarget { triple: host.triple.clone(), cpu, features: features.join(","), enabled, is_host })
+        Ok(ResolvedTarget { triple, cpu, features: features.join(","), enabled, is_host })
     }
 }
 

@@ -211,7 +211,7 @@ fn flatten(lit: &Literal, out: &mut Vec<Literal>) {
 
 /// `lit` laid out for `shape`, with every padding slot overwritten by all-ones bytes (for
 /// element sizes of a byte or more; packed sub-byte padding stays as the relayout left it).
-fn physical_with_garbage(lit: &Literal, shape: &ArrayShape) -> Result<Vec<u8>, Error> {
+pub fn physical_with_garbage(lit: &Literal, shape: &ArrayShape) -> Result<Vec<u8>, Error> {
     let laid = lit.relayout_like(&Shape::Array(shape.clone()))?;
     let mut bytes = laid.physical_bytes()?.to_vec();
     let map = LayoutMap::new(shape).map_err(tessera_hlo::LiteralError::from)?;

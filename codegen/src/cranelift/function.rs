@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Type, Value};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
-use cranelift_jit::JITModule;
 use cranelift_module::{Linkage, Module};
 use tessera_lower::kernel::{BufId, CallArg, Kernel, LocalId, Loop, Op, Stmt, Ty, ValueId, VarId};
 
@@ -40,7 +39,7 @@ pub(crate) fn mem_flags() -> MemFlagsData {
 pub(crate) struct Translator<'a, 'f> {
     pub b: FunctionBuilder<'f>,
     pub kernel: &'a Kernel,
-    module: &'a mut JITModule,
+    module: &'a mut dyn Module,
     symbols: &'a [&'static str],
     values: Vec<Option<(Value, Ty)>>,
     locals: Vec<Option<(Variable, Ty)>>,
@@ -66,7 +65,7 @@ fn slot<'t, T>(table: &'t mut Vec<Option<T>>, id: u32, what: &str) -> Result<&'t
 
 pub(crate) fn translate(
     kernel: &Kernel,
-    module: &mut JITModule,
+    module: &mut dyn Module,
     ctx: &mut Context,
     builder_ctx: &mut FunctionBuilderContext,
     symbols: &[&'static str],

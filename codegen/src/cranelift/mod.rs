@@ -5,6 +5,7 @@
 //! evaluates and hoists index expressions, `ops` translates scalar operations, `memory` does
 //! loads and stores, and `vector` turns eligible innermost loops into 128-bit vector loops.
 
+pub(crate) mod aot;
 mod function;
 mod index;
 mod memory;
@@ -92,7 +93,7 @@ const X86_FLAGS: [(&str, &str); 19] = [
 
 /// The ISA builder for `cpu`: the host's own detection when the target is the host, else the
 /// host architecture with no extensions; then every flag set to what the target enables.
-fn isa_builder(cpu: &ResolvedTarget) -> std::result::Result<cranelift_codegen::isa::Builder, CodegenError> {
+pub(crate) fn isa_builder(cpu: &ResolvedTarget) -> std::result::Result<cranelift_codegen::isa::Builder, CodegenError> {
     let target = |message: String| CodegenError::Target { tier: TIER, message };
     let mut builder = if cpu.is_host {
         cranelift_native::builder().map_err(|e| target(e.to_string()))?
@@ -134,7 +135,7 @@ fn host_module(cpu: &ResolvedTarget) -> std::result::Result<JITModule, CodegenEr
 }
 
 /// The kernel signature: `extern "C" fn(buffers: *const *mut u8, grid_lo: i64, grid_hi: i64)`.
-fn kernel_signature(module: &JITModule) -> Signature {
+fn kernel_signature(module: &dyn Module) -> Signature {
     let mut sig = module.make_signature();
     let ptr = module.target_config().pointer_type();
     sig.params.push(AbiParam::new(ptr));
@@ -203,7 +204,7 @@ pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
     Ok(text)
 }
 
-fn define(module: &mut JITModule, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {
+fn define(module: &mut dyn Module, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {
     module.define_function(id, ctx).map_err(|e| match e {
         cranelift_module::ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(errors)) => {
             format!(

@@ -8,7 +8,9 @@ use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
 use inkwell::types::{BasicMetadataTypeEnum, BasicType, BasicTypeEnum};
-use inkwell::values::{BasicMetadataValueEnum, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue};
+use inkwell::values::{
+    BasicMetadataValueEnum, BasicValueEnum, FunctionValue, InstructionValue, IntValue, PointerValue,
+};
 use inkwell::IntPredicate;
 
 use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
@@ -280,10 +282,10 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         // node is replaced by the node that holds it, which makes that node refer to itself
         // (what LLVM requires of a loop ID) and frees the temporary.
         unsafe {
+            use inkwell::values::AsValueRef;
             use llvm_sys::core::{LLVMGetMDKindIDInContext, LLVMMDNodeInContext2, LLVMMDStringInContext2};
             use llvm_sys::core::{LLVMMetadataAsValue, LLVMSetMetadata};
             use llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
-            use inkwell::values::AsValueRef;
             let ctx = self.ctx.raw();
             let option = "llvm.loop.unroll.disable";
             let mut name = [LLVMMDStringInContext2(ctx, option.as_ptr().cast(), option.len())];

@@ -1,6 +1,7 @@
 //! The LLVM tier (DESIGN.md section 6): kernels become LLVM functions tuned for the target CPU
 //! (the host unless a [`CpuTarget`] says otherwise), optimized with the `default<O3>` pipeline and JIT-compiled with MCJIT.
 
+pub(crate) mod aot;
 mod engine;
 mod function;
 mod index;

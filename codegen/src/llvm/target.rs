@@ -22,13 +22,22 @@ pub struct TargetCpu {
 }
 
 static NATIVE: OnceLock<Result<(), String>> = OnceLock::new();
+static CROSS: OnceLock<()> = OnceLock::new();
 
-/// `target` for LLVM, initializing LLVM's native target on first use.
+/// `target` for LLVM, initializing LLVM's native target on first use (and, for another
+/// architecture, the targets objects can be made for).
 pub fn target_cpu(target: &ResolvedTarget) -> Result<TargetCpu, CodegenError> {
     NATIVE
         .get_or_init(|| Target::initialize_native(&InitializationConfig::default()))
         .as_ref()
         .map_err(|message| CodegenError::Target { tier: "llvm", message: message.clone() })?;
+    if !target.is_host {
+        CROSS.get_or_init(|| {
+            let config = InitializationConfig::default();
+            Target::initialize_x86(&config);
+            Target::initialize_aarch64(&config);
+        });
+    }
     Ok(TargetCpu {
         triple: target.triple.clone(),
         cpu: target.cpu.clone(),
@@ -38,20 +47,23 @@ pub fn target_cpu(target: &ResolvedTarget) -> Result<TargetCpu, CodegenError> {
 }
 
 impl TargetCpu {
-    /// A target machine for this CPU (optimization passes and data layout).
+    /// A target machine for this CPU (optimization passes and data layout) in this process.
     pub fn machine(&self) -> Result<TargetMachine, CodegenError> {
+        self.machine_with(RelocMode::Default, CodeModel::JITDefault)
+    }
+
+    /// A target machine writing relocatable, position-independent objects (which link into
+    /// executables and shared libraries alike).
+    pub fn object_machine(&self) -> Result<TargetMachine, CodegenError> {
+        self.machine_with(RelocMode::PIC, CodeModel::Default)
+    }
+
+    fn machine_with(&self, reloc: RelocMode, model: CodeModel) -> Result<TargetMachine, CodegenError> {
         let triple = TargetTriple::create(&self.triple);
         let target =
             Target::from_triple(&triple).map_err(|e| CodegenError::Target { tier: "llvm", message: e.to_string() })?;
         target
-            .create_target_machine(
-                &triple,
-                &self.cpu,
-                &self.features,
-                OptimizationLevel::Aggressive,
-                RelocMode::Default,
-                CodeModel::JITDefault,
-            )
+            .create_target_machine(&triple, &self.cpu, &self.features, OptimizationLevel::Aggressive, reloc, model)
             .ok_or_else(|| CodegenError::Target {
                 tier: "llvm",
                 message: format!("LLVM has no target machine for {} ({})", self.triple, self.cpu),

@@ -1,0 +1,120 @@
+//! Ahead-of-time compilation (DESIGN.md section 6): a buffer-assigned [`Program`] becomes a
+//! relocatable object and a C header. The object holds the kernels (local symbols, so several
+//! objects link into one program), the constants, and one exported entry function,
+//!
+//! ```c
+//! int32_t SYMBOL(const void* const* args, void* const* results, void* temp);
+//! ```
+//!
+//! which walks the program's step tree ([`plan::EntryPlan`]) on caller-owned memory: it
+//! checks the pointers, fills each launch's buffer table on its stack and calls the kernel
+//! over its whole grid on the calling thread. Kernels call libm and, for GEMMs, convolutions
+//! and FFTs, `tessera_rt_*` functions of the runtime's static library; an object whose
+//! kernels call none links without that library.
+
+pub mod header;
+pub mod plan;
+
+use std::time::{Duration, Instant};
+
+use tessera_lower::kernel::Stmt;
+use tessera_lower::Program;
+
+use crate::{CodegenError, CpuTarget, Tier};
+
+pub use header::is_c_identifier;
+pub use plan::{Addr, EntryPlan, EntryStep};
+
+/// What to compile an object for.
+#[derive(Clone, Debug)]
+pub struct AotOptions {
+    pub tier: Tier,
+    /// The entry function's name (a C identifier), also the prefix of the header's names.
+    pub symbol: String,
+    /// The target triple; `None`: the host's.
+    pub triple: Option<String>,
+    /// The CPU and feature toggles; the host CPU by default on the host's architecture,
+    /// `generic` on another.
+    pub cpu: CpuTarget,
+    /// Named in the header's opening comment (e.g. the module's file).
+    pub source: String,
+}
+
+/// An object file's bytes and its header's text.
+pub struct AotArtifacts {
+    pub object: Vec<u8>,
+    pub header: String,
+    /// The triple and CPU the object was made for.
+    pub triple: String,
+    pub cpu: String,
+    /// Whether the object calls into the runtime's static library.
+    pub needs_runtime: bool,
+    pub compile_time: Duration,
+}
+
+/// Compiles `program` (after buffer assignment) into an object and its header.
+pub fn compile(program: &Program, options: &AotOptions) -> Result<AotArtifacts, CodegenError> {
+    let start = Instant::now();
+    let tier = options.tier.name();
+    if !is_c_identifier(&options.symbol) {
+        return Err(CodegenError::Target {
+            tier,
+            message: format!("'{}' is not a valid C identifier for the entry symbol", options.symbol),
+        });
+    }
+    if options.symbol.starts_with("tessera_rt_")
+        || tessera_runtime::abi::symbols().iter().any(|(name, _)| *name == options.symbol)
+    {
+        return Err(CodegenError::Target {
+            tier,
+            message: format!("the entry symbol '{}' is a C library or runtime function's name", options.symbol),
+        });
+    }
+    if let Some(k) = program.kernels.iter().find(|k| k.name == options.symbol) {
+        return Err(CodegenError::Target {
+            tier,
+            message: format!("the entry symbol '{}' is also a kernel's name; choose another --name", k.name),
+        });
+    }
+    let target = options.cpu.resolve_for_object(tier, options.triple.as_deref())?;
+    let plan = EntryPlan::new(program).map_err(|message| CodegenError::Unsupported {
+        tier,
+        kernel: options.symbol.clone(),
+        what: message,
+    })?;
+    let object = match options.tier {
+        Tier::Llvm => crate::llvm::aot::object(program, &plan, &target, &options.symbol)?,
+        Tier::Cranelift => crate::cranelift::aot::object(program, &plan, &target, &options.symbol)?,
+    };
+    let needs_runtime = calls_runtime(program);
+    let info = header::HeaderInfo {
+        symbol: &options.symbol,
+        source: &options.source,
+        tier,
+        triple: &target.triple,
+        cpu: &target.cpu,
+        needs_runtime,
+    };
+    let header = header::header(program, &plan, &info);
+    Ok(AotArtifacts {
+        object,
+        header,
+        triple: target.triple.clone(),
+        cpu: target.cpu.clone(),
+        needs_runtime,
+        compile_time: start.elapsed(),
+    })
+}
+
+/// Whether any kernel calls a `tessera_rt_*` function.
+fn calls_runtime(program: &Program) -> bool {
+    fn any(body: &[Stmt]) -> bool {
+        body.iter().any(|s| match s {
+            Stmt::Call { func, .. } => func.starts_with("tessera_rt_"),
+            Stmt::Loop(l) => any(&l.body),
+            Stmt::If { then_body, else_body, .. } => any(then_body) || any(else_body),
+            _ => false,
+        })
+    }
+    program.kernels.iter().any(|k| any(&k.body))
+}

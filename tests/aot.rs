@@ -1,0 +1,320 @@
+//! Ahead-of-time compilation end to end: corpus cases compiled into objects on both tiers,
+//! linked by gcc with a C driver generated per case and `libtessera_rt.a`, run as separate
+//! processes on the physical argument bytes, and judged by the case's own tolerances; an
+//! AArch64 object checked by its ELF header; and the CLI's errors, which leave no files.
+//!
+//! Needs `gcc` and the runtime library built for this profile (`./x test` builds it first:
+//! `cargo build --profile ci -p tessera-rt`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use tessera::aot::{self, Tier};
+use tessera::conformance::{physical_with_garbage, Case};
+use tessera::table::Table;
+use tessera::{Backend, Client, CpuTarget, LowerOptions};
+use tessera_codegen::aot::AotOptions;
+use tessera_hlo::corpus::tolerance;
+use tessera_hlo::{Literal, Shape};
+
+/// Cases across the categories: tuple results, non-default and tiled layouts, while loops and
+/// conditionals, dots and convolutions (runtime GEMM and convolution calls), sort, gather and
+/// scatter, reductions, random numbers, complex numbers and FFT, 16-bit floats.
+const CASES: [&str; 34] = [
+    "matmul",
+    "model_mlp2",
+    "model_lenet",
+    "model_softmax",
+    "model_layernorm",
+    "model_mha_forward",
+    "conv2d_nhwc_same_stride2",
+    "conv1d",
+    "dot_contract_nondefault",
+    "dot_mixed_precision",
+    "call_tuple_outputs",
+    "hand_layout_2d",
+    "hand_layout_3d",
+    "hand_tiled_transpose",
+    "hand_tiled_relayout_copy",
+    "hand_tiled_bf16_packed",
+    "hand_tiled_small_tile_s8",
+    "hand_tiled_combine_reduce",
+    "while_fori_loop",
+    "scan_cumulative",
+    "cond_switch",
+    "sort_1d_2d",
+    "top_k",
+    "gather_take",
+    "scatter_add",
+    "reduce_argmax",
+    "reduce_sum_f32",
+    "maxpool2d",
+    "random_normal_uniform",
+    "complex_basic",
+    "hand_cholesky_triangular_solve",
+    "binary_f16",
+    "convert_f64_s64",
+    "transpose_2d_3d",
+];
+
+fn shared_dir() -> PathBuf {
+    match std::env::var_os("TESSERA_SHARED") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    }
+}
+
+/// `libtessera_rt.a` of the profile this test was built with (target/<profile>/).
+fn runtime_library() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
+    let lib = profile_dir.join("libtessera_rt.a");
+    assert!(
+        lib.is_file(),
+        "{} is missing: build it first with `cargo build --profile {} -p tessera-rt` (./x test does)",
+        lib.display(),
+        profile_dir.file_name().and_then(|n| n.to_str()).unwrap_or("ci")
+    );
+    lib
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tessera-aot-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A C program that runs `symbol` on `DIR/arg<i>.bin` and writes `DIR/result<i>.bin`.
+fn driver(symbol: &str, header: &str) -> String {
+    format!(
+        r#"#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "{header}"
+
+static void* buffer(uint64_t bytes) {{
+  /* aligned_alloc wants a multiple of the alignment (and something to return for 0). */
+  uint64_t n = (bytes + {symbol}_ALIGNMENT - 1) / {symbol}_ALIGNMENT * {symbol}_ALIGNMENT;
+  void* p = aligned_alloc({symbol}_ALIGNMENT, n ? n : {symbol}_ALIGNMENT);
+  if (!p) {{ perror("aligned_alloc"); exit(2); }}
+  memset(p, 0x5A, n);
+  return p;
+}}
+
+static void path(char* out, const char* dir, const char* what, int i) {{
+  snprintf(out, 4096, "%s/%s%d.bin", dir, what, i);
+}}
+
+int main(int argc, char** argv) {{
+  if (argc != 2) {{ fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }}
+  char name[4096];
+  const void* args[{symbol}_NUM_ARGS + 1];
+  void* results[{symbol}_NUM_RESULTS + 1];
+  for (int i = 0; i < {symbol}_NUM_ARGS; i++) {{
+    void* p = buffer({symbol}_ARG_BYTES[i]);
+    path(name, argv[1], "arg", i);
+    FILE* f = fopen(name, "rb");
+    if (!f || fread(p, 1, {symbol}_ARG_BYTES[i], f) != {symbol}_ARG_BYTES[i]) {{ perror(name); return 2; }}
+    fclose(f);
+    args[i] = p;
+  }}
+  for (int i = 0; i < {symbol}_NUM_RESULTS; i++) results[i] = buffer({symbol}_RESULT_BYTES[i]);
+  void* temp = {symbol}_TEMP_BYTES ? buffer({symbol}_TEMP_BYTES) : NULL;
+  int32_t rc = {symbol}(args, results, temp);
+  if (rc != 0) {{ fprintf(stderr, "{symbol}: %s\n", {symbol}_error_string(rc)); return 3; }}
+  for (int i = 0; i < {symbol}_NUM_RESULTS; i++) {{
+    path(name, argv[1], "result", i);
+    FILE* f = fopen(name, "wb");
+    if (!f || fwrite(results[i], 1, {symbol}_RESULT_BYTES[i], f) != {symbol}_RESULT_BYTES[i]) {{ perror(name); return 2; }}
+    fclose(f);
+  }}
+  return 0;
+}}
+"#
+    )
+}
+
+fn run(cmd: &mut Command) -> Result<(), String> {
+    let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{cmd:?} failed ({}):\n{}", out.status, String::from_utf8_lossy(&out.stderr)))
+    }
+}
+
+fn flatten(lit: &Literal, out: &mut Vec<Literal>) {
+    match lit.tuple_elements() {
+        Some(es) => es.iter().for_each(|e| flatten(e, out)),
+        None => out.push(lit.clone()),
+    }
+}
+
+/// Compiles, links and runs one case on one tier; the object's and header's sizes on success.
+fn aot_case(case: &Case, tier: Tier, dir: &Path, lib: &Path) -> Result<(usize, usize), String> {
+    let symbol = format!("{}_{}", case.name, tier.name());
+    let options = AotOptions {
+        tier,
+        symbol: symbol.clone(),
+        triple: None,
+        cpu: CpuTarget::host(),
+        source: format!("{}/module.hlo", case.name),
+    };
+    let artifacts = aot::compile(&case.module, &LowerOptions::default(), &options).map_err(|e| e.to_string())?;
+    let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
+    aot::write(&artifacts, &object, &header).map_err(|e| e.to_string())?;
+    let source = dir.join(format!("{symbol}_driver.c"));
+    std::fs::write(&source, driver(&symbol, &format!("{symbol}.h"))).unwrap();
+    let binary = dir.join(&symbol);
+    // The link line the header documents.
+    run(Command::new("gcc")
+        .args(["-std=c11", "-O1", "-Wall", "-Werror"])
+        .arg(&source)
+        .arg(&object)
+        .arg("-Wl,--start-group")
+        .arg(lib)
+        .arg("-Wl,--end-group")
+        .args(["-lm", "-lpthread", "-ldl", "-lrt", "-lutil", "-lgcc_s", "-o"])
+        .arg(&binary))?;
+
+    // Physical arguments (padding filled with garbage) in the entry layouts.
+    let interp = Client::new(Backend::Interp).unwrap().compile(&case.module, &Default::default()).unwrap();
+    let mut leaves = Vec::new();
+    for a in case.arguments()? {
+        flatten(&a, &mut leaves);
+    }
+    let io = dir.join(format!("{symbol}_io"));
+    std::fs::create_dir_all(&io).unwrap();
+    for (i, (lit, shape)) in leaves.iter().zip(interp.parameter_leaves()).enumerate() {
+        let bytes = physical_with_garbage(lit, shape).map_err(|e| e.to_string())?;
+        std::fs::write(io.join(format!("arg{i}.bin")), bytes).unwrap();
+    }
+    run(Command::new(&binary).arg(&io))?;
+    let outputs = case.outputs()?;
+    for (i, (shape, want)) in interp.result_leaves().zip(&outputs).enumerate() {
+        let bytes = std::fs::read(io.join(format!("result{i}.bin"))).map_err(|e| e.to_string())?;
+        let got = Literal::from_physical_bytes(Shape::Array(shape.clone()), bytes).map_err(|e| e.to_string())?;
+        tolerance::check(&got, want).map_err(|m| format!("output {i}: {m}"))?;
+    }
+    Ok((artifacts.object.len(), artifacts.header.len()))
+}
+
+#[test]
+fn corpus_cases_run_ahead_of_time_on_both_tiers() {
+    let lib = runtime_library();
+    let dir = scratch("corpus");
+    let corpus = shared_dir().join("corpus");
+    let mut table = Table::new(&["case", "tier", "object bytes", "header bytes", "result"]).align_right(&[2, 3]);
+    let mut failures = Vec::new();
+    let mut passed = 0;
+    for name in CASES {
+        let case = Case::load(&corpus.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        for tier in [Tier::Cranelift, Tier::Llvm] {
+            match aot_case(&case, tier, &dir, &lib) {
+                Ok((o, h)) => {
+                    passed += 1;
+                    table.row(vec![name.into(), tier.name().into(), o.to_string(), h.to_string(), "pass".into()]);
+                }
+                Err(e) => {
+                    table.row(vec![name.into(), tier.name().into(), "-".into(), "-".into(), "FAIL".into()]);
+                    failures.push(format!("{name} on {}: {e}", tier.name()));
+                }
+            }
+        }
+    }
+    print!("{}", table.render());
+    println!("ahead of time: {passed} of {} case runs pass", 2 * CASES.len());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+fn cli() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_tessera"))
+}
+
+fn example() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/mlp.hlo")
+}
+
+#[test]
+fn cross_compiles_an_aarch64_object() {
+    let dir = scratch("cross");
+    let (object, header) = (dir.join("mlp.o"), dir.join("mlp.h"));
+    let out = cli()
+        .arg("compile")
+        .arg(example())
+        .args(["--target", "aarch64-unknown-linux-gnu", "--cpu", "neoverse-n1", "-o"])
+        .arg(&object)
+        .arg("--header")
+        .arg(&header)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let elf = std::fs::read(&object).unwrap();
+    // ELF64, little-endian, relocatable (ET_REL = 1), machine AArch64 (EM_AARCH64 = 183).
+    assert_eq!(&elf[..4], b"\x7fELF");
+    assert_eq!((elf[4], elf[5]), (2, 1), "ELF64 little-endian");
+    assert_eq!(u16::from_le_bytes([elf[16], elf[17]]), 1, "relocatable");
+    assert_eq!(u16::from_le_bytes([elf[18], elf[19]]), 183, "AArch64");
+    let text = std::fs::read_to_string(&header).unwrap();
+    assert!(text.contains("target aarch64-unknown-linux-gnu, CPU neoverse-n1"), "{text}");
+    assert!(text.contains("int32_t mlp(const void* const* args, void* const* results, void* temp);"));
+    // The Cranelift tier of this build generates host code only, and says so.
+    let out = cli()
+        .arg("compile")
+        .arg(example())
+        .args(["--backend", "cranelift", "--target", "aarch64-unknown-linux-gnu", "-o"])
+        .arg(dir.join("c.o"))
+        .arg("--header")
+        .arg(dir.join("c.h"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("use --backend llvm"));
+    assert!(!dir.join("c.o").exists() && !dir.join("c.h").exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_targets_paths_and_symbols_are_errors_that_leave_no_files() {
+    let dir = scratch("errors");
+    let cases: [(&[&str], &str, &str); 6] = [
+        (&["--target", "sparc-sun-solaris"], "m.o", "unknown target triple 'sparc-sun-solaris'"),
+        (&["--cpu", "pentium-9000"], "m.o", "unknown target CPU 'pentium-9000'"),
+        (&["--target", "aarch64-unknown-linux-gnu", "--cpu", "x86-64-v3"], "m.o", "unknown target CPU 'x86-64-v3'"),
+        (&["--name", "my-model"], "m.o", "'my-model' is not a valid C identifier"),
+        (&[], "my-model.o", "pass --name SYMBOL"),
+        (&["--name", "expf"], "m.o", "a C library or runtime function's name"),
+    ];
+    for (flags, object, message) in cases {
+        let out = cli()
+            .arg("compile")
+            .arg(example())
+            .args(flags)
+            .arg("-o")
+            .arg(dir.join(object))
+            .arg("--header")
+            .arg(dir.join("m.h"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {stderr}");
+        assert!(stderr.contains(message), "{flags:?}: {stderr}");
+    }
+    // An unwritable destination: neither file appears, and no temporary is left behind.
+    let out = cli()
+        .arg("compile")
+        .arg(example())
+        .arg("-o")
+        .arg(dir.join("m.o"))
+        .arg("--header")
+        .arg(dir.join("missing-dir/m.h"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("missing-dir/m.h"));
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "files left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
