@@ -318,3 +318,28 @@ fn bad_targets_paths_and_symbols_are_errors_that_leave_no_files() {
     assert!(left.is_empty(), "files left behind: {left:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `examples/aot_c` as its README line runs it (`make`), with this build's binaries.
+#[test]
+fn the_c_example_builds_and_runs() {
+    let dir = scratch("example");
+    let source = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/aot_c");
+    for file in ["main.c", "Makefile"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    let out = Command::new("make")
+        .arg("-C")
+        .arg(&dir)
+        .arg(format!("TESSERA={}", env!("CARGO_BIN_EXE_tessera")))
+        .arg(format!("RT={}", runtime_library().display()))
+        .arg(format!("MODULE={}", example().display()))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    // x[i] = (i % 7) / 10, w1, b1, w2, b2 as main.c fills them: logits near 0, 1, ..., 9.
+    assert!(stdout.contains("mlp: 32 x 10 logits"), "{stdout}");
+    assert!(stdout.contains("  -0.0023   1.0022   2.0001"), "{stdout}");
+    assert!(stdout.contains("misaligned x: code 1"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
