@@ -30,6 +30,9 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
             if args.name.is_none() { " (taken from the object's file name; pass --name SYMBOL)" } else { "" }
         ));
     }
+    if args.object == args.header {
+        return Err(format!("the object and the header would both be {}", args.object.display()));
+    }
     let text = std::fs::read_to_string(&args.module).map_err(|e| format!("{path}: {e}"))?;
     let module = parse_module(&text).map_err(|e| format!("{path}:{e}"))?;
     let options = AotOptions {

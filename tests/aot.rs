@@ -164,6 +164,15 @@ fn aot_case(case: &Case, tier: Tier, dir: &Path, lib: &Path) -> Result<(usize, u
     let artifacts = aot::compile(&case.module, &LowerOptions::default(), &options).map_err(|e| e.to_string())?;
     let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
     aot::write(&artifacts, &object, &header).map_err(|e| e.to_string())?;
+    // The header alone compiles as strict C99 and as C++.
+    let include = dir.join(format!("{symbol}_include.c"));
+    std::fs::write(&include, format!("#include \"{symbol}.h\"\n")).unwrap();
+    run(Command::new("gcc")
+        .args(["-std=c99", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
+        .arg(&include))?;
+    run(Command::new("g++")
+        .args(["-std=c++11", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-x", "c++"])
+        .arg(&include))?;
     let source = dir.join(format!("{symbol}_driver.c"));
     std::fs::write(&source, driver(&symbol, &format!("{symbol}.h"))).unwrap();
     let binary = dir.join(&symbol);

@@ -18,6 +18,8 @@ static void* buffer(uint64_t bytes) {
 }
 
 int main(void) {
+  /* The runtime library's GEMM may use both cores (the default is the calling thread only). */
+  if (tessera_rt_set_threads(2) != 0) fprintf(stderr, "mlp: running single-threaded\n");
   /* Arguments 0..4 are x f32[32,64], w1 f32[64,128], b1 f32[128], w2 f32[128,10], b2 f32[10],
    * all row-major (the header documents each layout). */
   float* x = buffer(mlp_ARG_BYTES[0]);

@@ -57,11 +57,7 @@ fn select_and_scatter_edges() {
 }
 
 #[test]
-fn unsupported_element_types_are_errors_naming_the_instruction() {
-    let text = reduce_window("c64[4]", "c64[2]", "window={size=2 stride=2}, ");
-    let module = tessera_hlo::text::parse_module(&text).unwrap();
-    let err = tessera_lower::lower_module(&module, &tessera_lower::LowerOptions { fusion: true, ..Default::default() })
-        .expect_err("complex reduce-window is not lowered here");
-    let msg = err.to_string();
-    assert!(msg.contains("'w'") && (msg.contains("c64") || msg.contains("complex")), "{msg}");
+fn complex_windows_reduce_like_the_interpreter() {
+    check(&reduce_window("c64[4]", "c64[2]", "window={size=2 stride=2}, "));
+    check(&reduce_window("c128[5,3]", "c128[4,2]", "window={size=2x2}, "));
 }

@@ -250,6 +250,15 @@ pub fn header(program: &Program, plan: &EntryPlan, info: &HeaderInfo<'_>) -> Str
         "/* Runs the module. Returns 0 on success, otherwise a code {sym}_error_string explains. */\n\
          int32_t {sym}(const void* const* args, void* const* results, void* temp);\n\n"
     );
+    if info.needs_runtime {
+        let _ = write!(
+            h,
+            "/* From libtessera_rt.a: how many threads its GEMM, convolution and FFT routines use\n \
+             * (default 1; the module's own loops always run on the calling thread). Call it once at\n \
+             * start-up; returns 0, or -1 if the threads cannot be started. */\n\
+             int32_t tessera_rt_set_threads(int32_t threads);\n\n"
+        );
+    }
     let args_list = if arg_names.is_empty() { "0".to_string() } else { arg_names.join(", ") };
     let results_list = if result_names.is_empty() { "0".to_string() } else { result_names.join(", ") };
     params.push("void* temp".into());
