@@ -6,6 +6,7 @@ mod call_inline;
 mod dce;
 mod fusion;
 mod layout_normalize;
+mod rewrite;
 mod single_device_collectives;
 mod tuple_simplify;
 mod unwrap;

@@ -5,9 +5,10 @@
 //! delivers the operand only along a `0 -> 0` pair and zeros otherwise. Groups or pairs that
 //! name any other device are a clear error, as they are in the interpreter.
 
-use tessera_hlo::ir::{AttrList, AttrValue, Payload};
+use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode, Shape};
 
+use super::rewrite::{become_constant, become_op, drop_forwarded, forward};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -164,38 +165,4 @@ fn check_one_participant(comp: &Computation, inst: &Instruction) -> Result<(), L
         ));
     }
     Ok(())
-}
-
-/// Moves every use of `id` to `to`. The instruction itself is removed afterwards rather than
-/// left to DCE, which keeps collectives and async ops even when unused.
-fn forward(comp: &mut Computation, id: InstId, to: InstId, forwarded: &mut Vec<InstId>) {
-    comp.replace_all_uses(id, to);
-    forwarded.push(id);
-}
-
-fn drop_forwarded(comp: &mut Computation, forwarded: &[InstId]) {
-    if forwarded.is_empty() {
-        return;
-    }
-    let mut keep = vec![true; comp.instructions.len()];
-    for id in forwarded {
-        keep[id.index()] = false;
-    }
-    comp.retain_instructions(&keep);
-}
-
-/// Turns instruction `id` into `op(operands)`, keeping its name, shape and control edges.
-fn become_op(comp: &mut Computation, id: InstId, op: Opcode, operands: Vec<InstId>) {
-    let inst = comp.inst_mut(id);
-    inst.opcode = op;
-    inst.operands = operands;
-    inst.attrs.clear();
-    inst.payload = Payload::None;
-}
-
-fn become_constant(comp: &mut Computation, id: InstId, lit: Literal) {
-    become_op(comp, id, Opcode::Constant, vec![]);
-    let inst = comp.inst_mut(id);
-    inst.shape = lit.shape().clone();
-    inst.payload = Payload::Constant(lit);
 }

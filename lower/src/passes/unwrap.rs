@@ -13,6 +13,7 @@
 use tessera_hlo::ir::{AttrList, AttrValue, Payload};
 use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode, Shape};
 
+use super::rewrite::{become_constant, become_op, drop_forwarded, forward};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -155,38 +156,4 @@ fn zero(comp: &mut Computation, base: &str, shape: &Shape) -> Result<InstId, Low
     let mut c = Instruction::new("", Opcode::Constant, shape.clone(), vec![]);
     c.payload = Payload::Constant(lit);
     Ok(add_inst(comp, base, "context", c))
-}
-
-/// Moves every use of `id` to `to`. The instruction itself is removed afterwards rather than
-/// left to DCE, which keeps collectives and async ops even when unused.
-fn forward(comp: &mut Computation, id: InstId, to: InstId, forwarded: &mut Vec<InstId>) {
-    comp.replace_all_uses(id, to);
-    forwarded.push(id);
-}
-
-fn drop_forwarded(comp: &mut Computation, forwarded: &[InstId]) {
-    if forwarded.is_empty() {
-        return;
-    }
-    let mut keep = vec![true; comp.instructions.len()];
-    for id in forwarded {
-        keep[id.index()] = false;
-    }
-    comp.retain_instructions(&keep);
-}
-
-/// Turns instruction `id` into `op(operands)`, keeping its name, shape and control edges.
-fn become_op(comp: &mut Computation, id: InstId, op: Opcode, operands: Vec<InstId>) {
-    let inst = comp.inst_mut(id);
-    inst.opcode = op;
-    inst.operands = operands;
-    inst.attrs.clear();
-    inst.payload = Payload::None;
-}
-
-fn become_constant(comp: &mut Computation, id: InstId, lit: Literal) {
-    become_op(comp, id, Opcode::Constant, vec![]);
-    let inst = comp.inst_mut(id);
-    inst.shape = lit.shape().clone();
-    inst.payload = Payload::Constant(lit);
 }

@@ -1,0 +1,40 @@
+//! In-place rewrites of instructions that passes share: forwarding an instruction's uses to
+//! another (then dropping it), and turning an instruction into another op or a constant while
+//! it keeps its name and control edges.
+
+use tessera_hlo::ir::Payload;
+use tessera_hlo::{Computation, InstId, Literal, Opcode};
+
+/// Moves every use of `id` to `to`. The instruction itself is removed afterwards rather than
+/// left to DCE, which keeps collectives and async ops even when unused.
+pub(crate) fn forward(comp: &mut Computation, id: InstId, to: InstId, forwarded: &mut Vec<InstId>) {
+    comp.replace_all_uses(id, to);
+    forwarded.push(id);
+}
+
+pub(crate) fn drop_forwarded(comp: &mut Computation, forwarded: &[InstId]) {
+    if forwarded.is_empty() {
+        return;
+    }
+    let mut keep = vec![true; comp.instructions.len()];
+    for id in forwarded {
+        keep[id.index()] = false;
+    }
+    comp.retain_instructions(&keep);
+}
+
+/// Turns instruction `id` into `op(operands)`, keeping its name, shape and control edges.
+pub(crate) fn become_op(comp: &mut Computation, id: InstId, op: Opcode, operands: Vec<InstId>) {
+    let inst = comp.inst_mut(id);
+    inst.opcode = op;
+    inst.operands = operands;
+    inst.attrs.clear();
+    inst.payload = Payload::None;
+}
+
+pub(crate) fn become_constant(comp: &mut Computation, id: InstId, lit: Literal) {
+    become_op(comp, id, Opcode::Constant, vec![]);
+    let inst = comp.inst_mut(id);
+    inst.shape = lit.shape().clone();
+    inst.payload = Payload::Constant(lit);
+}
