@@ -41,8 +41,8 @@ const AARCH64_CPUS: [&str; 11] = [
     "apple-m2",
 ];
 
-/// The architectures objects may be compiled for (the first component of a triple), with the
-/// OS component an object for them must name.
+/// The architectures objects may be compiled for (the first component of a triple; the OS
+/// must be Linux).
 const OBJECT_ARCHES: [&str; 2] = ["x86_64", "aarch64"];
 
 /// The environment variables [`CpuTarget::from_env`] reads.

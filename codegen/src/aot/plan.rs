@@ -183,10 +183,71 @@ impl Planner<'_> {
                     tessera_lower::HostOp::Outfeed { .. } => "outfeed".into(),
                 };
                 return Err(format!(
-                    "'{}' is a {kind}, which needs the host at run time; an ahead-of-time object has no host callbacks",
+                    "'{}' ({kind}) needs the host at run time; an ahead-of-time object has no host callbacks",
                     op.name()
                 ));
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_hlo::{ArrayShape, ElementType, Shape};
+    use tessera_lower::{Buffer, HostOp, HostValue};
+
+    fn buffer(name: &str, bytes: u64, space: i64, kind: BufferKind, offset: Option<u64>) -> Buffer {
+        let shape = ArrayShape::new(ElementType::U8, &[bytes as i64]);
+        Buffer { name: name.into(), shape, bytes, memory_space: space, kind, offset }
+    }
+
+    /// Arguments, results, constants and temps of two memory spaces: each arena starts
+    /// aligned after the one before it in the caller's single temp block.
+    #[test]
+    fn addresses_and_the_temp_block() {
+        let program = Program {
+            buffers: vec![
+                buffer("p", 8, 0, BufferKind::Parameter(0), None),
+                buffer("c", 4, 0, BufferKind::Constant(vec![1, 2, 3, 4]), None),
+                buffer("t0", 100, 0, BufferKind::Temp, Some(0)),
+                buffer("t1", 20, 1, BufferKind::Temp, Some(0)),
+                buffer("t2", 20, 1, BufferKind::Temp, Some(64)),
+                buffer("r", 8, 0, BufferKind::Result(0), None),
+            ],
+            steps: vec![
+                Step::Copy { src: BufferId(0), dst: BufferId(5) },
+                Step::Copy { src: BufferId(3), dst: BufferId(4) },
+            ],
+            parameters: vec![BufferId(0)],
+            results: vec![BufferId(5)],
+            arenas: vec![(0, 100), (1, 84)],
+            ..Program::default()
+        };
+        let plan = EntryPlan::new(&program).unwrap();
+        assert_eq!(plan.temp_bytes, 128 + 128);
+        assert_eq!((plan.arg_bytes.clone(), plan.result_bytes.clone()), (vec![8], vec![8]));
+        assert_eq!(plan.constants, vec![vec![1, 2, 3, 4]]);
+        assert_eq!(
+            plan.steps,
+            vec![
+                EntryStep::Copy { src: Addr::Arg(0), dst: Addr::Result(0), bytes: 8 },
+                EntryStep::Copy { src: Addr::Temp(128), dst: Addr::Temp(192), bytes: 20 },
+            ]
+        );
+    }
+
+    #[test]
+    fn host_operations_are_refused_by_name() {
+        let value =
+            HostValue { shape: Shape::Array(ArrayShape::new(ElementType::U8, &[8])), buffers: vec![BufferId(0)] };
+        let program = Program {
+            buffers: vec![buffer("p", 8, 0, BufferKind::Parameter(0), None)],
+            steps: vec![Step::Host(HostOp::Outfeed { name: "out1".into(), operand: value })],
+            parameters: vec![BufferId(0)],
+            ..Program::default()
+        };
+        let err = EntryPlan::new(&program).unwrap_err();
+        assert!(err.contains("'out1' (outfeed) needs the host"), "{err}");
     }
 }
