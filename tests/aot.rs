@@ -352,3 +352,29 @@ fn the_c_example_builds_and_runs() {
     assert!(stdout.contains("misaligned x: code 1"), "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A tiled argument's header entry spells out where each element goes (golden text).
+#[test]
+fn headers_spell_out_tiled_offsets() {
+    let text = "HloModule m\nENTRY e {\n  a = f32[2,1000]{1,0:T(2,128)} parameter(0)\n  ROOT n = f32[2,1000]{1,0} negate(a)\n}\n";
+    let module = tessera_hlo::text::parse_module(text).unwrap();
+    let options = AotOptions {
+        tier: Tier::Cranelift,
+        symbol: "neg".into(),
+        triple: None,
+        cpu: CpuTarget::host(),
+        source: "inline".into(),
+    };
+    let header = aot::compile(&module, &LowerOptions::default(), &options).unwrap().header;
+    let want = "/* Argument 0 `a` (HLO `a`):\n \
+                *   shape f32[2,1000]{1,0:T(2,128)} (2000 elements), 8192 bytes\n \
+                *   layout: element (i0, i1, ...) is at element offset (i1/128)*256 + i0*128 + (i1%128) (2048 slots with padding;\n \
+                *   / is floor division, % the remainder, padding slots are ignored on input and undefined on output)\n \
+                */\n\
+                #define neg_ARG0_RANK 2\n#define neg_ARG0_DIM0 2\n#define neg_ARG0_DIM1 1000\n";
+    assert!(header.contains(want), "{header}");
+    assert!(header.contains("*   layout: row-major (C order), no padding"), "{header}");
+    // A negation calls nothing in the runtime library: the link line says so.
+    assert!(header.contains("gcc main.c NAME.o -lm\n"), "{header}");
+    assert!(!header.contains("tessera_rt_set_threads"), "{header}");
+}
