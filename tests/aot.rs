@@ -247,41 +247,39 @@ fn example() -> PathBuf {
 }
 
 #[test]
-fn cross_compiles_an_aarch64_object() {
+fn cross_compiles_aarch64_objects_on_both_tiers() {
     let dir = scratch("cross");
-    let (object, header) = (dir.join("mlp.o"), dir.join("mlp.h"));
-    let out = cli()
-        .arg("compile")
-        .arg(example())
-        .args(["--target", "aarch64-unknown-linux-gnu", "--cpu", "neoverse-n1", "-o"])
-        .arg(&object)
-        .arg("--header")
-        .arg(&header)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let elf = std::fs::read(&object).unwrap();
-    // ELF64, little-endian, relocatable (ET_REL = 1), machine AArch64 (EM_AARCH64 = 183).
-    assert_eq!(&elf[..4], b"\x7fELF");
-    assert_eq!((elf[4], elf[5]), (2, 1), "ELF64 little-endian");
-    assert_eq!(u16::from_le_bytes([elf[16], elf[17]]), 1, "relocatable");
-    assert_eq!(u16::from_le_bytes([elf[18], elf[19]]), 183, "AArch64");
-    let text = std::fs::read_to_string(&header).unwrap();
-    assert!(text.contains("target aarch64-unknown-linux-gnu, CPU neoverse-n1"), "{text}");
-    assert!(text.contains("int32_t mlp(const void* const* args, void* const* results, void* temp);"));
-    // The Cranelift tier of this build generates host code only, and says so.
-    let out = cli()
-        .arg("compile")
-        .arg(example())
-        .args(["--backend", "cranelift", "--target", "aarch64-unknown-linux-gnu", "-o"])
-        .arg(dir.join("c.o"))
-        .arg("--header")
-        .arg(dir.join("c.h"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("use --backend llvm"));
-    assert!(!dir.join("c.o").exists() && !dir.join("c.h").exists());
+    for tier in ["llvm", "cranelift"] {
+        let (object, header) = (dir.join(format!("mlp_{tier}.o")), dir.join(format!("mlp_{tier}.h")));
+        let out = cli()
+            .arg("compile")
+            .arg(example())
+            .args(["--backend", tier, "--target", "aarch64-unknown-linux-gnu", "--cpu", "neoverse-n1", "--name", "mlp"])
+            .arg("-o")
+            .arg(&object)
+            .arg("--header")
+            .arg(&header)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{tier}: {}", String::from_utf8_lossy(&out.stderr));
+        let elf = std::fs::read(&object).unwrap();
+        // ELF64, little-endian, relocatable (ET_REL = 1), machine AArch64 (EM_AARCH64 = 183).
+        assert_eq!(&elf[..4], b"\x7fELF", "{tier}");
+        assert_eq!((elf[4], elf[5]), (2, 1), "{tier}: ELF64 little-endian");
+        assert_eq!(u16::from_le_bytes([elf[16], elf[17]]), 1, "{tier}: relocatable");
+        assert_eq!(u16::from_le_bytes([elf[18], elf[19]]), 183, "{tier}: AArch64");
+        // The entry is a defined global symbol (readelf, where binutils are installed).
+        if let Ok(syms) = Command::new("readelf").arg("-sW").arg(&object).output() {
+            let syms = String::from_utf8_lossy(&syms.stdout);
+            assert!(
+                syms.lines().any(|l| l.contains("GLOBAL") && l.trim_end().ends_with(" mlp") && !l.contains("UND")),
+                "{tier}: {syms}"
+            );
+        }
+        let text = std::fs::read_to_string(&header).unwrap();
+        assert!(text.contains(&format!("Tier {tier}, target aarch64-unknown-linux-gnu, CPU neoverse-n1")), "{text}");
+        assert!(text.contains("int32_t mlp(const void* const* args, void* const* results, void* temp);"));
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 
