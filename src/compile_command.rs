@@ -15,6 +15,7 @@ pub struct CompileArgs {
     pub name: Option<String>,
     pub target: Option<String>,
     pub cpu: Option<String>,
+    pub parallel: bool,
 }
 
 pub fn compile(args: &CompileArgs) -> Result<(), String> {
@@ -41,6 +42,7 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
         triple: args.target.clone(),
         cpu: CpuTarget::parse(args.cpu.as_deref().unwrap_or(""), ""),
         source: args.module.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        parallel: args.parallel,
     };
     let artifacts = aot::compile(&module, &LowerOptions::default(), &options).map_err(|e| format!("{path}: {e}"))?;
     aot::write(&artifacts, &args.object, &args.header).map_err(|e| e.to_string())?;

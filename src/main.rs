@@ -77,6 +77,10 @@ enum Command {
         /// e.g. x86-64-v3 for objects that run on any AVX2 machine.
         #[arg(long, value_name = "CPU")]
         cpu: Option<String>,
+        /// Split kernel grids across the threads tessera_rt_set_threads starts (the object then
+        /// links libtessera_rt.a); without it everything runs on the calling thread.
+        #[arg(long)]
+        parallel: bool,
     },
     /// Compile a module on every backend, run each on the same arguments, check the JIT tiers
     /// against the interpreter and print compile and run times. Exit code 1 if a tier
@@ -153,7 +157,7 @@ fn main() -> ExitCode {
             })
             .map(|()| ExitCode::SUCCESS)
         }
-        Command::Compile { module, backend, object, header, name, target, cpu } => {
+        Command::Compile { module, backend, object, header, name, target, cpu, parallel } => {
             compile_command::compile(&compile_command::CompileArgs {
                 module,
                 tier: match backend {
@@ -165,6 +169,7 @@ fn main() -> ExitCode {
                 name,
                 target,
                 cpu,
+                parallel,
             })
             .map(|()| ExitCode::SUCCESS)
         }

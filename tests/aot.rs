@@ -57,6 +57,11 @@ const CASES: [&str; 34] = [
     "transpose_2d_3d",
 ];
 
+/// Cases also compiled with `--parallel` and run on two threads: grids split, GEMM and
+/// convolution on the pool, loops and branches.
+const PARALLEL_CASES: [&str; 6] =
+    ["model_mlp2", "model_lenet", "hand_tiled_transpose", "while_fori_loop", "cond_switch", "reduce_sum_f32"];
+
 fn shared_dir() -> PathBuf {
     match std::env::var_os("TESSERA_SHARED") {
         Some(d) => PathBuf::from(d),
@@ -85,8 +90,15 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-/// A C program that runs `symbol` on `DIR/arg<i>.bin` and writes `DIR/result<i>.bin`.
-fn driver(symbol: &str, header: &str) -> String {
+/// A C program that runs `symbol` on `DIR/arg<i>.bin` and writes `DIR/result<i>.bin`, on
+/// `threads` threads of the runtime library when that is above 1.
+fn driver(symbol: &str, header: &str, threads: u32) -> String {
+    // Declared by the header only when the object needs the runtime library.
+    let threading = if threads > 1 {
+        format!("  if (tessera_rt_set_threads({threads}) != 0) {{ fprintf(stderr, \"no threads\\n\"); return 2; }}\n")
+    } else {
+        String::new()
+    };
     format!(
         r#"#include <stdio.h>
 #include <stdlib.h>
@@ -109,7 +121,7 @@ static void path(char* out, const char* dir, const char* what, int i) {{
 int main(int argc, char** argv) {{
   if (argc != 2) {{ fprintf(stderr, "usage: %s DIR\n", argv[0]); return 2; }}
   char name[4096];
-  const void* args[{symbol}_NUM_ARGS + 1];
+{threading}  const void* args[{symbol}_NUM_ARGS + 1];
   void* results[{symbol}_NUM_RESULTS + 1];
   for (int i = 0; i < {symbol}_NUM_ARGS; i++) {{
     void* p = buffer({symbol}_ARG_BYTES[i]);
@@ -151,15 +163,17 @@ fn flatten(lit: &Literal, out: &mut Vec<Literal>) {
     }
 }
 
-/// Compiles, links and runs one case on one tier; the object's and header's sizes on success.
-fn aot_case(case: &Case, tier: Tier, dir: &Path, lib: &Path) -> Result<(usize, usize), String> {
-    let symbol = format!("{}_{}", case.name, tier.name());
+/// Compiles, links and runs one case on one tier (kernel grids split across two threads when
+/// `parallel`); the object's and header's sizes on success.
+fn aot_case(case: &Case, tier: Tier, parallel: bool, dir: &Path, lib: &Path) -> Result<(usize, usize), String> {
+    let symbol = format!("{}_{}{}", case.name, tier.name(), if parallel { "_parallel" } else { "" });
     let options = AotOptions {
         tier,
         symbol: symbol.clone(),
         triple: None,
         cpu: CpuTarget::host(),
         source: format!("{}/module.hlo", case.name),
+        parallel,
     };
     let artifacts = aot::compile(&case.module, &LowerOptions::default(), &options).map_err(|e| e.to_string())?;
     let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
@@ -174,7 +188,7 @@ fn aot_case(case: &Case, tier: Tier, dir: &Path, lib: &Path) -> Result<(usize, u
         .args(["-std=c++11", "-pedantic", "-Wall", "-Wextra", "-Werror", "-fsyntax-only", "-x", "c++"])
         .arg(&include))?;
     let source = dir.join(format!("{symbol}_driver.c"));
-    std::fs::write(&source, driver(&symbol, &format!("{symbol}.h"))).unwrap();
+    std::fs::write(&source, driver(&symbol, &format!("{symbol}.h"), if parallel { 2 } else { 1 })).unwrap();
     let binary = dir.join(&symbol);
     // The link line the header documents.
     run(Command::new("gcc")
@@ -217,23 +231,27 @@ fn corpus_cases_run_ahead_of_time_on_both_tiers() {
     let mut table = Table::new(&["case", "tier", "object bytes", "header bytes", "result"]).align_right(&[2, 3]);
     let mut failures = Vec::new();
     let mut passed = 0;
-    for name in CASES {
+    let runs = CASES.iter().flat_map(|&n| [(n, false)]).chain(PARALLEL_CASES.iter().map(|&n| (n, true)));
+    let mut total = 0;
+    for (name, parallel) in runs {
         let case = Case::load(&corpus.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         for tier in [Tier::Cranelift, Tier::Llvm] {
-            match aot_case(&case, tier, &dir, &lib) {
+            total += 1;
+            let label = format!("{}{}", tier.name(), if parallel { " --parallel" } else { "" });
+            match aot_case(&case, tier, parallel, &dir, &lib) {
                 Ok((o, h)) => {
                     passed += 1;
-                    table.row(vec![name.into(), tier.name().into(), o.to_string(), h.to_string(), "pass".into()]);
+                    table.row(vec![name.into(), label, o.to_string(), h.to_string(), "pass".into()]);
                 }
                 Err(e) => {
-                    table.row(vec![name.into(), tier.name().into(), "-".into(), "-".into(), "FAIL".into()]);
-                    failures.push(format!("{name} on {}: {e}", tier.name()));
+                    table.row(vec![name.into(), label.clone(), "-".into(), "-".into(), "FAIL".into()]);
+                    failures.push(format!("{name} on {label}: {e}"));
                 }
             }
         }
     }
     print!("{}", table.render());
-    println!("ahead of time: {passed} of {} case runs pass", 2 * CASES.len());
+    println!("ahead of time: {passed} of {total} case runs pass");
     let _ = std::fs::remove_dir_all(&dir);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -362,6 +380,7 @@ fn headers_spell_out_tiled_offsets() {
         triple: None,
         cpu: CpuTarget::host(),
         source: "inline".into(),
+        parallel: false,
     };
     let header = aot::compile(&module, &LowerOptions::default(), &options).unwrap().header;
     let want = "/* Argument 0 `a` (HLO `a`):\n \

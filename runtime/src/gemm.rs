@@ -9,7 +9,6 @@
 //! own thread, so parallelism never nests.
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicPtr, Ordering};
 
 use gemm::Parallelism;
 
@@ -44,35 +43,13 @@ impl Drop for GemmThreads {
     }
 }
 
-/// The pool ahead-of-time objects' GEMM and convolution calls use (null: one thread), set by
-/// [`tessera_rt_set_threads`]. A JIT run's own pool, published on its thread, takes precedence.
-static AOT_POOL: AtomicPtr<ThreadPool> = AtomicPtr::new(std::ptr::null_mut());
-
-/// Sets how many threads the runtime library's GEMM and convolution routines use when called
-/// from ahead-of-time compiled code (default 1: everything on the calling thread). Kernel
-/// grids still run on the calling thread. Returns 0, or -1 if the threads cannot be started.
-/// Meant for start-up: each call with `threads > 1` starts a new pool, and the previous one's
-/// threads stay parked for the life of the process (a concurrent call may still be using it).
-#[no_mangle]
-pub extern "C" fn tessera_rt_set_threads(threads: i32) -> i32 {
-    let pool = match usize::try_from(threads) {
-        Ok(n) if n > 1 => match ThreadPool::new(Some(n)) {
-            Ok(pool) => Box::into_raw(Box::new(pool)),
-            Err(_) => return -1,
-        },
-        _ => std::ptr::null_mut(),
-    };
-    AOT_POOL.store(pool, Ordering::Release);
-    0
-}
-
 /// The pool a live [`GemmThreads`] guard published on this thread, else the one
-/// [`tessera_rt_set_threads`] set (null if neither): GEMM and the convolution runtime split
-/// their work on it.
+/// `tessera_rt_set_threads` set for ahead-of-time code (null if neither): GEMM and the
+/// convolution runtime split their work on it.
 pub(crate) fn published_pool() -> *const ThreadPool {
     let own = POOL.with(Cell::get);
     if own.is_null() {
-        AOT_POOL.load(Ordering::Acquire)
+        crate::aot::pool()
     } else {
         own
     }
@@ -105,8 +82,8 @@ unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
     let stride = |s: i64| s as isize;
     let flops = m as u128 * n as u128 * k as u128;
     let pool = published_pool();
-    // SAFETY: the pointer was set by a live `GemmThreads` guard on this thread or is a pool
-    // `tessera_rt_set_threads` leaked on purpose (never freed).
+    // SAFETY: the pointer was set by a live `GemmThreads` guard on this thread or is the AOT
+    // pool, which is never freed.
     let pool = if pool.is_null() || flops < PARALLEL_MIN_FLOPS { None } else { Some(unsafe { &*pool }) };
     let threads = pool.map_or(1, ThreadPool::threads);
     let (c, a, b) = (SendPtr(c), SendPtr(a as *mut T), SendPtr(b as *mut T));

@@ -3,6 +3,7 @@
 //! GEMM and convolution micro-kernels, infeed/outfeed queues, custom-call registry).
 
 pub mod abi;
+pub mod aot;
 pub mod buffer;
 pub mod conv;
 pub mod error;

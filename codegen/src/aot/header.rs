@@ -22,6 +22,8 @@ pub struct HeaderInfo<'a> {
     pub cpu: &'a str,
     /// Whether the object calls into `libtessera_rt.a` (else it links with libc and libm only).
     pub needs_runtime: bool,
+    /// Whether kernels run through `tessera_rt_launch` (grids split across threads).
+    pub parallel: bool,
 }
 
 /// Keywords of C99 and C++ (a symbol or parameter name may not be one).
@@ -199,12 +201,17 @@ pub fn header(program: &Program, plan: &EntryPlan, info: &HeaderInfo<'_>) -> Str
          * Calling: every argument and result is a caller-owned physical buffer in the layout given\n \
          * below (the bytes `tessera run --physical` reads and writes), aligned to {sym}_ALIGNMENT\n \
          * bytes; `temp` points to {sym}_TEMP_BYTES bytes of scratch, equally aligned (NULL when that\n \
-         * is 0). Results never alias arguments. The call runs on the calling thread, allocates\n \
-         * nothing, and may run concurrently with other calls that use other temp blocks.\n */\n\
+         * is 0). Results never alias arguments. {threading}, allocates nothing, and may run\n \
+         * concurrently with other calls that use other temp blocks.\n */\n\
          #ifndef TESSERA_{upper}_H\n#define TESSERA_{upper}_H\n\n#include <stdint.h>\n\n\
          #ifdef __cplusplus\nextern \"C\" {{\n#endif\n\n\
          #if defined(__GNUC__)\n#define TESSERA_{upper}_UNUSED __attribute__((unused))\n#else\n#define TESSERA_{upper}_UNUSED\n#endif\n\n",
         source = info.source,
+        threading = if info.parallel {
+            "The call splits kernel grids across the threads\n * tessera_rt_set_threads starts (default: none, so the calling thread does all)"
+        } else {
+            "The call runs on the calling thread"
+        },
         tier = info.tier,
         triple = info.triple,
         cpu = info.cpu,
@@ -253,10 +260,11 @@ pub fn header(program: &Program, plan: &EntryPlan, info: &HeaderInfo<'_>) -> Str
     if info.needs_runtime {
         let _ = write!(
             h,
-            "/* From libtessera_rt.a: how many threads its GEMM, convolution and FFT routines use\n \
-             * (default 1; the module's own loops always run on the calling thread). Call it once at\n \
-             * start-up; returns 0, or -1 if the threads cannot be started. */\n\
-             int32_t tessera_rt_set_threads(int32_t threads);\n\n"
+            "/* From libtessera_rt.a: how many threads its GEMM and convolution routines use{}\n \
+             * (default 1). Call it once at start-up; returns 0, or -1 if the threads cannot be\n \
+             * started. */\n\
+             int32_t tessera_rt_set_threads(int32_t threads);\n\n",
+            if info.parallel { ", and this module's kernels" } else { "" }
         );
     }
     let args_list = if arg_names.is_empty() { "0".to_string() } else { arg_names.join(", ") };

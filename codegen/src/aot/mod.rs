@@ -8,7 +8,8 @@
 //!
 //! which walks the program's step tree ([`plan::EntryPlan`]) on caller-owned memory: it
 //! checks the pointers, fills each launch's buffer table on its stack and calls the kernel
-//! over its whole grid on the calling thread. Kernels call libm and, for GEMMs, convolutions
+//! over its whole grid on the calling thread (or, compiled with [`AotOptions::parallel`],
+//! through `tessera_rt_launch`, which splits the grid across the runtime library's threads). Kernels call libm and, for GEMMs, convolutions
 //! and FFTs, `tessera_rt_*` functions of the runtime's static library; an object whose
 //! kernels call none links without that library.
 
@@ -38,6 +39,10 @@ pub struct AotOptions {
     pub cpu: CpuTarget,
     /// Named in the header's opening comment (e.g. the module's file).
     pub source: String,
+    /// Launch kernels through `tessera_rt_launch`, which splits their grids across the threads
+    /// `tessera_rt_set_threads` starts (the object then always needs `libtessera_rt.a`);
+    /// otherwise the entry calls every kernel directly on the calling thread.
+    pub parallel: bool,
 }
 
 /// An object file's bytes and its header's text.
@@ -83,10 +88,10 @@ pub fn compile(program: &Program, options: &AotOptions) -> Result<AotArtifacts, 
         what: message,
     })?;
     let object = match options.tier {
-        Tier::Llvm => crate::llvm::aot::object(program, &plan, &target, &options.symbol)?,
-        Tier::Cranelift => crate::cranelift::aot::object(program, &plan, &target, &options.symbol)?,
+        Tier::Llvm => crate::llvm::aot::object(program, &plan, &target, options)?,
+        Tier::Cranelift => crate::cranelift::aot::object(program, &plan, &target, options)?,
     };
-    let needs_runtime = calls_runtime(program);
+    let needs_runtime = options.parallel || calls_runtime(program);
     let info = header::HeaderInfo {
         symbol: &options.symbol,
         source: &options.source,
@@ -94,6 +99,7 @@ pub fn compile(program: &Program, options: &AotOptions) -> Result<AotArtifacts, 
         triple: &target.triple,
         cpu: &target.cpu,
         needs_runtime,
+        parallel: options.parallel,
     };
     let header = header::header(program, &plan, &info);
     Ok(AotArtifacts {

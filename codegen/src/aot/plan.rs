@@ -22,8 +22,9 @@ pub enum Addr {
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum EntryStep {
-    /// Calls kernel `kernel` with a table of `buffers` over the grid `0..extent`.
-    Launch { kernel: usize, buffers: Vec<Addr>, extent: i64 },
+    /// Calls kernel `kernel` with a table of `buffers` over the grid `0..extent`; `work_bytes`
+    /// (what its buffers span) tells a parallel launch whether splitting the grid pays.
+    Launch { kernel: usize, buffers: Vec<Addr>, extent: i64, work_bytes: u64 },
     /// Copies `bytes` bytes from `src` to `dst` (never overlapping: buffer assignment gives
     /// live buffers disjoint memory).
     Copy { src: Addr, dst: Addr, bytes: u64 },
@@ -151,7 +152,8 @@ impl Planner<'_> {
             Step::Launch(launch) => {
                 let kernel = check_launch(self.program, launch)?;
                 let buffers = launch.args.iter().map(|&a| self.addr(a)).collect::<Result<_, _>>()?;
-                EntryStep::Launch { kernel: launch.kernel, buffers, extent: kernel.grid.extent }
+                let work_bytes = launch.args.iter().map(|&a| self.bytes(a)).fold(0u64, u64::saturating_add);
+                EntryStep::Launch { kernel: launch.kernel, buffers, extent: kernel.grid.extent, work_bytes }
             }
             Step::Copy { src, dst } => {
                 let bytes = self.bytes(*src);

@@ -12,6 +12,7 @@ use tessera_lower::{Program, SelectorKind};
 
 use super::{define, function, isa_builder, kernel_signature, TIER};
 use crate::aot::plan::{self, Addr, EntryPlan, EntryStep};
+use crate::aot::AotOptions;
 use crate::{CodegenError, ResolvedTarget};
 
 /// The object's bytes.
@@ -19,8 +20,9 @@ pub(crate) fn object(
     program: &Program,
     plan: &EntryPlan,
     target: &ResolvedTarget,
-    symbol: &str,
+    options: &AotOptions,
 ) -> Result<Vec<u8>, CodegenError> {
+    let symbol = options.symbol.as_str();
     let target_err = |message: String| CodegenError::Target { tier: TIER, message };
     let mut flags = settings::builder();
     for (name, value) in [("opt_level", "speed"), ("is_pic", "true"), ("enable_verifier", "true")] {
@@ -67,12 +69,29 @@ pub(crate) fn object(
     let entry_id = module
         .declare_function(symbol, Linkage::Export, &ctx.func.signature)
         .map_err(|e| backend(symbol, e.to_string()))?;
+    // `void tessera_rt_launch(kernel, table, extent, work_bytes)` from libtessera_rt.a.
+    let launcher = if options.parallel {
+        let mut sig = module.make_signature();
+        sig.params.extend([
+            AbiParam::new(ptr),
+            AbiParam::new(ptr),
+            AbiParam::new(types::I64),
+            AbiParam::new(types::I64),
+        ]);
+        let id = module
+            .declare_function("tessera_rt_launch", Linkage::Import, &sig)
+            .map_err(|e| backend(symbol, e.to_string()))?;
+        Some(id)
+    } else {
+        None
+    };
     {
         let b = FunctionBuilder::new(&mut ctx.func, &mut builder_ctx);
         let mut e = Entry {
             b,
             module: &mut module,
             kernels: &kernels,
+            launcher,
             constants: &constants,
             args: vec![],
             results: vec![],
@@ -92,6 +111,8 @@ struct Entry<'a, 'f> {
     b: FunctionBuilder<'f>,
     module: &'a mut ObjectModule,
     kernels: &'a [FuncId],
+    /// `tessera_rt_launch`, through which a parallel entry runs every kernel.
+    launcher: Option<FuncId>,
     constants: &'a [DataId],
     args: Vec<Value>,
     results: Vec<Value>,
@@ -181,7 +202,7 @@ impl Entry<'_, '_> {
 
     fn step(&mut self, step: &EntryStep) -> Result<(), String> {
         match step {
-            EntryStep::Launch { kernel, buffers, extent } => {
+            EntryStep::Launch { kernel, buffers, extent, work_bytes } => {
                 let slot = self.table;
                 for (i, &a) in buffers.iter().enumerate() {
                     let p = self.addr(a)?;
@@ -195,9 +216,19 @@ impl Entry<'_, '_> {
                 };
                 let id = *self.kernels.get(*kernel).ok_or("no such kernel")?;
                 let f = self.module.declare_func_in_func(id, self.b.func);
-                let lo = self.b.ins().iconst(types::I64, 0);
                 let hi = self.b.ins().iconst(types::I64, *extent);
-                self.b.ins().call(f, &[table, lo, hi]);
+                match self.launcher {
+                    Some(launch) => {
+                        let launch = self.module.declare_func_in_func(launch, self.b.func);
+                        let kernel = self.b.ins().func_addr(types::I64, f);
+                        let work = self.b.ins().iconst(types::I64, i64::try_from(*work_bytes).unwrap_or(i64::MAX));
+                        self.b.ins().call(launch, &[kernel, table, hi, work]);
+                    }
+                    None => {
+                        let lo = self.b.ins().iconst(types::I64, 0);
+                        self.b.ins().call(f, &[table, lo, hi]);
+                    }
+                }
             }
             EntryStep::Copy { src, dst, bytes } => {
                 let (s, d) = (self.addr(*src)?, self.addr(*dst)?);

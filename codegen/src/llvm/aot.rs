@@ -16,6 +16,7 @@ use tessera_lower::{Program, SelectorKind};
 
 use super::{function, target};
 use crate::aot::plan::{self, Addr, EntryPlan, EntryStep};
+use crate::aot::AotOptions;
 use crate::{CodegenError, ResolvedTarget};
 
 /// The object's bytes.
@@ -23,8 +24,9 @@ pub(crate) fn object(
     program: &Program,
     plan: &EntryPlan,
     target: &ResolvedTarget,
-    symbol: &str,
+    options: &AotOptions,
 ) -> Result<Vec<u8>, CodegenError> {
+    let symbol = options.symbol.as_str();
     let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: symbol.to_string(), message };
     let cpu = target::target_cpu(target)?;
     let machine = cpu.object_machine()?;
@@ -68,8 +70,15 @@ pub(crate) fn object(
     }
     let nounwind = Attribute::get_named_enum_kind_id("nounwind");
     function.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(nounwind, 0));
+    // `void tessera_rt_launch(kernel, table, extent, work_bytes)` from libtessera_rt.a.
+    let launcher = options.parallel.then(|| {
+        let i64t = ctx.i64_type();
+        let ty = ctx.void_type().fn_type(&[ptr.into(), ptr.into(), i64t.into(), i64t.into()], false);
+        module.add_function("tessera_rt_launch", ty, Some(Linkage::External))
+    });
     let mut entry = Entry {
         ctx: &ctx,
+        launcher,
         builder: ctx.create_builder(),
         function,
         kernels: &kernels,
@@ -94,6 +103,8 @@ pub(crate) fn object(
 
 struct Entry<'a, 'ctx> {
     ctx: &'ctx Context,
+    /// `tessera_rt_launch`, through which a parallel entry runs every kernel.
+    launcher: Option<FunctionValue<'ctx>>,
     builder: Builder<'ctx>,
     function: FunctionValue<'ctx>,
     kernels: &'a [FunctionValue<'ctx>],
@@ -197,7 +208,7 @@ impl<'ctx> Entry<'_, 'ctx> {
         let e = |err: inkwell::builder::BuilderError| err.to_string();
         let ptr = self.ctx.ptr_type(AddressSpace::default());
         match step {
-            EntryStep::Launch { kernel, buffers, extent } => {
+            EntryStep::Launch { kernel, buffers, extent, work_bytes } => {
                 let table = match self.table {
                     Some(t) => t,
                     None => ptr.const_null(),
@@ -210,8 +221,18 @@ impl<'ctx> Entry<'_, 'ctx> {
                     self.builder.build_store(slot, p).map_err(e)?;
                 }
                 let f = *self.kernels.get(*kernel).ok_or("no such kernel")?;
-                let args = [table.into(), self.i64(0).into(), self.i64(*extent).into()];
-                self.builder.build_call(f, &args, "").map_err(e)?;
+                match self.launcher {
+                    Some(launch) => {
+                        let work = i64::try_from(*work_bytes).unwrap_or(i64::MAX);
+                        let kernel = f.as_global_value().as_pointer_value();
+                        let args = [kernel.into(), table.into(), self.i64(*extent).into(), self.i64(work).into()];
+                        self.builder.build_call(launch, &args, "").map_err(e)?;
+                    }
+                    None => {
+                        let args = [table.into(), self.i64(0).into(), self.i64(*extent).into()];
+                        self.builder.build_call(f, &args, "").map_err(e)?;
+                    }
+                }
             }
             EntryStep::Copy { src, dst, bytes } => {
                 let (s, d) = (self.addr(*src)?, self.addr(*dst)?);
