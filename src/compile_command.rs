@@ -43,6 +43,7 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
         cpu: CpuTarget::parse(args.cpu.as_deref().unwrap_or(""), ""),
         source: args.module.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         parallel: args.parallel,
+        object_name: args.object.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
     };
     let artifacts = aot::compile(&module, &LowerOptions::default(), &options).map_err(|e| format!("{path}: {e}"))?;
     aot::write(&artifacts, &args.object, &args.header).map_err(|e| e.to_string())?;

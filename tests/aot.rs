@@ -174,6 +174,7 @@ fn aot_case(case: &Case, tier: Tier, parallel: bool, dir: &Path, lib: &Path) -> 
         cpu: CpuTarget::host(),
         source: format!("{}/module.hlo", case.name),
         parallel,
+        object_name: format!("{symbol}.o"),
     };
     let artifacts = aot::compile(&case.module, &LowerOptions::default(), &options).map_err(|e| e.to_string())?;
     let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
@@ -381,6 +382,7 @@ fn headers_spell_out_tiled_offsets() {
         cpu: CpuTarget::host(),
         source: "inline".into(),
         parallel: false,
+        object_name: "neg.o".into(),
     };
     let header = aot::compile(&module, &LowerOptions::default(), &options).unwrap().header;
     let want = "/* Argument 0 `a` (HLO `a`):\n \
@@ -392,6 +394,6 @@ fn headers_spell_out_tiled_offsets() {
     assert!(header.contains(want), "{header}");
     assert!(header.contains("*   layout: row-major (C order), no padding"), "{header}");
     // A negation calls nothing in the runtime library: the link line says so.
-    assert!(header.contains("gcc main.c NAME.o -lm\n"), "{header}");
+    assert!(header.contains("gcc main.c neg.o -lm\n"), "{header}");
     assert!(!header.contains("tessera_rt_set_threads"), "{header}");
 }

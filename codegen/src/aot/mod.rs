@@ -39,6 +39,8 @@ pub struct AotOptions {
     pub cpu: CpuTarget,
     /// Named in the header's opening comment (e.g. the module's file).
     pub source: String,
+    /// The object's file name, for the link line the header gives.
+    pub object_name: String,
     /// Launch kernels through `tessera_rt_launch`, which splits their grids across the threads
     /// `tessera_rt_set_threads` starts (the object then always needs `libtessera_rt.a`);
     /// otherwise the entry calls every kernel directly on the calling thread.
@@ -95,6 +97,7 @@ pub fn compile(program: &Program, options: &AotOptions) -> Result<AotArtifacts, 
     let info = header::HeaderInfo {
         symbol: &options.symbol,
         source: &options.source,
+        object_name: &options.object_name,
         tier,
         triple: &target.triple,
         cpu: &target.cpu,
