@@ -3,7 +3,34 @@
 //! it keeps its name and control edges.
 
 use tessera_hlo::ir::Payload;
-use tessera_hlo::{Computation, InstId, Literal, Opcode};
+use tessera_hlo::{Computation, InstId, Literal, Module, Opcode};
+
+use crate::LowerError;
+
+/// Runs `rewrite` on every instruction of every computation, operands first; it returns
+/// whether it changed the instruction and lists instructions whose uses it forwarded, which
+/// are then removed. Whether anything changed.
+pub(crate) fn rewrite_each(
+    module: &mut Module,
+    mut rewrite: impl FnMut(&mut Computation, InstId, &mut Vec<InstId>) -> Result<bool, LowerError>,
+) -> Result<bool, LowerError> {
+    let mut changed = false;
+    let comps: Vec<_> = module.comp_ids().collect();
+    for c in comps {
+        let comp = module.comp_mut(c);
+        let mut touched = false;
+        let mut forwarded = Vec::new();
+        for id in comp.post_order() {
+            touched |= rewrite(comp, id, &mut forwarded)?;
+        }
+        if touched {
+            drop_forwarded(comp, &forwarded);
+            comp.order_operands_first();
+            changed = true;
+        }
+    }
+    Ok(changed)
+}
 
 /// Moves every use of `id` to `to`. The instruction itself is removed afterwards rather than
 /// left to DCE, which keeps collectives and async ops even when unused.

@@ -8,7 +8,7 @@
 use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{become_constant, become_op, drop_forwarded, forward};
+use super::rewrite::{become_constant, become_op, forward, rewrite_each};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -21,22 +21,7 @@ impl Pass for SingleDeviceCollectives {
     }
 
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
-        let mut changed = false;
-        let comps: Vec<_> = module.comp_ids().collect();
-        for c in comps {
-            let comp = module.comp_mut(c);
-            let mut touched = false;
-            let mut forwarded = Vec::new();
-            for id in comp.post_order() {
-                touched |= rewrite(comp, id, &mut forwarded)?;
-            }
-            if touched {
-                drop_forwarded(comp, &forwarded);
-                comp.order_operands_first();
-                changed = true;
-            }
-        }
-        Ok(changed)
+        rewrite_each(module, rewrite)
     }
 }
 
