@@ -39,7 +39,10 @@ impl Leaf {
     fn new(shape: &ArrayShape) -> Result<Leaf, Error> {
         let mut shape = shape.clone();
         shape.layout = Some(shape.layout_or_default());
-        let map = LayoutMap::new(&shape).map_err(LiteralError::from)?;
+        // Values always have their bounds' sizes (the lowering's `static_bounds` pass and the
+        // interpreter agree), so a bounded dynamic dimension crosses the API at its bound.
+        let map = LayoutMap::at_bounds(&shape).map_err(LiteralError::from)?;
+        shape.dynamic.fill(false);
         let bytes = physical_bytes(&shape)?;
         Ok(Leaf { shape, map, bytes })
     }

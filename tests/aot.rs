@@ -397,3 +397,67 @@ fn headers_spell_out_tiled_offsets() {
     assert!(header.contains("gcc main.c neg.o -lm\n"), "{header}");
     assert!(!header.contains("tessera_rt_set_threads"), "{header}");
 }
+
+/// A dimension size known only at run time: the entry returns code 4 unless it is the static
+/// size. The object calls nothing in the runtime library, so it links with `-lm` alone.
+#[test]
+fn run_time_dimension_sizes_are_checked_and_runtime_free_objects_link_alone() {
+    let dir = scratch("sizes");
+    let text = "HloModule m\nENTRY e {\n  p = f32[4,3] parameter(0)\n  n = s32[] parameter(1)\n  \
+                d = f32[<=4,3] set-dimension-size(p, n), dimensions={0}\n  ROOT r = f32[<=4,3] negate(d)\n}\n";
+    let module = tessera_hlo::text::parse_module(text).unwrap();
+    for tier in [Tier::Cranelift, Tier::Llvm] {
+        let symbol = format!("sizes_{}", tier.name());
+        let options = AotOptions {
+            tier,
+            symbol: symbol.clone(),
+            triple: None,
+            cpu: CpuTarget::host(),
+            source: "inline".into(),
+            parallel: false,
+            object_name: format!("{symbol}.o"),
+        };
+        let artifacts = aot::compile(&module, &LowerOptions::default(), &options).unwrap();
+        assert!(!artifacts.needs_runtime, "{tier:?}");
+        let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
+        aot::write(&artifacts, &object, &header).unwrap();
+        let source = dir.join(format!("{symbol}.c"));
+        std::fs::write(
+            &source,
+            format!(
+                r#"#include <stdio.h>
+#include "{symbol}.h"
+static _Alignas(64) float p[12], r[12];
+static _Alignas(64) int32_t n;
+int main(void) {{
+  for (int i = 0; i < 12; i++) p[i] = (float)i;
+  n = 4;
+  int32_t ok = {symbol}_run(p, &n, r, 0);
+  n = 3;
+  int32_t bad = {symbol}_run(p, &n, r, 0);
+  printf("%d %g %d %s\n", ok, r[11], bad, {symbol}_error_string(bad));
+  return 0;
+}}
+"#
+            ),
+        )
+        .unwrap();
+        let binary = dir.join(&symbol);
+        run(Command::new("gcc")
+            .args(["-std=c11", "-Wall", "-Werror"])
+            .arg(&source)
+            .arg(&object)
+            .arg("-lm")
+            .arg("-o")
+            .arg(&binary))
+        .unwrap();
+        let out = Command::new(&binary).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(
+            stdout.trim(),
+            "0 -11 4 a set-dimension-size got a size other than the static one (dynamic shapes are not supported)",
+            "{tier:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

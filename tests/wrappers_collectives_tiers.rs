@@ -174,6 +174,41 @@ fn set_dimension_size_below_the_bound_is_refused() {
     );
 }
 
+/// A size known only at run time: at the static size every backend runs on, in bounded
+/// dynamic shapes too (values are at their bounds); any other size fails the run on every
+/// backend, naming the instruction on the tiers.
+#[test]
+fn set_dimension_size_at_run_time_is_checked() {
+    let text =
+        "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\
+                ENTRY e {\n  x = f32[5,6]{0,1:T(2,2)} parameter(0)\n  n = s32[] parameter(1)\n  \
+                d = f32[5,<=6]{0,1:T(2,2)} set-dimension-size(x, n), dimensions={1}\n  \
+                e = f32[5,<=6] exponential(d)\n  z = f32[] constant(0)\n  \
+                r = f32[<=6] reduce(e, z), dimensions={0}, to_apply=add\n  \
+                g = s32[] get-dimension-size(d), dimensions={1}\n  \
+                ROOT t = (f32[5,<=6], f32[<=6], s32[]) tuple(e, r, g)\n}\n";
+    let module = parse_module(text).unwrap();
+    let x = random_literal(&module.entry_comp().parameter_shapes()[0], &mut Rng(3));
+    let clients: Vec<_> = [Backend::Interp, Backend::Cranelift, Backend::Llvm]
+        .into_iter()
+        .map(|b| (b, Client::new(b).unwrap().compile(&module, &CompileOptions::default()).unwrap()))
+        .collect();
+    let want = clients[0].1.run(&[x.clone(), Literal::scalar(6i32)]).unwrap();
+    for (backend, exe) in &clients {
+        let got = exe.run(&[x.clone(), Literal::scalar(6i32)]).unwrap_or_else(|e| panic!("{backend}: {e}"));
+        for (g, w) in got.iter().flat_map(leaves).zip(want.iter().flat_map(leaves)) {
+            assert!(g.eq_ignoring_layout(w), "{backend}: {g:?} vs {w:?}");
+        }
+        for size in [5, 0, -1, 7] {
+            let err = exe.run(&[x.clone(), Literal::scalar(size)]).expect_err("a size off the static one ran");
+            assert!(err.to_string().contains("set-dimension-size"), "{backend}, size {size}: {err}");
+            if *backend != Backend::Interp {
+                assert!(err.to_string().contains("'d'"), "{backend}: {err}");
+            }
+        }
+    }
+}
+
 #[test]
 fn stochastic_convert_every_float_random_and_result_type() {
     for x in ["f16", "bf16", "f32", "f64"] {

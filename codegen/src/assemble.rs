@@ -132,6 +132,9 @@ impl Translator<'_> {
                 StepEntry::Conditional { selector: i, kind, branches }
             }
             Step::Host(op) => StepEntry::Host(self.host_op(op)?),
+            Step::Check { value, equals, message } => {
+                StepEntry::Check { value: self.buffer(*value)?, equals: *equals, message: message.clone() }
+            }
         })
     }
 

@@ -262,6 +262,7 @@ impl<'m> Builder<'m> {
                 Opcode::CustomCall if !is_native_custom_call(inst) => {
                     self.lower_custom_call(comp, &mut values, inst)?
                 }
+                Opcode::SetDimensionSize => self.lower_set_dimension_size(comp, &mut values, inst)?,
                 Opcode::Infeed => self.lower_infeed(inst)?,
                 Opcode::Outfeed => self.lower_outfeed(comp, &mut values, inst)?,
                 _ => self.kernel_for(comp, &mut values, id)?,
@@ -269,6 +270,44 @@ impl<'m> Builder<'m> {
             values.insert(id, value);
         }
         self.value(comp, &mut values, comp.root)
+    }
+
+    /// `set-dimension-size(x, n)` with `n` known only at run time (`passes::unwrap` folds a
+    /// constant one): its value is `x`'s, after a step that fails the run unless `n` is the
+    /// static size, since shapes here are static (bounded dimensions at their bounds), as
+    /// `hlo::eval` runs them.
+    fn lower_set_dimension_size(
+        &mut self,
+        comp: &Computation,
+        values: &mut HashMap<InstId, Value>,
+        inst: &Instruction,
+    ) -> Result<Value, LowerError> {
+        let [x, n] = inst.operands[..] else {
+            return Err(LowerError::invalid(&inst.name, "set-dimension-size takes an array and a size"));
+        };
+        let dims = comp.inst(x).shape.dims().to_vec();
+        let d = match inst.attr_ints("dimensions") {
+            Some([d]) => usize::try_from(*d).ok().filter(|&d| d < dims.len()),
+            _ => None,
+        }
+        .ok_or_else(|| LowerError::invalid(&inst.name, "set-dimension-size needs one dimension in range"))?;
+        let size = dims[d];
+        if i32::try_from(size).is_err() {
+            return Err(LowerError::invalid(&inst.name, "the dimension size does not fit in s32"));
+        }
+        let Value::Array(size_buffer) = self.value(comp, values, n)? else {
+            return Err(LowerError::invalid(&inst.name, "the size is not an s32 scalar"));
+        };
+        self.steps.push(Step::Check {
+            value: size_buffer,
+            equals: size,
+            message: format!(
+                "set-dimension-size '{}': the size of dimension {d} must be {size}, the static size (dynamic shapes are not supported)",
+                inst.name
+            ),
+        });
+        let value = self.value(comp, values, x)?;
+        self.conform(&value, &inst.shape, &inst.name)
     }
 
     fn computation(&self, id: CompId, user: &str) -> Result<&'m Computation, LowerError> {

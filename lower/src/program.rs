@@ -80,6 +80,14 @@ pub enum Step {
     },
     /// Hands buffers to the host and back.
     Host(HostOp),
+    /// Fails the run with `message` unless the s32 scalar in `value` equals `equals`: a
+    /// `set-dimension-size` whose size is known only at run time must leave the static size,
+    /// because dynamic shapes are not supported.
+    Check {
+        value: BufferId,
+        equals: i64,
+        message: String,
+    },
 }
 
 /// A value crossing to or from the host: its shape (a tuple or an array, every array with its
@@ -131,6 +139,7 @@ impl Step {
             Step::Copy { src, dst } => vec![*src, *dst],
             Step::While { pred, .. } => vec![*pred],
             Step::Conditional { selector, .. } => vec![*selector],
+            Step::Check { value, .. } => vec![*value],
             Step::Host(op) => {
                 let (mut r, w) = op.reads_writes();
                 r.extend(w);

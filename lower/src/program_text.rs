@@ -116,6 +116,7 @@ impl Program {
                     f.write_str(")\n")?;
                 }
                 Step::Copy { src, dst } => writeln!(f, "copy B{} -> B{}", src.0, dst.0)?,
+                Step::Check { value, equals, .. } => writeln!(f, "check B{} == {equals}", value.0)?,
                 Step::While { cond, pred, body } => {
                     f.write_str("while {\n")?;
                     self.write_steps(f, cond, depth + 1)?;

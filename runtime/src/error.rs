@@ -20,6 +20,10 @@ pub enum RuntimeError {
     /// failed or returned another shape.
     #[error("{op} '{name}': {message}")]
     Host { op: &'static str, name: String, message: String },
+    /// A value the program checks at run time is not what it must be (a dimension size set
+    /// at run time that differs from the static size).
+    #[error("{0}")]
+    Check(String),
     #[error("could not start the thread pool: {0}")]
     ThreadPool(String),
 }

@@ -411,6 +411,13 @@ impl Executable {
                     self.run_steps(&branches[index], state)?;
                 }
                 StepEntry::Host(op) => self.host(op, state)?,
+                StepEntry::Check { value, equals, message } => {
+                    // SAFETY: the buffer holds an i32 (checked in `new`).
+                    let bytes = unsafe { self.bytes(state, *value) };
+                    if i64::from(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])) != *equals {
+                        return Err(RuntimeError::Check(message.clone()));
+                    }
+                }
             }
         }
         Ok(())
@@ -527,6 +534,11 @@ fn check_steps(steps: &[StepEntry], buffers: &[BufferEntry], launches: usize) ->
                 }
                 for b in branches {
                     check_steps(b, buffers, launches)?;
+                }
+            }
+            StepEntry::Check { value, .. } => {
+                if get(*value)?.bytes < 4 {
+                    return invalid(format!("check of '{}': not an s32", buffers[*value].name));
                 }
             }
             StepEntry::Host(op) => {

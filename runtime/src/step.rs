@@ -35,6 +35,13 @@ pub enum StepEntry {
         branches: Vec<Vec<StepEntry>>,
     },
     Host(HostEntry),
+    /// Fails the run with `message` unless the little-endian i32 in buffer `value` equals
+    /// `equals`.
+    Check {
+        value: usize,
+        equals: i64,
+        message: String,
+    },
 }
 
 impl StepEntry {

@@ -33,6 +33,8 @@ pub enum EntryStep {
     /// A pred selector runs branch 0 when nonzero, else 1; an s32 selector runs its branch,
     /// the last one when out of range (XLA's semantics).
     Conditional { selector: Addr, kind: SelectorKind, branches: Vec<Vec<EntryStep>> },
+    /// Returns [`BAD_DIMENSION_SIZE`] unless the i32 at `value` equals `equals`.
+    Check { value: Addr, equals: i64 },
 }
 
 /// Return codes of the entry function (the header's `SYMBOL_error_string` spells them out).
@@ -40,12 +42,17 @@ pub const OK: i32 = 0;
 pub const BAD_ARGUMENT: i32 = 1;
 pub const BAD_RESULT: i32 = 2;
 pub const BAD_TEMP: i32 = 3;
+pub const BAD_DIMENSION_SIZE: i32 = 4;
 
 /// The text of each nonzero return code, by code.
-pub const ERROR_TEXTS: [(i32, &str); 3] = [
+pub const ERROR_TEXTS: [(i32, &str); 4] = [
     (BAD_ARGUMENT, "an argument pointer is NULL or not aligned to the module's ALIGNMENT"),
     (BAD_RESULT, "a result pointer is NULL or not aligned to the module's ALIGNMENT"),
     (BAD_TEMP, "temp is NULL or not aligned to the module's ALIGNMENT while TEMP_BYTES is not 0"),
+    (
+        BAD_DIMENSION_SIZE,
+        "a set-dimension-size got a size other than the static one (dynamic shapes are not supported)",
+    ),
 ];
 
 #[derive(Clone, Debug, PartialEq)]
@@ -118,7 +125,7 @@ pub fn max_arity(steps: &[EntryStep]) -> usize {
         .iter()
         .map(|s| match s {
             EntryStep::Launch { buffers, .. } => buffers.len(),
-            EntryStep::Copy { .. } => 0,
+            EntryStep::Copy { .. } | EntryStep::Check { .. } => 0,
             EntryStep::While { cond, body, .. } => max_arity(cond).max(max_arity(body)),
             EntryStep::Conditional { branches, .. } => branches.iter().map(|b| max_arity(b)).max().unwrap_or(0),
         })
@@ -178,6 +185,7 @@ impl Planner<'_> {
                 let branches = branches.iter().map(|b| self.steps(b)).collect::<Result<_, _>>()?;
                 EntryStep::Conditional { selector: self.addr(*selector)?, kind, branches }
             }
+            Step::Check { value, equals, .. } => EntryStep::Check { value: self.addr(*value)?, equals: *equals },
             Step::Host(op) => {
                 let kind = match op {
                     tessera_lower::HostOp::CustomCall { target, .. } => format!("custom-call to '{target}'"),

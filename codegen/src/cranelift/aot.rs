@@ -236,6 +236,18 @@ impl Entry<'_, '_> {
                 let config = self.module.target_config();
                 self.b.call_memcpy(config, d, s, n);
             }
+            EntryStep::Check { value, equals } => {
+                let p = self.addr(*value)?;
+                let v = self.b.ins().load(types::I32, MemFlagsData::trusted(), p, 0);
+                let bad = self.b.ins().icmp_imm_s(IntCC::NotEqual, v, *equals);
+                let fail = self.b.create_block();
+                let ok = self.b.create_block();
+                self.b.ins().brif(bad, fail, &[], ok, &[]);
+                self.b.switch_to_block(fail);
+                let c = self.b.ins().iconst(types::I32, i64::from(plan::BAD_DIMENSION_SIZE));
+                self.b.ins().return_(&[c]);
+                self.b.switch_to_block(ok);
+            }
             EntryStep::While { cond, pred, body } => {
                 let head = self.b.create_block();
                 let body_block = self.b.create_block();

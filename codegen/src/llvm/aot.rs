@@ -240,6 +240,22 @@ impl<'ctx> Entry<'_, 'ctx> {
                 let align = Program::ALIGNMENT as u32;
                 self.builder.build_memcpy(d, align, s, align, n).map_err(|m| m.to_string())?;
             }
+            EntryStep::Check { value, equals } => {
+                let p = self.addr(*value)?;
+                let i32t = self.ctx.i32_type();
+                let v = self.builder.build_load(i32t, p, "size").map_err(e)?.into_int_value();
+                let want = i32t.const_int(*equals as u64, true);
+                let ok = self.builder.build_int_compare(IntPredicate::EQ, v, want, "size_ok").map_err(e)?;
+                let (pass, fail) = (
+                    self.ctx.append_basic_block(self.function, "checked"),
+                    self.ctx.append_basic_block(self.function, "bad_size"),
+                );
+                self.builder.build_conditional_branch(ok, pass, fail).map_err(e)?;
+                self.builder.position_at_end(fail);
+                let code = i32t.const_int(plan::BAD_DIMENSION_SIZE as u64, false);
+                self.builder.build_return(Some(&code)).map_err(e)?;
+                self.builder.position_at_end(pass);
+            }
             EntryStep::While { cond, pred, body } => {
                 let head = self.ctx.append_basic_block(self.function, "while_cond");
                 let body_block = self.ctx.append_basic_block(self.function, "while_body");

@@ -336,12 +336,14 @@ fn arrays<'a>(inst: &Instruction, ops: &[&'a Value]) -> Result<Vec<&'a Arr>, Eva
         .collect()
 }
 
-/// The array shape of an instruction's result, with its element type checked.
+/// The array shape of an instruction's result, with its element type checked. A bounded
+/// dynamic dimension counts at its bound: every value has its bound's size, since
+/// `set-dimension-size` to anything smaller is refused.
 pub(crate) fn result_array(inst: &Instruction) -> Result<(ElementType, Vec<i64>), EvalError> {
     match &inst.shape {
         Shape::Array(a) => {
             value::check_type(a.element_type, &inst.name)?;
-            if a.dims.iter().any(|&d| d < 0) || !a.is_static() {
+            if a.dims.iter().any(|&d| d < 0) {
                 return Err(EvalError::invalid(inst, "dynamic shapes are not supported"));
             }
             Ok((a.element_type, a.dims.clone()))

@@ -224,10 +224,14 @@ impl Arr {
         Ok(Arr { ty, dims: shape.dims.clone(), buf })
     }
 
-    /// The literal of `shape` (its layout included) holding these values.
+    /// The literal of `shape` (its layout included) holding these values; bounded dynamic
+    /// dimensions are at their bounds (see `result_array`).
     pub fn to_literal(&self, shape: &Shape) -> Result<Literal, EvalError> {
         use ElementType as E;
-        let s = shape.clone();
+        let mut s = shape.clone();
+        if let Shape::Array(a) = &mut s {
+            a.dynamic.fill(false);
+        }
         let lit = match (&self.buf, self.ty) {
             (Buf::Pred(v), _) => Literal::from_vec_with_shape(s, v.clone()),
             (Buf::Int(v), E::S8) => Literal::from_vec_with_shape(s, v.iter().map(|&x| x as i8).collect()),

@@ -235,6 +235,14 @@ impl ProgramRunner<'_> {
                 }
             }
             Step::Host(op) => self.host_op(op),
+            Step::Check { value, equals, message } => {
+                let i = check_id(program, *value)?;
+                match self.storage[i].get(..4) {
+                    Some(b) if i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])) == *equals => Ok(()),
+                    Some(_) => Err(err(message.clone())),
+                    None => Err(err(format!("check of B{i}: not an s32 scalar"))),
+                }
+            }
         }
     }
 

@@ -8,6 +8,7 @@ mod fusion;
 mod layout_normalize;
 mod rewrite;
 mod single_device_collectives;
+mod static_bounds;
 mod tuple_simplify;
 mod unwrap;
 
@@ -17,6 +18,7 @@ pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
 pub use layout_normalize::LayoutNormalize;
 pub use single_device_collectives::SingleDeviceCollectives;
+pub use static_bounds::StaticBounds;
 pub use tuple_simplify::TupleSimplify;
 pub use unwrap::Unwrap;
 
@@ -34,6 +36,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "fusion" => Box::new(Fusion::default()),
         "unwrap" => Box::new(Unwrap),
         "single_device_collectives" => Box::new(SingleDeviceCollectives),
+        "static_bounds" => Box::new(StaticBounds),
         _ => return None,
     })
 }
@@ -42,10 +45,10 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// fusion sees plain dataflow; layouts are settled before fusion so fused parameters carry
 /// the physical layouts of the buffers they read; the final DCE drops what fusion inlined.
 /// Wrappers and one-device collectives become ordinary ops before the calls they leave are
-/// inlined.
+/// inlined; bounded dynamic dimensions become static at their bounds before anything else.
 pub fn standard_pipeline(fusion: bool) -> Pipeline {
     let mut p = Pipeline::new();
-    p.add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
+    p.add(StaticBounds).add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
     p.add(CallInline).add(TupleSimplify).add(Dce).add(LayoutNormalize);
     if fusion {
         p.add(Fusion::default()).add(Dce);

@@ -6,7 +6,8 @@
 //! - `copy-start(x)` is `tuple(copy(x), x, zero)` (the copy takes the destination's layout and
 //!   memory space) and `copy-done(s)` is element 0;
 //! - `get-dimension-size(x)` of a static dimension is that size as an `s32` constant;
-//! - `set-dimension-size(x, n)` with `n` a constant equal to the (static) size is `x`.
+//! - `set-dimension-size(x, n)` with `n` a constant equal to the (static) size is `x`; with `n`
+//!   known only at run time it stays, and `build_program` makes it `x` plus a run-time check.
 //!
 //! `call_inline` and `tuple_simplify` then dissolve the calls and tuples this leaves.
 
@@ -91,11 +92,15 @@ fn rewrite(comp: &mut Computation, id: InstId, forwarded: &mut Vec<InstId>) -> R
                 _ => return Err(LowerError::invalid(&inst.name, "set-dimension-size takes an array and a size")),
             };
             let size = static_dim(comp, &inst, x)?;
+            if comp.inst(n).opcode != Opcode::Constant {
+                // Known only at run time: the program checks it (build_program).
+                return Ok(false);
+            }
             let given = comp.inst(n).literal().and_then(|l| l.get_bits(0)).map(|b| b as u32 as i32 as i64);
-            if comp.inst(n).opcode != Opcode::Constant || given != Some(size) {
+            if given != Some(size) {
                 return Err(LowerError::unsupported(
                     &inst.name,
-                    "set-dimension-size to anything but a constant equal to the static size (dynamic shapes)",
+                    format!("set-dimension-size to {given:?}, below the static size {size} (dynamic shapes)"),
                 ));
             }
             forward(comp, id, x, forwarded);
