@@ -262,6 +262,25 @@ fn gather_sort_payloads_and_windows() {
                 0.0,
             );
         }
+        // Sorting complex keys (by real part, ties by imaginary part) with a real payload, and
+        // a comparator that is not an order at all (NE), which must still give the
+        // interpreter's permutation.
+        check(
+            &format!(
+                "HloModule m\ncmp {{\n  a = {c}[] parameter(0)\n  b = {c}[] parameter(1)\n  x = {r}[] parameter(2)\n  y = {r}[] parameter(3)\n  ra = {r}[] real(a)\n  rb = {r}[] real(b)\n  ia = {r}[] imag(a)\n  ib = {r}[] imag(b)\n  lt = pred[] compare(ra, rb), direction=LT\n  eq = pred[] compare(ra, rb), direction=EQ\n  ilt = pred[] compare(ia, ib), direction=LT\n  tie = pred[] and(eq, ilt)\n  ROOT o = pred[] or(lt, tie)\n}}\nENTRY e {{\n  k = {c}[4,7]{{0,1:T(2,2)}} parameter(0)\n  v = {r}[4,7]{{1,0}} parameter(1)\n  ROOT s = ({c}[4,7]{{1,0}}, {r}[4,7]{{0,1}}) sort(k, v), dimensions={{1}}, is_stable=true, to_apply=cmp\n}}\n"
+            ),
+            false,
+            0.0,
+            0.0,
+        );
+        check(
+            &format!(
+                "HloModule m\ncmp {{\n  a = {c}[] parameter(0)\n  b = {c}[] parameter(1)\n  ROOT ne = pred[] compare(a, b), direction=NE\n}}\nENTRY e {{\n  v = {c}[9]{{0}} parameter(0)\n  ROOT s = {c}[9]{{0}} sort(v), dimensions={{0}}, to_apply=cmp\n}}\n"
+            ),
+            true,
+            0.0,
+            0.0,
+        );
         // A complex windowed sum with strides, padding and dilation, in tiled layouts.
         check(
             &format!(
@@ -276,12 +295,8 @@ fn gather_sort_payloads_and_windows() {
 
 /// What no backend runs yet is refused with the op's name, never computed wrong.
 #[test]
-fn complex_comparators_and_convolutions_are_refused_by_name() {
+fn complex_convolutions_are_refused_by_name() {
     let cases = [
-        (
-            "HloModule m\ncmp {\n  a = c64[] parameter(0)\n  b = c64[] parameter(1)\n  ROOT ne = pred[] compare(a, b), direction=NE\n}\nENTRY e {\n  v = c64[6] parameter(0)\n  ROOT s = c64[6] sort(v), dimensions={0}, to_apply=cmp\n}\n",
-            "sort",
-        ),
         (
             "HloModule m\nENTRY e {\n  x = c64[1,5,2] parameter(0)\n  w = c64[3,2,2] parameter(1)\n  ROOT c = c64[1,3,2] convolution(x, w), window={size=3}, dim_labels=b0f_0io->b0f\n}\n",
             "convolution",

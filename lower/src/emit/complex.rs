@@ -208,10 +208,10 @@ impl<'m> Emitter<'m> {
                         let im = self.b.load(buf, super::index::add_const(&at, 1));
                         Ok((re, im))
                     }
-                    // A complex reducer's scalars: each parameter's real and imaginary parts.
+                    // A complex parameter's scalars: its real and imaginary parts.
                     Params::Scalars(s) => {
-                        let n = n.ok_or_else(bad)?;
-                        match (s.get(2 * n), s.get(2 * n + 1)) {
+                        let at = super::scalar_offset(f.comp, n.ok_or_else(bad)?);
+                        match (s.get(at), s.get(at + 1)) {
                             (Some(&re), Some(&im)) => Ok((re, im)),
                             _ => Err(bad()),
                         }

@@ -115,7 +115,7 @@ impl<'m> Emitter<'m> {
                 match &f.params {
                     Params::Scalars(s) => {
                         return n
-                            .and_then(|n| s.get(n).copied())
+                            .and_then(|n| s.get(super::scalar_offset(f.comp, n)).copied())
                             .ok_or_else(|| LowerError::invalid(name, "bad parameter"))
                     }
                     Params::Caller(caller, operands) => {

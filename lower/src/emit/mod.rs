@@ -193,6 +193,8 @@ impl<'m> Emitter<'m> {
         Frame { comp: self.comp, id: 0, params: Params::Buffers }
     }
 
+    /// A frame of `comp` whose parameters are scalar registers: in parameter order, one per
+    /// real parameter and two (real, imaginary) per complex one (see [`scalar_offset`]).
     pub(crate) fn new_frame(&mut self, comp: &'m Computation, scalars: Vec<ValueId>) -> Frame<'m> {
         self.next_frame += 1;
         Frame { comp, id: self.next_frame, params: Params::Scalars(scalars) }
@@ -684,4 +686,18 @@ struct NestCtx<'a> {
     digits: &'a [Digit],
     rank: usize,
     bits: u32,
+}
+
+/// Where parameter `n`'s register(s) start among a scalar frame's values: complex parameters
+/// take two, every other one.
+pub(crate) fn scalar_offset(comp: &Computation, n: usize) -> usize {
+    comp.parameters()
+        .iter()
+        .filter_map(|&p| {
+            let inst = comp.inst(p);
+            let k = usize::try_from(inst.parameter_number()?).ok()?;
+            let complex = inst.shape.as_array().is_some_and(|a| a.element_type.is_complex());
+            (k < n).then_some(if complex { 2 } else { 1 })
+        })
+        .sum()
 }

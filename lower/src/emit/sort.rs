@@ -56,10 +56,11 @@ struct Rows<'a> {
     d: usize,
     /// How many sorted positions each row writes (`dims[d]` for sort, k for topk).
     keep: i64,
-    /// The operands (instructions of the fused computation) whose elements the order reads.
+    /// The operands (instructions of the fused computation) whose elements the order reads,
+    /// a complex operand as its real part (`Some(0)`) and its imaginary part (`Some(1)`).
     /// They travel through the merge passes with the positions, so comparisons read
     /// contiguous scratch instead of gathering from the operands.
-    carried: Vec<InstId>,
+    carried: Vec<(InstId, Option<usize>)>,
     /// Whether the writes need each element's original position (to gather operands that are
     /// not carried, or as topk's indices).
     positions: bool,
@@ -92,39 +93,43 @@ impl<'m> Emitter<'m> {
         let cmp_comp =
             module.get(comparator).ok_or_else(|| LowerError::invalid(name, "sort comparator computation missing"))?;
         let used = parameters_used(cmp_comp);
-        // Operand k's slot among the carried operands, when the comparator reads it.
+        // Operand k's first slot among the carried lanes, when the comparator reads it (a
+        // complex operand takes two: real, imaginary), and its register count.
         let mut slot = Vec::with_capacity(operands.len());
         let mut carried = Vec::new();
         let mut regs = Vec::with_capacity(operands.len());
         for (k, &o) in operands.iter().enumerate() {
             let et = self.comp.inst(o).shape.element_type();
             let read = (2 * k..2 * k + 2).any(|p| used.get(p).copied().unwrap_or(false));
-            // A complex operand rides along as a payload (gathered by position when written);
-            // carried values are single registers, so the comparator may not read it.
-            let reg = match types::complex_part(et) {
-                Some(_) if read => {
-                    return Err(LowerError::unsupported(name, "sort whose comparator reads complex operands"));
-                }
-                Some((_, part)) => part,
-                None => types::reg(et, name)?,
+            let (reg, parts) = match types::complex_part(et) {
+                Some((_, part)) => (part, 2),
+                None => (types::reg(et, name)?, 1),
             };
-            regs.push(reg);
+            regs.push((reg, parts));
             slot.push(read.then_some(carried.len()));
             if read {
-                carried.push(o);
+                match parts {
+                    2 => carried.extend([(o, Some(0)), (o, Some(1))]),
+                    _ => carried.push((o, None)),
+                }
             }
         }
         let mut before = |em: &mut Emitter<'m>, first: &[ValueId], second: &[ValueId], _| {
             // Parameters 2k and 2k+1 are operand k's elements of the candidate for going first
             // and of the one it is tested against, as the interpreter calls the comparator.
-            let mut args = Vec::with_capacity(2 * operands.len());
+            // A complex parameter takes its (real, imaginary) registers (`scalar_offset`).
+            let mut args = Vec::with_capacity(4 * operands.len());
             for (k, s) in slot.iter().enumerate() {
+                let (reg, parts) = regs[k];
                 match *s {
-                    Some(s) => args.extend([first[s], second[s]]),
+                    Some(s) => {
+                        args.extend(&first[s..s + parts]);
+                        args.extend(&second[s..s + parts]);
+                    }
                     // Never read by the comparator: any value of the right type.
                     None => {
-                        let z = zero(em, regs[k]);
-                        args.extend([z, z]);
+                        let z = zero(em, reg);
+                        args.extend(std::iter::repeat_n(z, 2 * parts));
                     }
                 }
             }
@@ -139,7 +144,14 @@ impl<'m> Emitter<'m> {
                 let (buf, et, map) = (em.outputs[k].buf, em.outputs[k].et, em.outputs[k].map.clone());
                 let addr = em.layout_offset(&map, dst);
                 if et.is_complex() {
-                    em.store_complex(&f, o, src, k, &addr)?;
+                    match slot[k] {
+                        Some(s) => {
+                            let at = index::scale(&addr, 2);
+                            em.b.store(buf, at.clone(), vals[s]);
+                            em.b.store(buf, index::add_const(&at, 1), vals[s + 1]);
+                        }
+                        None => em.store_complex(&f, o, src, k, &addr)?,
+                    }
                     continue;
                 }
                 let v = match slot[k] {
@@ -271,7 +283,7 @@ impl<'m> Emitter<'m> {
             em.b.store(ibuf, addr, i);
             Ok(())
         };
-        let rows = Rows { dims: &dims, d: dims.len() - 1, keep: k, carried: vec![x], positions: true };
+        let rows = Rows { dims: &dims, d: dims.len() - 1, keep: k, carried: vec![(x, None)], positions: true };
         self.sort_rows(name, &rows, &mut before, &mut write)
     }
 
@@ -305,12 +317,15 @@ impl<'m> Emitter<'m> {
             lanes.push(Lane { buf, ty, operand: None });
         }
         let f = self.fused_frame();
-        for (c, &o) in rows.carried.iter().enumerate() {
+        for (c, &(o, part)) in rows.carried.iter().enumerate() {
             let et = self.comp.inst(o).shape.element_type();
-            let ty = types::reg(et, name)?;
+            let ty = match (part, types::complex_part(et)) {
+                (Some(_), Some((_, t))) => t,
+                _ => types::reg(et, name)?,
+            };
             let mem = if ty == Ty::Pred { MemType::Pred } else { MemType::Scalar(ty) };
             let buf = self.b.buffer(format!("{name}.keys{c}"), mem, len, true);
-            lanes.push(Lane { buf, ty, operand: Some(o) });
+            lanes.push(Lane { buf, ty, operand: Some((o, part)) });
         }
         let scratch = Scratch { lanes, n, frame: f };
         // Packed sub-byte outputs are written read-modify-write, so rows sharing a byte must
@@ -408,7 +423,15 @@ impl<'m> Emitter<'m> {
                         self.b.cast(CastOp::Trunc, Ty::I64, lane.ty, kv)
                     }
                 }
-                Some(o) => self.elem(&scratch.frame, o, src)?,
+                Some((o, None)) => self.elem(&scratch.frame, o, src)?,
+                Some((o, Some(part))) => {
+                    let (re, im) = self.celem(&scratch.frame, o, src)?;
+                    if part == 0 {
+                        re
+                    } else {
+                        im
+                    }
+                }
             };
             self.b.store(lane.buf, slot.clone(), v);
         }
@@ -531,11 +554,12 @@ impl<'m> Emitter<'m> {
 }
 
 /// One array of per-row scratch travelling through the merge: the original positions
-/// (`operand` None, always first when present) or a carried operand's register values.
+/// (`operand` None, always first when present) or a carried operand's register values (one
+/// part of a complex operand's).
 struct Lane {
     buf: BufId,
     ty: Ty,
-    operand: Option<InstId>,
+    operand: Option<(InstId, Option<usize>)>,
 }
 
 struct Scratch<'m> {
