@@ -9,7 +9,7 @@ use crate::element_type::ElementType;
 
 /// Where a format keeps NaN, if anywhere.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Nan {
+pub enum Nan {
     /// IEEE: all-ones exponent with a nonzero mantissa (and all-ones exponent, zero mantissa
     /// is infinity).
     Ieee,
@@ -21,17 +21,20 @@ enum Nan {
     None,
 }
 
+/// A format's layout and special values: the one table of them (the kernel lowering's
+/// conversions read it too).
 #[derive(Clone, Copy)]
-struct Format {
-    exp_bits: u32,
-    mant_bits: u32,
-    bias: i32,
-    nan: Nan,
+pub struct Format {
+    pub exp_bits: u32,
+    pub mant_bits: u32,
+    pub bias: i32,
+    pub nan: Nan,
     /// f8e8m0fnu has no sign bit.
-    signed: bool,
+    pub signed: bool,
 }
 
-fn format(ty: ElementType) -> Option<Format> {
+/// The format of an 8- or 4-bit float type (`None` for every other type).
+pub fn format(ty: ElementType) -> Option<Format> {
     use ElementType as E;
     let f = |exp_bits, mant_bits, bias, nan| Format { exp_bits, mant_bits, bias, nan, signed: true };
     Some(match ty {
@@ -54,7 +57,8 @@ pub(crate) fn is_minifloat(ty: ElementType) -> bool {
 }
 
 impl Format {
-    fn width(self) -> u32 {
+    /// Bits per element, sign included.
+    pub fn width(self) -> u32 {
         self.exp_bits + self.mant_bits + u32::from(self.signed)
     }
 

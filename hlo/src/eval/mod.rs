@@ -23,7 +23,7 @@ mod gather_scatter;
 mod host_io;
 mod kernels;
 mod linalg;
-mod minifloat;
+pub mod minifloat;
 mod reduce;
 mod rng;
 mod scalar_fn;

@@ -7,70 +7,36 @@
 //! for transcendental functions). Each format's special values follow ml_dtypes, as
 //! `hlo::eval::minifloat` does; the unit tests check every pattern against it.
 
+use tessera_hlo::eval::minifloat::{format, Format, Nan};
 use tessera_hlo::ElementType;
 
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, Ty, UnOp, ValueId};
-
-/// Where a format keeps NaN, if anywhere.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Nan {
-    /// All-ones exponent: infinity with a zero mantissa, NaN otherwise.
-    Ieee,
-    /// Only the all-ones magnitude is NaN; no infinity.
-    AllOnes,
-    /// The negative-zero pattern is the only NaN; no infinity and no -0.
-    NegZero,
-    /// No NaN and no infinity (f4e2m1fn).
-    None,
-}
-
-#[derive(Clone, Copy)]
-struct Format {
-    exp_bits: u32,
-    mant_bits: u32,
-    bias: i64,
-    nan: Nan,
-    signed: bool,
-}
-
-fn format(et: ElementType) -> Option<Format> {
-    use ElementType as E;
-    let f = |exp_bits, mant_bits, bias, nan| Format { exp_bits, mant_bits, bias, nan, signed: true };
-    Some(match et {
-        E::F8E5M2 => f(5, 2, 15, Nan::Ieee),
-        E::F8E4M3 => f(4, 3, 7, Nan::Ieee),
-        E::F8E3M4 => f(3, 4, 3, Nan::Ieee),
-        E::F8E4M3FN => f(4, 3, 7, Nan::AllOnes),
-        E::F8E4M3FNUZ => f(4, 3, 8, Nan::NegZero),
-        E::F8E4M3B11FNUZ => f(4, 3, 11, Nan::NegZero),
-        E::F8E5M2FNUZ => f(5, 2, 16, Nan::NegZero),
-        E::F4E2M1FN => f(2, 1, 1, Nan::None),
-        E::F8E8M0FNU => Format { exp_bits: 8, mant_bits: 0, bias: 127, nan: Nan::AllOnes, signed: false },
-        _ => return None,
-    })
-}
 
 /// True for the formats this module handles.
 pub fn is_minifloat(et: ElementType) -> bool {
     format(et).is_some()
 }
 
-impl Format {
-    fn width(self) -> u32 {
-        self.exp_bits + self.mant_bits + u32::from(self.signed)
-    }
+/// What the kernel conversions need of a format, in the `I64` arithmetic they run in.
+trait KernelFormat {
+    fn top_field(self) -> i64;
+    fn min_normal(self) -> i64;
+    /// The magnitude bits of the largest finite value.
+    fn max_magnitude(self) -> i64;
+    fn nan_bits(self) -> i64;
+}
 
-    fn max_exp_field(self) -> i64 {
+impl KernelFormat for Format {
+    fn top_field(self) -> i64 {
         (1 << self.exp_bits) - 1
     }
 
-    fn min_normal_exp(self) -> i64 {
-        1 - self.bias
+    fn min_normal(self) -> i64 {
+        1 - i64::from(self.bias)
     }
 
-    /// The magnitude bits of the largest finite value.
     fn max_magnitude(self) -> i64 {
-        let (top, full) = (self.max_exp_field(), (1i64 << self.mant_bits) - 1);
+        let (top, full) = (self.top_field(), (1i64 << self.mant_bits) - 1);
         match self.nan {
             Nan::Ieee => ((top - 1) << self.mant_bits) | full,
             Nan::AllOnes => (top << self.mant_bits) | (full - 1),
@@ -81,7 +47,7 @@ impl Format {
     fn nan_bits(self) -> i64 {
         let w = self.width();
         match self.nan {
-            Nan::Ieee => (self.max_exp_field() << self.mant_bits) | (1i64 << self.mant_bits.saturating_sub(1)),
+            Nan::Ieee => (self.top_field() << self.mant_bits) | (1i64 << self.mant_bits.saturating_sub(1)),
             Nan::AllOnes => ((1i64 << w) - 1) >> u32::from(self.signed),
             // f4e2m1fn has no NaN: ml_dtypes gives negative zero.
             Nan::NegZero | Nan::None => 1i64 << (w - 1),
@@ -123,14 +89,14 @@ pub fn to_f64(b: &mut KernelBuilder, et: ElementType, bits: ValueId) -> ValueId 
     let e = bin(b, BinOp::LShr, mag, i64::from(m));
     let mant = bin(b, BinOp::And, mag, (1i64 << m) - 1);
     // Normal values: rebias the exponent into f64's and move the mantissa to its top bits.
-    let ef = bin(b, BinOp::Add, e, 1023 - f.bias);
+    let ef = bin(b, BinOp::Add, e, 1023 - i64::from(f.bias));
     let ef = bin(b, BinOp::Shl, ef, 52);
     let mf = bin(b, BinOp::Shl, mant, 52 - i64::from(m));
     let mut v = b.binary(BinOp::Or, Ty::I64, ef, mf);
     if m > 0 {
         // Subnormals (exponent field 0): mant * 2^(min_normal - m), exact in f64.
         let mant_f = b.cast(CastOp::SIToFP, Ty::I64, Ty::F64, mant);
-        let scale = b.constant(Const::F64(2f64.powi((f.min_normal_exp() - i64::from(m)) as i32).to_bits()));
+        let scale = b.constant(Const::F64(2f64.powi((f.min_normal() - i64::from(m)) as i32).to_bits()));
         let sub = b.binary(BinOp::Mul, Ty::F64, mant_f, scale);
         let sub = b.cast(CastOp::Bitcast, Ty::F64, Ty::I64, sub);
         let is_sub = cmp(b, CmpOp::Eq, e, 0);
@@ -141,7 +107,7 @@ pub fn to_f64(b: &mut KernelBuilder, et: ElementType, bits: ValueId) -> ValueId 
         let inf = c64(b, f64::INFINITY.to_bits() as i64);
         let mant_zero = cmp(b, CmpOp::Eq, mant, 0);
         let special = b.select(Ty::I64, mant_zero, inf, nan);
-        let is_special = cmp(b, CmpOp::Eq, e, f.max_exp_field());
+        let is_special = cmp(b, CmpOp::Eq, e, f.top_field());
         v = b.select(Ty::I64, is_special, special, v);
     }
     if f.signed {
@@ -187,7 +153,7 @@ fn encode(b: &mut KernelBuilder, f: Format, x: ValueId) -> ValueId {
     // from the smallest normal.
     let e = bin(b, BinOp::LShr, ab, 52);
     let e = bin(b, BinOp::Sub, e, 1023);
-    let min_e = c64(b, f.min_normal_exp());
+    let min_e = c64(b, f.min_normal());
     let e = b.binary(BinOp::SMax, Ty::I64, e, min_e);
     let neg_q = bin(b, BinOp::Sub, e, m);
     let zero = c64(b, 0);
@@ -196,7 +162,7 @@ fn encode(b: &mut KernelBuilder, f: Format, x: ValueId) -> ValueId {
     let scaled = b.binary(BinOp::Mul, Ty::F64, a, inv_quantum);
     let k = b.unary(UnOp::RoundEven, Ty::F64, scaled);
     let k = b.cast(CastOp::FPToSISat, Ty::F64, Ty::I64, k);
-    let base = bin(b, BinOp::Sub, e, f.min_normal_exp());
+    let base = bin(b, BinOp::Sub, e, f.min_normal());
     let base = bin(b, BinOp::Shl, base, m);
     let mag = b.binary(BinOp::Add, Ty::I64, base, k);
     let signed_mag = b.binary(BinOp::Or, Ty::I64, sign, mag);
@@ -205,7 +171,7 @@ fn encode(b: &mut KernelBuilder, f: Format, x: ValueId) -> ValueId {
     let mut r = b.select(Ty::I64, is_zero, zero_bits, signed_mag);
     let overflow = match f.nan {
         Nan::Ieee => {
-            let inf = c64(b, f.max_exp_field() << m);
+            let inf = c64(b, f.top_field() << m);
             b.binary(BinOp::Or, Ty::I64, sign, inf)
         }
         Nan::None => {
@@ -236,8 +202,8 @@ fn encode_exponent_only(b: &mut KernelBuilder, f: Format, x: ValueId) -> ValueId
     let half_up = bin(b, BinOp::LShr, xb, 51);
     let half_up = bin(b, BinOp::And, half_up, 1);
     let e = b.binary(BinOp::Add, Ty::I64, e, half_up);
-    let field = bin(b, BinOp::Add, e, f.bias);
-    let too_big = cmp(b, CmpOp::Sge, field, f.max_exp_field());
+    let field = bin(b, BinOp::Add, e, i64::from(f.bias));
+    let too_big = cmp(b, CmpOp::Sge, field, f.top_field());
     let mut r = b.select(Ty::I64, too_big, nan, field);
     // Below the range (before the tie adjustment) is the smallest power, field 0.
     let raw = b.binary(BinOp::Sub, Ty::I64, field, half_up);
