@@ -247,7 +247,16 @@ impl Translator<'_, '_> {
         self.locals.get(id.0 as usize).copied().flatten().map(|(_, ty)| ty)
     }
 
-    fn local(&self, id: LocalId) -> Result<(Variable, Ty)> {
+    /// Makes local `id` (declared) live in `var` from here on; returns the variable it had.
+    pub(crate) fn rebind_local(&mut self, id: LocalId, var: Variable) -> Result<Variable> {
+        let s = slot(&mut self.locals, id.0, "local")?;
+        match s {
+            Some((old, _)) => Ok(std::mem::replace(old, var)),
+            None => Err(Failure::Malformed(format!("local l{} is used where it is not declared", id.0))),
+        }
+    }
+
+    pub(crate) fn local(&self, id: LocalId) -> Result<(Variable, Ty)> {
         self.locals
             .get(id.0 as usize)
             .copied()
@@ -293,6 +302,9 @@ impl Translator<'_, '_> {
     fn translate_loop(&mut self, l: &Loop) -> Result<()> {
         if l.end <= l.start {
             return Ok(());
+        }
+        if !l.reductions.is_empty() {
+            return self.lane_reduction_loop(l);
         }
         if l.vector_width > 1 && self.vector_loop(l)? {
             return Ok(());

@@ -82,6 +82,11 @@ impl Translator<'_, '_> {
     pub(crate) fn binary(&mut self, op: BinOp, ty: Ty, a: ValueId, b: ValueId) -> Result<(Value, Ty)> {
         let x = self.typed(a, ty)?;
         let y = self.typed(b, ty)?;
+        Ok((self.binary_values(op, ty, x, y)?, ty))
+    }
+
+    /// `op` on two Cranelift values of kernel type `ty`: scalars, or vectors of its lanes.
+    pub(crate) fn binary_values(&mut self, op: BinOp, ty: Ty, x: Value, y: Value) -> Result<Value> {
         let int = ty.is_int();
         let float = ty.is_float();
         let bits = ty == Ty::Pred || int;
@@ -110,10 +115,10 @@ impl Translator<'_, '_> {
             BinOp::SMin if int => ins.smin(x, y),
             BinOp::UMax if int => ins.umax(x, y),
             BinOp::UMin if int => ins.umin(x, y),
-            BinOp::FMax | BinOp::FMin if float => return Ok((self.fmaxmin(op == BinOp::FMax, x, y), ty)),
+            BinOp::FMax | BinOp::FMin if float => return Ok(self.fmaxmin(op == BinOp::FMax, x, y)),
             _ => return unsupported(format!("binary {op:?} on {ty:?}")),
         };
-        Ok((v, ty))
+        Ok(v)
     }
 
     /// Cranelift's fmax/fmin follow WebAssembly: NaN if either side is NaN, and -0.0 < +0.0,

@@ -9,16 +9,27 @@
 //! - varying loads and all stores contiguous: exactly one term over the loop variable, with
 //!   scale 1 and no div/mod; uniform loads do not use the loop variable at all;
 //! - varying ops in the set Cranelift vectorizes (arithmetic, min/max, sqrt, abs, neg,
-//!   rounding, comparisons, selects, bitwise ops, int<->float conversions of 32-bit lanes);
+//!   rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a uniform amount,
+//!   int<->float conversions of 32-bit lanes);
 //!   math functions are called once per lane.
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
 //! same NaN choice for FMax/FMin), so the tail split never changes an answer.
+//!
+//! A lane reduction (the kernel IR's `Loop::reductions`) fixes its lane count `W` in the IR;
+//! this tier runs it as `W / n` copies of the body per iteration, copy `c` on lanes
+//! `c*n .. c*n + n` with accumulator `c` (`n` the native lane count when the body vectorizes
+//! as above, with the reduction locals as varying values; 1 otherwise: `W` scalar
+//! accumulators), then folds the accumulators in the IR's tree order: whole vectors while the
+//! tree's stride is at least `n`, then lanes.
 
 use std::collections::HashMap;
 
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
-use tessera_lower::kernel::{BinOp, CastOp, IndexExpr, IndexSrc, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId};
+use cranelift_frontend::Variable;
+use tessera_lower::kernel::{
+    BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+};
 
 use super::function::{cl_type, mem_flags, Translator};
 use super::index::access_form;
@@ -70,6 +81,8 @@ struct Plan {
 struct Planner<'t, 'a, 'f> {
     t: &'t Translator<'a, 'f>,
     var: VarId,
+    /// The loop's lane-reduction locals: read and written as vectors (accumulators).
+    reductions: HashMap<LocalId, Ty>,
     varying: HashMap<ValueId, Ty>,
     uniform: HashMap<ValueId, Ty>,
     lanes: Option<i64>,
@@ -134,6 +147,11 @@ impl Planner<'_, '_, '_> {
             Some(any)
         };
         match op {
+            Op::GetLocal(l) if self.reductions.contains_key(l) => {
+                let ty = self.reductions[l];
+                self.lanes(ty)?;
+                Some(Some(ty))
+            }
             Op::Const(_) | Op::GetLocal(_) => Some(None),
             Op::Index(index) => match self.access(index)? {
                 Access::Uniform => Some(None),
@@ -169,8 +187,11 @@ impl Planner<'_, '_, '_> {
                     return Some(None);
                 }
                 use BinOp::*;
+                // Cranelift shifts every lane by one scalar amount.
+                let uniform_amount = self.ty_of(*b).is_some_and(|(_, varying)| !varying);
                 let ok = match ty {
                     Ty::F32 | Ty::F64 => matches!(op, Add | Sub | Mul | FDiv | FMax | FMin),
+                    Ty::I32 if matches!(op, Shl | LShr | AShr) => uniform_amount,
                     Ty::I32 => matches!(op, Add | Sub | Mul | And | Or | Xor | SMax | SMin | UMax | UMin),
                     Ty::Pred => matches!(op, And | Or | Xor),
                     _ => false,
@@ -248,6 +269,13 @@ impl Planner<'_, '_, '_> {
                     }
                     self.ty_of(*value)?;
                 }
+                Stmt::SetLocal { local, value } if self.reductions.contains_key(local) => {
+                    let ty = self.reductions[local];
+                    self.lanes(ty)?;
+                    if self.ty_of(*value)?.0 != ty {
+                        return None;
+                    }
+                }
                 _ => return None,
             }
         }
@@ -322,7 +350,14 @@ impl Translator<'_, '_> {
     /// Translates `l` as a vector loop plus scalar tail if its body allows it (module doc);
     /// false if it stays scalar (nothing was emitted then).
     pub(crate) fn vector_loop(&mut self, l: &Loop) -> Result<bool> {
-        let planner = Planner { t: self, var: l.var, varying: HashMap::new(), uniform: HashMap::new(), lanes: None };
+        let planner = Planner {
+            t: self,
+            var: l.var,
+            reductions: HashMap::new(),
+            varying: HashMap::new(),
+            uniform: HashMap::new(),
+            lanes: None,
+        };
         let Some(plan) = planner.plan(l) else { return Ok(false) };
         let Some(trip) = l.end.checked_sub(l.start) else { return Ok(false) };
         if i64::from(l.vector_width) < plan.lanes || trip < plan.lanes {
@@ -340,15 +375,131 @@ impl Translator<'_, '_> {
         self.b.ins().jump(body, &[]);
         self.b.switch_to_block(body);
         self.bind_var(l.var, var)?;
-        self.vector_body(l, &plan)?;
+        self.vector_body(l, &plan, &HashMap::new())?;
         self.unbind_var(l.var);
         self.latch(var, plan.lanes, main_end, body, exit);
+        self.undefine_lets(l);
         self.scalar_loop(l, main_end, l.end)?;
         Ok(true)
     }
 
-    fn vector_body(&mut self, l: &Loop, plan: &Plan) -> Result<()> {
+    fn undefine_lets(&mut self, l: &Loop) {
+        for stmt in &l.body {
+            if let Stmt::Let(id, _) = stmt {
+                self.undefine(*id);
+            }
+        }
+    }
+
+    /// A loop with lane reductions (module doc): its lane part, then the plain remainder.
+    pub(crate) fn lane_reduction_loop(&mut self, l: &Loop) -> Result<()> {
+        let w = i64::from(l.vector_width);
+        let trip = l.end - l.start;
+        let main_end = l.start + (trip - trip % w);
+        self.hoist(&l.body)?;
+        if main_end > l.start {
+            let reductions: HashMap<LocalId, Ty> = l.reductions.iter().map(|r| (r.local, r.ty)).collect();
+            let planner = Planner {
+                t: self,
+                var: l.var,
+                reductions,
+                varying: HashMap::new(),
+                uniform: HashMap::new(),
+                lanes: None,
+            };
+            let plan = planner.plan(l).filter(|p| w % p.lanes == 0);
+            let native = plan.as_ref().map_or(1, |p| p.lanes);
+            let copies = w / native;
+            // accs[r][c]: reduction r's accumulator for lanes c*native ..
+            let mut accs: Vec<Vec<Variable>> = Vec::new();
+            for r in &l.reductions {
+                let identity = r.identity().ok_or_else(|| Failure::Malformed("a reduction without identity".into()))?;
+                let (mut init, _) = self.constant(identity);
+                let vt = if native > 1 { vector_type(r.ty, native) } else { cl_type(r.ty) };
+                if native > 1 {
+                    init = self.b.ins().splat(vt, init);
+                }
+                let vars: Vec<Variable> = (0..copies)
+                    .map(|_| {
+                        let v = self.b.declare_var(vt);
+                        self.b.def_var(v, init);
+                        v
+                    })
+                    .collect();
+                accs.push(vars);
+            }
+            if let Some(plan) = &plan {
+                self.hoist_uniform(l, plan)?;
+            }
+            let var = self.b.declare_var(types::I64);
+            let first = self.b.ins().iconst(types::I64, l.start);
+            self.b.def_var(var, first);
+            let body = self.b.create_block();
+            let exit = self.b.create_block();
+            self.b.ins().jump(body, &[]);
+            self.b.switch_to_block(body);
+            for c in 0..copies {
+                let lane_var = self.b.declare_var(types::I64);
+                let i = self.b.use_var(var);
+                let at = self.b.ins().iadd_imm_s(i, c * native);
+                self.b.def_var(lane_var, at);
+                self.bind_var(l.var, lane_var)?;
+                match &plan {
+                    Some(plan) => {
+                        let map = l.reductions.iter().zip(&accs).map(|(r, a)| (r.local, a[c as usize])).collect();
+                        self.vector_body(l, plan, &map)?;
+                    }
+                    None => {
+                        let mut saved = Vec::new();
+                        for (r, a) in l.reductions.iter().zip(&accs) {
+                            saved.push(self.rebind_local(r.local, a[c as usize])?);
+                        }
+                        self.stmts(&l.body)?;
+                        for (r, old) in l.reductions.iter().zip(saved) {
+                            self.rebind_local(r.local, old)?;
+                        }
+                    }
+                }
+                self.unbind_var(l.var);
+            }
+            self.latch(var, w, main_end, body, exit);
+            self.undefine_lets(l);
+            for (r, a) in l.reductions.iter().zip(&accs) {
+                let mut parts: Vec<Value> = a.iter().map(|&v| self.b.use_var(v)).collect();
+                while parts.len() > 1 {
+                    let half = parts.len() / 2;
+                    for c in 0..half {
+                        parts[c] = self.binary_values(r.op, r.ty, parts[c], parts[c + half])?;
+                    }
+                    parts.truncate(half);
+                }
+                let mut lanes: Vec<Value> = if native > 1 {
+                    (0..native as u8).map(|j| self.b.ins().extractlane(parts[0], j)).collect()
+                } else {
+                    parts
+                };
+                while lanes.len() > 1 {
+                    let half = lanes.len() / 2;
+                    for j in 0..half {
+                        lanes[j] = self.binary_values(r.op, r.ty, lanes[j], lanes[j + half])?;
+                    }
+                    lanes.truncate(half);
+                }
+                let (local, _) = self.local(r.local)?;
+                let before = self.b.use_var(local);
+                let total = self.binary_values(r.op, r.ty, before, lanes[0])?;
+                self.b.def_var(local, total);
+            }
+        }
+        self.scalar_loop(l, main_end, l.end)
+    }
+
+    /// One copy of a vector loop's body; `accs` holds the variables of the lane-reduction
+    /// locals for this copy. Values it computes go out of scope at its end, but for the
+    /// uniform ones hoisted before the loop (the caller ends their scope).
+    fn vector_body(&mut self, l: &Loop, plan: &Plan, accs: &HashMap<LocalId, Variable>) -> Result<()> {
         let mut vectors: HashMap<ValueId, (Value, Ty)> = HashMap::new();
+        let mut defined = Vec::new();
         for stmt in &l.body {
             match stmt {
                 Stmt::Let(id, _) if !plan.varying.contains_key(id) && self.is_defined(*id) => {}
@@ -356,12 +507,25 @@ impl Translator<'_, '_> {
                     None => {
                         let (v, ty) = self.op(op)?;
                         self.define(*id, v, ty)?;
+                        defined.push(*id);
                     }
                     Some(&ty) => {
-                        let v = self.vector_op(op, ty, plan.lanes, &vectors)?;
+                        let v = match op {
+                            Op::GetLocal(local) => {
+                                let acc = *accs.get(local).ok_or_else(mismatch)?;
+                                self.b.use_var(acc)
+                            }
+                            _ => self.vector_op(op, ty, plan.lanes, &vectors)?,
+                        };
                         vectors.insert(*id, (v, ty));
                     }
                 },
+                Stmt::SetLocal { local, value } => {
+                    let acc = *accs.get(local).ok_or_else(mismatch)?;
+                    let ty = self.local_type(*local).ok_or_else(mismatch)?;
+                    let v = self.vector_operand(*value, ty, plan.lanes, &vectors)?;
+                    self.b.def_var(acc, v);
+                }
                 Stmt::Store { buf, index, mem, value } => {
                     let ty = mem.reg();
                     let v = self.vector_operand(*value, ty, plan.lanes, &vectors)?;
@@ -371,10 +535,8 @@ impl Translator<'_, '_> {
                 _ => return Err(mismatch()),
             }
         }
-        for stmt in &l.body {
-            if let Stmt::Let(id, _) = stmt {
-                self.undefine(*id);
-            }
+        for id in defined {
+            self.undefine(id);
         }
         Ok(())
     }
@@ -426,6 +588,15 @@ impl Translator<'_, '_> {
                     (UnOp::Neg, false) => ins.ineg(x),
                     (UnOp::Abs, false) => ins.iabs(x),
                     _ => ins.bnot(x),
+                }
+            }
+            Op::Binary { op: op @ (BinOp::Shl | BinOp::LShr | BinOp::AShr), ty, a, b } => {
+                let x = self.vector_operand(*a, *ty, lanes, vectors)?;
+                let amount = self.typed(*b, *ty)?;
+                match op {
+                    BinOp::Shl => self.b.ins().ishl(x, amount),
+                    BinOp::LShr => self.b.ins().ushr(x, amount),
+                    _ => self.b.ins().sshr(x, amount),
                 }
             }
             Op::Binary { op, ty, a, b } => {

@@ -190,7 +190,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
     }
 
     /// Runs a statement list in its own scope.
-    fn block(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
+    pub fn block(&mut self, stmts: &[Stmt]) -> Result<(), CodegenError> {
         let mut scope = Scope::default();
         let result = stmts.iter().try_for_each(|s| self.stmt(s, &mut scope));
         for v in scope.values {
@@ -254,13 +254,26 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
     /// Locals are entry-block allocas of their register type, which mem2reg turns into SSA
     /// values (an alloca anywhere else would stay in memory).
     fn entry_alloca(&self, ty: Ty, name: &str) -> Result<PointerValue<'ctx>, CodegenError> {
+        self.entry_alloca_of(self.llvm_type(ty), name)
+    }
+
+    pub fn entry_alloca_of(&self, ty: BasicTypeEnum<'ctx>, name: &str) -> Result<PointerValue<'ctx>, CodegenError> {
         let b = self.ctx.create_builder();
         b.position_before(&self.alloca_point);
-        b.build_alloca(self.llvm_type(ty), name).map_err(self.err())
+        b.build_alloca(ty, name).map_err(self.err())
     }
 
     fn loop_stmt(&mut self, l: &Loop) -> Result<(), CodegenError> {
         self.define_var(l.var)?;
+        if l.end <= l.start {
+            return Ok(());
+        }
+        if l.vector_width > 1 && self.vector_loop(l)? {
+            return Ok(());
+        }
+        if !l.reductions.is_empty() {
+            return self.scalar_lanes(l);
+        }
         let i64t = self.ctx.i64_type();
         let (start, end) = (i64t.const_int(l.start as u64, true), i64t.const_int(l.end as u64, true));
         let latch = self.counted_loop(l.var, start, end, |t| t.block(&l.body))?;
@@ -268,6 +281,131 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             self.keep_rolled(latch);
         }
         Ok(())
+    }
+
+    /// A lane reduction whose body does not vectorize: `W` scalar accumulators, the body
+    /// repeated for each per step of `W` iterations (copy `c` on lane `c`), the IR's tree
+    /// fold, then the remainder on the local.
+    fn scalar_lanes(&mut self, l: &Loop) -> Result<(), CodegenError> {
+        let w = i64::from(l.vector_width);
+        let trip = l.end - l.start;
+        let main_end = l.start + (trip - trip % w);
+        let i64t = self.ctx.i64_type();
+        let kernel = self.kernel;
+        let err = builder_error(&kernel.name);
+        if main_end > l.start {
+            let mut lanes: Vec<Vec<PointerValue<'ctx>>> = Vec::new();
+            for r in &l.reductions {
+                let identity = r.identity().ok_or_else(|| self.unsupported("a reduction without identity"))?;
+                let (v, _) = self.op(&tessera_lower::kernel::Op::Const(identity))?;
+                let mut slots = Vec::new();
+                for _ in 0..w {
+                    let slot = self.entry_alloca(r.ty, "lane")?;
+                    self.builder.build_store(slot, v).map_err(&err)?;
+                    slots.push(slot);
+                }
+                lanes.push(slots);
+            }
+            let (start, end) = (i64t.const_int(l.start as u64, true), i64t.const_int(main_end as u64, true));
+            self.counted_loop_by(l.var, start, end, w, |t| {
+                let iv = t.var(l.var)?;
+                for c in 0..w {
+                    let at = t.builder.build_int_nsw_add(iv, i64t.const_int(c as u64, false), "lane_iv");
+                    t.vars.insert(l.var, at.map_err(t.err())?);
+                    let saved: Vec<_> = l
+                        .reductions
+                        .iter()
+                        .zip(&lanes)
+                        .map(|(r, s)| t.locals.insert(r.local, (s[c as usize], r.ty)))
+                        .collect();
+                    t.forget_defined(&l.body);
+                    let result = t.block(&l.body);
+                    for (r, old) in l.reductions.iter().zip(saved) {
+                        if let Some(old) = old {
+                            t.locals.insert(r.local, old);
+                        }
+                    }
+                    result?;
+                }
+                t.vars.insert(l.var, iv);
+                Ok(())
+            })?;
+            for (r, slots) in l.reductions.iter().zip(&lanes) {
+                let lt = self.llvm_type(r.ty);
+                let mut vals = Vec::with_capacity(slots.len());
+                for &slot in slots {
+                    vals.push(self.builder.build_load(lt, slot, "lane").map_err(&err)?);
+                }
+                while vals.len() > 1 {
+                    let half = vals.len() / 2;
+                    for j in 0..half {
+                        vals[j] = self.fold_scalars(r.op, r.ty, vals[j], vals[j + half])?;
+                    }
+                    vals.truncate(half);
+                }
+                let (slot, _) = self.local(r.local)?;
+                let before = self.builder.build_load(lt, slot, "before").map_err(&err)?;
+                let total = self.fold_scalars(r.op, r.ty, before, vals[0])?;
+                self.builder.build_store(slot, total).map_err(&err)?;
+            }
+        }
+        if l.end > main_end {
+            self.forget_defined(&l.body);
+            let (start, end) = (i64t.const_int(main_end as u64, true), i64t.const_int(l.end as u64, true));
+            self.counted_loop_by(l.var, start, end, 1, |t| t.block(&l.body))?;
+        }
+        Ok(())
+    }
+
+    /// `op(x, y)` on two scalars (as one-lane vectors, through the vector op).
+    pub fn fold_scalars(
+        &self,
+        op: tessera_lower::kernel::BinOp,
+        ty: Ty,
+        x: BasicValueEnum<'ctx>,
+        y: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let err = self.err();
+        let zero = self.ctx.i32_type().const_zero();
+        let one = |v: BasicValueEnum<'ctx>| -> Result<BasicValueEnum<'ctx>, CodegenError> {
+            let vt = match v.get_type() {
+                BasicTypeEnum::FloatType(t) => t.vec_type(1),
+                BasicTypeEnum::IntType(t) => t.vec_type(1),
+                _ => return Err(self.unsupported("a fold of a non-scalar value")),
+            };
+            Ok(self.builder.build_insert_element(vt.get_poison(), v, zero, "one").map_err(&err)?.into())
+        };
+        let r = self.vector_binary(op, ty, one(x)?, one(y)?)?;
+        self.builder.build_extract_element(r.into_vector_value(), zero, "fold").map_err(&err)
+    }
+
+    /// Lets the ids a body defines be defined again (a body translated more than once:
+    /// vector part, copies, remainder).
+    pub fn forget_defined(&mut self, body: &[Stmt]) {
+        for s in body {
+            match s {
+                Stmt::Let(id, _) => {
+                    self.defined.remove(&(1, id.0));
+                }
+                Stmt::DeclLocal { local, .. } => {
+                    self.defined.remove(&(2, local.0));
+                }
+                Stmt::Loop(l) => {
+                    self.defined.remove(&(0, l.var.0));
+                    self.forget_defined(&l.body);
+                }
+                Stmt::If { then_body, else_body, .. } => {
+                    self.forget_defined(then_body);
+                    self.forget_defined(else_body);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    pub fn block_of(&mut self, body: &[Stmt]) -> Result<(), CodegenError> {
+        self.forget_defined(body);
+        self.block(body)
     }
 
     /// Marks the loop whose backward branch is `latch` `llvm.loop.unroll.disable`.
@@ -310,6 +448,18 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         hi: IntValue<'ctx>,
         body: impl FnOnce(&mut Self) -> Result<(), CodegenError>,
     ) -> Result<InstructionValue<'ctx>, CodegenError> {
+        self.counted_loop_by(var, lo, hi, 1, body)
+    }
+
+    /// [`Self::counted_loop`] stepping by `step`; `hi - lo` must be a multiple of it.
+    pub fn counted_loop_by(
+        &mut self,
+        var: VarId,
+        lo: IntValue<'ctx>,
+        hi: IntValue<'ctx>,
+        step: i64,
+        body: impl FnOnce(&mut Self) -> Result<(), CodegenError>,
+    ) -> Result<InstructionValue<'ctx>, CodegenError> {
         let i64t = self.ctx.i64_type();
         let guard = self.builder.get_insert_block().ok_or_else(|| self.unsupported("no insertion block"))?;
         let header = self.ctx.append_basic_block(self.function, &format!("loop{}", var.0));
@@ -323,8 +473,9 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         let result = body(self);
         self.vars.remove(&var);
         result?;
-        // The increment cannot overflow: `iv < hi <= i64::MAX`.
-        let next = self.builder.build_int_nsw_add(iv, i64t.const_int(1, false), "next").map_err(self.err())?;
+        // The increment cannot overflow: `iv + step <= hi <= i64::MAX`.
+        let next =
+            self.builder.build_int_nsw_add(iv, i64t.const_int(step as u64, false), "next").map_err(self.err())?;
         let more = self.builder.build_int_compare(IntPredicate::SLT, next, hi, "more").map_err(self.err())?;
         let latch = self.builder.get_insert_block().ok_or_else(|| self.unsupported("no insertion block"))?;
         let branch = self.builder.build_conditional_branch(more, header, exit).map_err(self.err())?;

@@ -8,6 +8,7 @@ mod index;
 mod memory;
 mod ops;
 mod target;
+mod vector;
 
 use std::collections::HashSet;
 use std::time::Instant;

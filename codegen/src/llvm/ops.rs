@@ -62,7 +62,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
     }
 
     /// Calls the intrinsic `name` overloaded on `types`.
-    fn intrinsic(
+    pub fn intrinsic(
         &self,
         name: &str,
         types: &[BasicTypeEnum<'ctx>],

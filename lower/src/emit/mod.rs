@@ -286,7 +286,10 @@ impl<'m> Emitter<'m> {
                     _ => None,
                 })
                 .collect();
-            let splits = self.splits(&roots, &map);
+            let mut splits = self.splits(&roots, &map);
+            if use_grid {
+                nest::strip_mine(&map, &mut splits);
+            }
             let bits = self.outputs[group[0]].mem.bits();
             let vals = values.clone();
             let mut body = move |em: &mut Emitter<'m>, idx: &[IndexExpr], addr: &IndexExpr| {

@@ -146,6 +146,33 @@ pub fn plan(map: &LayoutMap, splits: &[Vec<i64>]) -> Option<Vec<Digit>> {
     Some(out)
 }
 
+/// The most elements one grid index of a strip-mined nest covers.
+const MAX_STRIP: i64 = 2048;
+
+/// Splits the only loop of a nest whose one non-trivial digit is contiguous (a 1-D output, or
+/// `f32[1,n]`) into a grid of strips and an inner loop over each strip: otherwise that digit
+/// becomes the grid itself, each grid index one element, and no loop is left to vectorize.
+/// Strips are as long as possible (up to [`MAX_STRIP`], a power of two) while leaving the grid
+/// [`MIN_GRID`] indices to share among threads; tiny outputs keep their single loop.
+pub fn strip_mine(map: &LayoutMap, splits: &mut [Vec<i64>]) {
+    let Some(digits) = plan(map, splits) else { return };
+    let mut busy = digits.iter().filter(|g| g.extent > 1);
+    let (Some(g), None) = (busy.next(), busy.next()) else { return };
+    if g.coef != 1 || g.weight != 1 {
+        return;
+    }
+    let mut strip = MAX_STRIP;
+    while strip > 16 && (g.extent + strip - 1) / strip < MIN_GRID {
+        strip /= 2;
+    }
+    if let Some(list) = splits.get_mut(g.dim) {
+        if (g.extent + strip - 1) / strip >= MIN_GRID && !list.contains(&strip) {
+            list.push(strip);
+            list.sort_unstable();
+        }
+    }
+}
+
 /// The logical index of each dimension from the digit values.
 pub fn logical_index(digits: &[Digit], values: &[IndexExpr], rank: usize) -> Vec<IndexExpr> {
     let mut idx = vec![index::constant(0); rank];

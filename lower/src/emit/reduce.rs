@@ -2,12 +2,23 @@
 //! physical order, so the innermost loop walks the input's most minor reduced dimension)
 //! around the reducer computation inlined on accumulator locals initialized from the init
 //! values. Variadic reductions carry one accumulator per input.
+//!
+//! A row reduction (one reducer input whose only reduced loop is its contiguous minor
+//! dimension, and a reducer that is one kernel op with an identity: a sum, product, max, min
+//! or bitwise op) is one loop the kernel IR reduces in lanes (`Loop::reductions`): 16
+//! accumulators for 32-bit values, 8 for 64-bit ones (a 512-bit vector), element `i` in lane
+//! `i % W`, the lanes folded as a tree and the init value combined last. HLO leaves the order
+//! of a reduction open, so this order is as valid as the serial one; the IR fixes it, so every
+//! tier and the kernel interpreter compute the same bits. The `W` independent chains are what
+//! a vector unit runs side by side: the serial form waits a full add latency per element. f32
+//! sums in lanes stay in f32 (each lane sees a `W`th of the row and the tree combines like
+//! magnitudes); f16/bf16 sums accumulate in f32 lanes; the serial form keeps f64 for f32.
 
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{CompId, InstId, Instruction, Opcode};
 
-use super::{layout_map, types, Emitter, Frame};
-use crate::kernel::{CastOp, IndexExpr, Ty, ValueId};
+use super::{index, layout_map, types, Emitter, Frame};
+use crate::kernel::{BinOp, CastOp, IndexExpr, Reduction, Tail, Ty, ValueId};
 use crate::LowerError;
 
 /// The (inputs, init values, reducer) of a `reduce` or `reduce-window`: both take k inputs
@@ -42,14 +53,27 @@ impl<'m> Emitter<'m> {
         let k = inputs.len();
         // Float sums accumulate wider and round once at the end: f16/bf16 in f32, as the
         // reference interpreter (and XLA:CPU's float normalization of reductions) does, and f32
-        // in f64. A sequential f32 sum over tens of thousands of elements drifts past the
-        // corpus tolerances (set by XLA's vectorized, reassociated sums); f64 stays well inside.
+        // in f64 in the serial form. A sequential f32 sum over tens of thousands of elements
+        // drifts past the corpus tolerances (set by XLA's vectorized, reassociated sums); f64
+        // stays well inside, and so do the lane form's f32 lanes.
         let first_et = match &inst.shape {
             tessera_hlo::Shape::Tuple(_) => None,
             s => Some(s.element_type()),
         };
         let plain_add = k == 1 && is_plain_add(self.module, reducer);
         let wide = plain_add && first_et.is_some_and(|e| types::is_half(e) || types::is_minifloat(e));
+        if k == 1 {
+            if let Some(row) = self.lane_row(f, id, first_et, reducer, wide)? {
+                let mut out = self.lane_reduce(f, id, idx, row, reducer, wide)?;
+                if let (true, Some(et)) = (wide, first_et) {
+                    out = super::scalar::round(&mut self.b, et, out);
+                }
+                let out = vec![out];
+                self.multi_log.push(key.clone());
+                self.multi_cache.insert(key, out.clone());
+                return Ok(out);
+            }
+        }
         let widest = plain_add && first_et == Some(tessera_hlo::ElementType::F32);
         let mut locals = Vec::with_capacity(k);
         for (i, &init) in inits.iter().enumerate() {
@@ -90,6 +114,90 @@ impl<'m> Emitter<'m> {
         self.multi_log.push(key.clone());
         self.multi_cache.insert(key, out.clone());
         Ok(out)
+    }
+
+    /// The lane form's row (module doc) of reduce `id`, when it has one: the reduced input
+    /// dimension, its extent, the lane count and the reducer as a kernel op.
+    fn lane_row(
+        &self,
+        f: &Frame<'m>,
+        id: InstId,
+        et: Option<tessera_hlo::ElementType>,
+        reducer: CompId,
+        wide: bool,
+    ) -> Result<Option<LaneRow>, LowerError> {
+        let inst = f.comp.inst(id);
+        let Some(et) = et else { return Ok(None) };
+        let op = if wide { Some(BinOp::Add) } else { lane_op(self.module, reducer, et) };
+        let Some(op) = op else { return Ok(None) };
+        // Accumulators live in registers of the result type (f16/bf16 in f32).
+        let lanes = match types::reg_ty(et) {
+            Some(Ty::F32 | Ty::I32) if !types::is_minifloat(et) => 16,
+            Some(Ty::F64 | Ty::I64) if !types::is_minifloat(et) => 8,
+            _ => return Ok(None),
+        };
+        let Some(&input) = inst.operands.first() else { return Ok(None) };
+        let in_map = layout_map(&f.comp.inst(input).shape, &inst.name)?;
+        let Some(rdims) = inst.attr_ints("dimensions") else { return Ok(None) };
+        let dims = in_map.dims();
+        // Reduced dimensions of extent 1 loop nowhere; exactly one must be left.
+        let busy: Vec<usize> = rdims
+            .iter()
+            .filter_map(|&d| usize::try_from(d).ok())
+            .filter(|&d| dims.get(d).is_some_and(|&n| n > 1))
+            .collect();
+        let [dim] = busy.as_slice() else { return Ok(None) };
+        let Some(digits) = super::nest::plan(&in_map, &[]) else { return Ok(None) };
+        let mine: Vec<&super::nest::Digit> = digits.iter().filter(|g| g.dim == *dim).collect();
+        let [g] = mine.as_slice() else { return Ok(None) };
+        let extent = dims[*dim];
+        if g.weight != 1 || g.coef != 1 || extent < 2 * lanes {
+            return Ok(None);
+        }
+        let ty = types::reg(et, &inst.name)?;
+        Ok(Some(LaneRow { dim: *dim, extent, lanes, ty, op }))
+    }
+
+    /// Reduce `id` at output element `idx` in the lane form (module doc): one loop over the
+    /// row whose accumulator the kernel IR reduces in lanes; `wide` adds plain sums in the
+    /// wider accumulation type `wide_add_step` uses.
+    fn lane_reduce(
+        &mut self,
+        f: &Frame<'m>,
+        id: InstId,
+        idx: &[IndexExpr],
+        row: LaneRow,
+        reducer: CompId,
+        wide: bool,
+    ) -> Result<ValueId, LowerError> {
+        let inst = f.comp.inst(id);
+        let name = inst.name.clone();
+        let (inputs, inits, _) = reduction_parts(inst)?;
+        let (input, init) = (inputs[0], inits[0]);
+        let reduced: Vec<i64> = inst.attr_ints("dimensions").map(<[i64]>::to_vec).unwrap_or_default();
+        let in_rank = layout_map(&f.comp.inst(input).shape, &name)?.dims().len();
+        let mut full = vec![IndexExpr::default(); in_rank];
+        let mut kept = idx.iter();
+        for (d, slot) in full.iter_mut().enumerate() {
+            // Reduced dimensions other than the row's have extent 1: index 0.
+            if !reduced.contains(&(d as i64)) {
+                *slot = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
+            }
+        }
+        let init = self.elem(f, init, &[])?;
+        let acc = self.b.local(row.ty, init);
+        let mark = self.mark();
+        let v = self.open_loop(0, row.extent);
+        full[row.dim] = index::var(v);
+        if wide {
+            self.wide_add_step(f, input, &full, acc, false)?;
+        } else {
+            self.reduce_step(f, &[input], &full, &[acc], reducer)?;
+        }
+        let tail = if row.extent % row.lanes == 0 { Tail::None } else { Tail::Peel };
+        self.b.end_loop_reducing(row.lanes as u32, tail, vec![Reduction { local: acc, op: row.op, ty: row.ty }]);
+        self.forget_since(mark);
+        Ok(self.b.get_local(acc))
     }
 
     /// Loops over the reduced dimensions of reduce `id`'s input for output element `idx`,
@@ -215,6 +323,51 @@ impl<'m> Emitter<'m> {
             Ok(vec![self.elem(&frame, c.root, &[])?])
         }
     }
+}
+
+/// Where a row reduction's lanes run (`Emitter::lane_row`).
+#[derive(Clone, Copy)]
+struct LaneRow {
+    dim: usize,
+    extent: i64,
+    lanes: i64,
+    /// The accumulators' register type (the result's: f16/bf16 sum in f32).
+    ty: Ty,
+    op: BinOp,
+}
+
+/// The kernel op a reducer is, when it is one op on its two parameters whose scalar lowering
+/// is that op alone (no rounding after it), so the lanes' fold computes what the loop does:
+/// f32/f64 and 32/64-bit integer arithmetic, and f16/bf16 max/min (exact in any format).
+fn lane_op(module: &tessera_hlo::Module, comp: CompId, et: tessera_hlo::ElementType) -> Option<BinOp> {
+    use tessera_hlo::ElementType as E;
+    let c = module.get(comp)?;
+    let root = c.root_inst();
+    let mut params: Vec<i64> =
+        root.operands.iter().filter_map(|&o| c.get(o).and_then(|i| i.parameter_number())).collect();
+    params.sort_unstable();
+    if c.instructions.len() != 3 || params != [0, 1] {
+        return None;
+    }
+    let float = matches!(et, E::F32 | E::F64);
+    let half = types::is_half(et);
+    let signed = matches!(et, E::S32 | E::S64);
+    let unsigned = matches!(et, E::U32 | E::U64);
+    Some(match root.opcode {
+        Opcode::Maximum if float || half => BinOp::FMax,
+        Opcode::Minimum if float || half => BinOp::FMin,
+        _ if half => return None,
+        Opcode::Add if float || signed || unsigned => BinOp::Add,
+        Opcode::Multiply if float || signed || unsigned => BinOp::Mul,
+        Opcode::Maximum if signed => BinOp::SMax,
+        Opcode::Minimum if signed => BinOp::SMin,
+        Opcode::Maximum if unsigned => BinOp::UMax,
+        Opcode::Minimum if unsigned => BinOp::UMin,
+        Opcode::And if signed || unsigned => BinOp::And,
+        Opcode::Or if signed || unsigned => BinOp::Or,
+        Opcode::Xor if signed || unsigned => BinOp::Xor,
+        _ => return None,
+    })
 }
 
 /// True when `comp` is `add(parameter 0, parameter 1)` and nothing else.

@@ -122,6 +122,7 @@ impl KernelBuilder {
             vector_width: 1,
             tail: Tail::None,
             body: Vec::new(),
+            reductions: Vec::new(),
         })]);
         self.stack.push(Vec::new());
         var
@@ -144,6 +145,15 @@ impl KernelBuilder {
 
     pub fn end_loop(&mut self) {
         self.end_loop_vectorized(1, Tail::None);
+    }
+
+    /// Closes the innermost open loop as a lane reduction of `reductions` over
+    /// `vector_width` lanes (see the kernel IR's module doc).
+    pub fn end_loop_reducing(&mut self, vector_width: u32, tail: Tail, reductions: Vec<Reduction>) {
+        self.end_loop_vectorized(vector_width, tail);
+        if let Some(Stmt::Loop(l)) = self.stack.last_mut().and_then(|list| list.last_mut()) {
+            l.reductions = reductions;
+        }
     }
 
     /// Builds `if cond { then } else { else }` from two closures.

@@ -388,6 +388,10 @@ enum CStmt<'k> {
         start: i64,
         end: i64,
         body: Vec<CStmt<'k>>,
+        /// A lane reduction's width and its locals: `(slot, op, type, identity bits)`.
+        lanes: i64,
+        reductions: Vec<(Slot, BinOp, Ty, u64)>,
+        src: &'k Stmt,
     },
     Set {
         dst: Slot,
@@ -531,7 +535,26 @@ impl<'k> Resolver<'k> {
             Stmt::Loop(l) => {
                 let var = self.fresh();
                 self.vars.insert(l.var, var);
-                CStmt::Loop { var, start: l.start, end: l.end, body: self.body(&l.body)? }
+                let mut reductions = Vec::with_capacity(l.reductions.len());
+                for r in &l.reductions {
+                    let (slot, _) = *self
+                        .locals
+                        .get(&r.local)
+                        .ok_or_else(|| self.setup(format!("internal: l{} unresolved", r.local.0)))?;
+                    let identity = match r.identity() {
+                        Some(Const::Pred(b)) => u64::from(b),
+                        Some(Const::Int { ty, bits }) => norm(ty, bits as u64),
+                        Some(Const::F32(b)) => u64::from(b),
+                        Some(Const::F64(b)) => b,
+                        None => {
+                            return Err(self.setup(format!("internal: reduction of l{} has no identity", r.local.0)))
+                        }
+                    };
+                    reductions.push((slot, r.op, r.ty, identity));
+                }
+                let body = self.body(&l.body)?;
+                let lanes = i64::from(l.vector_width);
+                CStmt::Loop { var, start: l.start, end: l.end, body, lanes, reductions, src: stmt }
             }
             Stmt::DeclLocal { local, ty, init } => {
                 let dst = self.fresh();
@@ -927,8 +950,12 @@ impl Machine<'_, '_, '_> {
                     let x = self.op(op).map_err(|f| self.fault(src, f))?;
                     self.regs[*dst as usize] = x;
                 }
-                CStmt::Loop { var, start, end, body } => {
-                    for i in *start..*end {
+                CStmt::Loop { var, start, end, body, lanes, reductions, src } => {
+                    let mut first = *start;
+                    if !reductions.is_empty() {
+                        first = self.lane_reduction(*var, *start, *end, body, *lanes, reductions, src)?;
+                    }
+                    for i in first..*end {
                         self.regs[*var as usize] = i as u64;
                         self.body(body)?;
                     }
@@ -951,6 +978,53 @@ impl Machine<'_, '_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The lane part of a lane reduction (the kernel IR's module doc): runs the iterations
+    /// that fill whole groups of lanes, folds the lanes into the locals, and returns the first
+    /// iteration left to run plainly.
+    #[allow(clippy::too_many_arguments)]
+    fn lane_reduction(
+        &mut self,
+        var: Slot,
+        start: i64,
+        end: i64,
+        body: &[CStmt],
+        lanes: i64,
+        reductions: &[(Slot, BinOp, Ty, u64)],
+        src: &Stmt,
+    ) -> Result<i64, KernelRunError> {
+        let trip = end.saturating_sub(start).max(0);
+        let main = trip - trip % lanes;
+        if main == 0 {
+            return Ok(start);
+        }
+        let outer: Vec<u64> = reductions.iter().map(|r| self.regs[r.0 as usize]).collect();
+        let mut acc: Vec<Vec<u64>> = reductions.iter().map(|r| vec![r.3; lanes as usize]).collect();
+        for k in 0..main {
+            let lane = (k % lanes) as usize;
+            for (r, a) in reductions.iter().zip(&acc) {
+                self.regs[r.0 as usize] = a[lane];
+            }
+            self.regs[var as usize] = (start + k) as u64;
+            self.body(body)?;
+            for (r, a) in reductions.iter().zip(&mut acc) {
+                a[lane] = self.regs[r.0 as usize];
+            }
+        }
+        for ((r, a), before) in reductions.iter().zip(&mut acc).zip(outer) {
+            let (slot, op, ty, _) = *r;
+            let mut h = a.len() / 2;
+            while h >= 1 {
+                for j in 0..h {
+                    a[j] = binary(op, ty, a[j], a[j + h]).map_err(|f| self.fault(src, f))?;
+                }
+                h /= 2;
+            }
+            let total = binary(op, ty, before, a[0]).map_err(|f| self.fault(src, f))?;
+            self.regs[slot as usize] = total;
+        }
+        Ok(start + main)
     }
 
     fn index(&self, e: &CIndex) -> Result<i64, Fault> {

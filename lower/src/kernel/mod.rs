@@ -16,6 +16,17 @@
 //! with [`Grid::var`] bound to that index. The runtime's thread pool splits the grid; a kernel
 //! whose work cannot be split has a grid of extent 1.
 //!
+//! ## Lane reductions
+//! A loop with [`Loop::reductions`] accumulates those locals in `vector_width` (`W`) lanes,
+//! the order a vector unit adds in, spelled out so every tier and the interpreter compute the
+//! same bits. With `trip = end - start` and `main = trip - trip % W`: each reduction's `W`
+//! lanes start at its op's identity ([`Reduction::identity`]); iteration `k < main` runs the
+//! body with `GetLocal`/`SetLocal` of the local reading and writing lane `k % W`; then the
+//! lanes fold as a tree (lane `j` becomes `op(lane j, lane j + h)` for `h = W/2, W/4, .., 1`)
+//! and the local becomes `op(local, lane 0)`; the remaining `trip % W` iterations run on the
+//! local itself. (With `main = 0` nothing but those iterations runs.) A tier maps lanes onto
+//! its vector registers however it likes, as long as each lane's sequence is this one.
+//!
 //! ## Scoping
 //! A value is visible from its `Let` to the end of the statement list holding it (including
 //! nested loops and branches). Loop variables are visible inside their loop's body; the grid
@@ -496,11 +507,65 @@ pub struct Loop {
     pub var: VarId,
     pub start: i64,
     pub end: i64,
-    /// A hint: iterations are independent and `vector_width` lanes may run together (1 =
-    /// scalar). Only innermost loops carry a width above 1.
+    /// A hint: iterations are independent (but for `reductions`) and `vector_width` lanes may
+    /// run together (1 = scalar). Only innermost loops carry a width above 1, but for lane
+    /// reductions, where it is the lane count.
     pub vector_width: u32,
     pub tail: Tail,
     pub body: Vec<Stmt>,
+    /// Locals accumulated in lanes (module doc, "Lane reductions"); empty for plain loops.
+    /// Not a hint: it fixes the order of the accumulation.
+    pub reductions: Vec<Reduction>,
+}
+
+/// A local that a loop accumulates in lanes with `op` on values of `ty`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Reduction {
+    pub local: LocalId,
+    pub op: BinOp,
+    pub ty: Ty,
+}
+
+impl Reduction {
+    /// The value lanes start from: `op(x, identity) == x` bit for bit, for every `x` (-0.0
+    /// for a float sum, so that a sum of -0.0s stays -0.0). `None` for ops without one.
+    pub fn identity(self) -> Option<Const> {
+        let (op, ty) = (self.op, self.ty);
+        let int = |bits: i64| Some(Const::Int { ty, bits });
+        let float = |x: f64| match ty {
+            Ty::F32 => Some(Const::F32((x as f32).to_bits())),
+            _ => Some(Const::F64(x.to_bits())),
+        };
+        let ones = match ty {
+            Ty::Pred => {
+                return match op {
+                    BinOp::And => Some(Const::Pred(true)),
+                    BinOp::Or | BinOp::Xor => Some(Const::Pred(false)),
+                    _ => None,
+                }
+            }
+            _ => -1,
+        };
+        if ty.is_float() {
+            return match op {
+                BinOp::Add => float(-0.0),
+                BinOp::Mul => float(1.0),
+                BinOp::FMax => float(f64::NEG_INFINITY),
+                BinOp::FMin => float(f64::INFINITY),
+                _ => None,
+            };
+        }
+        let bits = i64::from(ty.bits());
+        let (min, max) = (-1i64 << (bits - 1), !(-1i64 << (bits - 1)));
+        match op {
+            BinOp::Add | BinOp::Or | BinOp::Xor | BinOp::UMax => int(0),
+            BinOp::Mul => int(1),
+            BinOp::And | BinOp::UMin => int(ones),
+            BinOp::SMax => int(min),
+            BinOp::SMin => int(max),
+            _ => None,
+        }
+    }
 }
 
 /// The parallel outer dimension of a kernel (see the module doc's calling convention).

@@ -413,7 +413,9 @@ pub fn random_kernel(seed: u64) -> Kernel {
             acc = Some((g.b.local(ty, init), ty, dims.clone()));
         }
         let start = if g.r.chance(20) { g.r.range(-2, 2) } else { 0 };
-        let trip = g.r.range(1, 6);
+        // A reduction over the innermost loop alone gets trips long enough to fill lanes.
+        let long = level + 1 == depth && reduce_from == Some(level);
+        let trip = if long { g.r.range(1, 40) } else { g.r.range(1, 6) };
         let var = g.b.begin_loop(start, start + trip);
         dims.push(Dim { var, start, trip });
     }
@@ -485,6 +487,7 @@ pub fn random_kernel(seed: u64) -> Kernel {
             g.b.store(*buf, index.clone(), x);
         }
     }
+    let mut reducer = None;
     if let Some((local, ty, _)) = acc.clone() {
         let x = g.sink(ty, 0);
         let old = g.b.get_local(local);
@@ -495,6 +498,7 @@ pub fn random_kernel(seed: u64) -> Kernel {
         };
         let new = g.b.binary(op, ty, old, x);
         g.b.set_local(local, new);
+        reducer = Some(Reduction { local, op, ty });
     }
 
     // Close the loops, innermost first; only an innermost loop without an accumulator or a
@@ -502,11 +506,18 @@ pub fn random_kernel(seed: u64) -> Kernel {
     for level in (0..depth).rev() {
         let innermost = level + 1 == depth;
         let carries = reduce_from.is_some_and(|k| level >= k);
+        // A reduction over the innermost loop alone may run in lanes.
+        let lanes = innermost && reduce_from == Some(level) && !packed_out;
         if innermost && !carries && !packed_out && g.r.chance(60) {
             let w = g.r.pick(&[2u32, 4, 8, 16]);
             let trip = dims[level + 1].trip;
             let tail = if trip % i64::from(w) == 0 { Tail::None } else { Tail::Peel };
             g.b.end_loop_vectorized(w, tail);
+        } else if let (true, Some(red)) = (lanes && g.r.chance(60), reducer) {
+            let w = g.r.pick(&[2u32, 4, 8, 16]);
+            let trip = dims[level + 1].trip;
+            let tail = if trip % i64::from(w) == 0 { Tail::None } else { Tail::Peel };
+            g.b.end_loop_reducing(w, tail, vec![red]);
         } else {
             g.b.end_loop();
         }
@@ -616,6 +627,7 @@ mod tests {
             ("local", share(&has(&|s| matches!(s, Stmt::DeclLocal { .. })))),
             ("if", share(&has(&|s| matches!(s, Stmt::If { .. })))),
             ("vector", share(&has(&|s| matches!(s, Stmt::Loop(l) if l.vector_width > 1)))),
+            ("lane reduction", share(&has(&|s| matches!(s, Stmt::Loop(l) if !l.reductions.is_empty())))),
             ("peel", share(&has(&|s| matches!(s, Stmt::Loop(l) if l.tail == Tail::Peel)))),
             ("depth 3", share(&|k| k.to_string().contains("      for "))),
             ("math", share(&has(&|s| matches!(s, Stmt::Let(_, Op::Math { .. }))))),

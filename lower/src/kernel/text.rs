@@ -166,6 +166,9 @@ impl Names {
                 if l.tail == Tail::Peel {
                     f.write_str(" peel")?;
                 }
+                for r in &l.reductions {
+                    write!(f, " reduce({} l{})", binary_name(r.op, r.ty), r.local.0)?;
+                }
                 f.write_str(" {")
             }
             Stmt::DeclLocal { local, ty, init } => write!(f, "local l{}: {ty} = %{}", local.0, init.0),
@@ -611,6 +614,7 @@ mod tests {
             }],
             grid: Grid { var: VarId(7), extent: 3 },
             body: vec![Stmt::Loop(Loop {
+                reductions: vec![],
                 var: VarId(8),
                 start: -2,
                 end: 5,

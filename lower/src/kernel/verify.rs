@@ -274,8 +274,26 @@ impl Verifier<'_> {
                     "trip count {trip} is not a multiple of vector width {w} and the tail is not peeled"
                 )));
             }
-            if contains_loop(&l.body) {
+            // A lane reduction fixes an order rather than hinting at vectors, so its body may
+            // hold loops (tiers then run its lanes as scalar accumulators).
+            if contains_loop(&l.body) && l.reductions.is_empty() {
                 return Err(bad(format!("vector width {w} on a loop that is not innermost")));
+            }
+        }
+        if !l.reductions.is_empty() && w < 2 {
+            return Err(bad("a lane reduction needs a vector width of at least 2".into()));
+        }
+        for (i, r) in l.reductions.iter().enumerate() {
+            match self.locals.get(&r.local) {
+                Some(&ty) if ty == r.ty => {}
+                Some(&ty) => return Err(bad(format!("reduction of l{} as {} but it is {ty}", r.local.0, r.ty))),
+                None => return Err(bad(format!("reduction of l{}, which is not declared before the loop", r.local.0))),
+            }
+            if r.identity().is_none() {
+                return Err(bad(format!("{:?} on {} has no identity to start lanes from", r.op, r.ty)));
+            }
+            if l.reductions[..i].iter().any(|o| o.local == r.local) {
+                return Err(bad(format!("l{} is reduced twice", r.local.0)));
             }
         }
         if !self.seen_vars.insert(l.var) {
@@ -692,7 +710,17 @@ mod tests {
         assert_eq!(kind(&k), VerifyErrorKind::Duplicate("%1".into()));
 
         let mut k = base.clone();
-        let lp = |var| Stmt::Loop(Loop { var, start: 0, end: 1, vector_width: 1, tail: Tail::None, body: vec![] });
+        let lp = |var| {
+            Stmt::Loop(Loop {
+                var,
+                start: 0,
+                end: 1,
+                vector_width: 1,
+                tail: Tail::None,
+                body: vec![],
+                reductions: vec![],
+            })
+        };
         k.body = vec![lp(VarId(1)), lp(VarId(1))];
         assert_eq!(kind(&k), VerifyErrorKind::Duplicate("v1".into()));
         k.body = vec![lp(VarId(0))];
@@ -820,7 +848,7 @@ mod tests {
     #[test]
     fn loops_and_grid_are_sane() {
         let lp = |start, end, vector_width, tail, body| {
-            Stmt::Loop(Loop { var: VarId(1), start, end, vector_width, tail, body })
+            Stmt::Loop(Loop { var: VarId(1), start, end, vector_width, tail, body, reductions: vec![] })
         };
         let k = |body: Vec<Stmt>, extent| Kernel {
             name: "k".into(),
@@ -843,6 +871,7 @@ mod tests {
                 4,
                 Tail::None,
                 vec![Stmt::Loop(Loop {
+                    reductions: vec![],
                     var: VarId(2),
                     start: 0,
                     end: 2,

@@ -242,7 +242,9 @@ fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Resu
         Opcode::Dot => Err("a dot keeps plain parameters"),
         Opcode::Reduce if !is_array(u) => Err("a variadic reduce is not fused"),
         Opcode::Reduce if p.opcode.is_elementwise() || is_scalar_constant(p) => Ok(()),
-        Opcode::Reduce => Err("a reduce absorbs only elementwise producers"),
+        // A row-major reshape keeps the reduce's reads contiguous (tree_reduction's rows).
+        Opcode::Reduce if p.opcode == Opcode::Reshape && is_row_major_reshape(p) => Ok(()),
+        Opcode::Reduce => Err("a reduce absorbs only elementwise producers and row-major reshapes"),
         Opcode::ReduceWindow if !is_array(u) => Err("a variadic reduce-window is not fused"),
         Opcode::ReduceWindow if is_scalar_constant(p) || (p.opcode.is_elementwise() && !p_expensive) => Ok(()),
         Opcode::ReduceWindow => {
@@ -251,6 +253,14 @@ fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Resu
         _ if is_loop_fusible(u) && !is_scalar_constant(u) => Ok(()),
         _ => Err("the consumer's op is never fused"),
     }
+}
+
+/// Whether reshape `p` keeps the row-major order on both sides (its operand's layout is not
+/// visible here, so the result's must be row-major and untiled; `layout_normalize` gave the
+/// operand one, and the emitter composes whatever it is).
+fn is_row_major_reshape(p: &Instruction) -> bool {
+    p.shape.as_array().and_then(|a| a.layout.as_ref().map(|l| *l == tessera_hlo::Layout::row_major(a.dims.len())))
+        == Some(true)
 }
 
 /// Whether `u` has more elements than its operand `p`, so that fused into `u`, `p` would be

@@ -9,6 +9,7 @@ mod layout_normalize;
 mod rewrite;
 mod single_device_collectives;
 mod static_bounds;
+mod tree_reduction;
 mod tuple_simplify;
 mod unwrap;
 
@@ -19,6 +20,7 @@ pub use fusion::{Fusion, FusionDecision};
 pub use layout_normalize::LayoutNormalize;
 pub use single_device_collectives::SingleDeviceCollectives;
 pub use static_bounds::StaticBounds;
+pub use tree_reduction::TreeReduction;
 pub use tuple_simplify::TupleSimplify;
 pub use unwrap::Unwrap;
 
@@ -37,6 +39,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "unwrap" => Box::new(Unwrap),
         "single_device_collectives" => Box::new(SingleDeviceCollectives),
         "static_bounds" => Box::new(StaticBounds),
+        "tree_reduction" => Box::new(TreeReduction::default()),
         _ => return None,
     })
 }
@@ -46,10 +49,12 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// the physical layouts of the buffers they read; the final DCE drops what fusion inlined.
 /// Wrappers and one-device collectives become ordinary ops before the calls they leave are
 /// inlined; bounded dynamic dimensions become static at their bounds before anything else.
+/// Large full reductions split in two stages once layouts are known (the split needs the
+/// row-major order) and before fusion, which fuses the first stage's reshape into it.
 pub fn standard_pipeline(fusion: bool) -> Pipeline {
     let mut p = Pipeline::new();
     p.add(StaticBounds).add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
-    p.add(CallInline).add(TupleSimplify).add(Dce).add(LayoutNormalize);
+    p.add(CallInline).add(TupleSimplify).add(Dce).add(LayoutNormalize).add(TreeReduction::default());
     if fusion {
         p.add(Fusion::default()).add(Dce);
     }

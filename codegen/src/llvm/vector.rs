@@ -1,0 +1,481 @@
+//! Vector loops in explicit LLVM vector types (DESIGN.md section 5: nothing relies on a tier's
+//! auto-vectorizer). An innermost loop whose `vector_width` is `W > 1` runs as a main loop
+//! stepping by `W` over `<W x T>` values plus a scalar remainder, when its body allows:
+//!
+//! - straight-line (`Let`, `Store`, and `SetLocal` of the loop's lane-reduction locals);
+//! - each value either *uniform* (independent of the loop variable: computed as a scalar once
+//!   per vector iteration and splatted where a vector needs it) or *varying* (`W` lanes of any
+//!   register type; LLVM legalizes `<16 x float>` to one zmm register, two ymm, or four xmm);
+//! - varying loads, stores and indices contiguous: one term over the loop variable with scale
+//!   1 and no div/mod, and no varying value inside the index; loads and stores of whole-byte
+//!   scalars (not predicate bytes or packed elements);
+//! - math functions run once per lane (a call each).
+//!
+//! Anything else stays a scalar loop (LLVM's own vectorizer may still take it), and a lane
+//! reduction that does not vectorize runs its lanes as `W` scalar accumulators. Vector ops are
+//! the scalar ops lane by lane (the same instructions and intrinsics on vector types), so the
+//! split into vector part and remainder never changes an answer.
+//!
+//! A lane reduction's accumulator is one `<W x T>` value, which is exactly the kernel IR's `W`
+//! lanes; its fold halves the vector `log2(W)` times (lane `j` with lane `j + h`), the IR's
+//! tree order.
+
+use std::collections::HashMap;
+
+use inkwell::types::{BasicType, BasicTypeEnum, VectorType};
+use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, VectorValue};
+use inkwell::{FloatPredicate, IntPredicate};
+
+use tessera_lower::kernel::{
+    BinOp, CastOp, CmpOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+};
+
+use super::function::Translator;
+use crate::CodegenError;
+
+/// Which values of a loop body vary with the loop variable, with their types.
+struct Plan {
+    varying: HashMap<ValueId, Ty>,
+}
+
+enum Access {
+    Uniform,
+    Contiguous,
+}
+
+/// How `index` uses the loop variable `var`; `None` when a vector cannot follow it.
+fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Option<Access> {
+    let mut over_var = 0;
+    for t in &index.terms {
+        match t.src {
+            IndexSrc::Var(v) if v == var => {
+                if t.div != 1 || t.modulo.is_some() || t.scale != 1 {
+                    return None;
+                }
+                over_var += 1;
+            }
+            IndexSrc::Var(_) => {}
+            IndexSrc::Value(id) if varying.contains_key(&id) => return None,
+            IndexSrc::Value(_) => {}
+        }
+    }
+    match over_var {
+        0 => Some(Access::Uniform),
+        1 => Some(Access::Contiguous),
+        _ => None,
+    }
+}
+
+/// The operands `op` reads as values.
+fn operands(op: &Op) -> Vec<ValueId> {
+    match op {
+        Op::Const(_) | Op::GetLocal(_) | Op::Load { .. } | Op::Index(_) => Vec::new(),
+        Op::Unary { a, .. } | Op::Cast { a, .. } => vec![*a],
+        Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
+        Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
+        Op::Math { args, .. } => args.clone(),
+    }
+}
+
+fn plan(l: &Loop) -> Option<Plan> {
+    let reductions: HashMap<LocalId, Ty> = l.reductions.iter().map(|r| (r.local, r.ty)).collect();
+    let mut varying: HashMap<ValueId, Ty> = HashMap::new();
+    for stmt in &l.body {
+        match stmt {
+            Stmt::Let(id, op) => {
+                let ty = match op {
+                    Op::Const(_) => None,
+                    Op::GetLocal(local) => reductions.get(local).copied(),
+                    Op::Index(index) => match access(index, l.var, &varying)? {
+                        Access::Uniform => None,
+                        Access::Contiguous => Some(Ty::I64),
+                    },
+                    Op::Load { index, mem, .. } => match access(index, l.var, &varying)? {
+                        Access::Uniform => None,
+                        Access::Contiguous => match mem {
+                            MemType::Scalar(t) if *t != Ty::Pred => Some(*t),
+                            _ => return None,
+                        },
+                    },
+                    _ if !operands(op).iter().any(|v| varying.contains_key(v)) => None,
+                    Op::Unary { ty, .. } | Op::Binary { ty, .. } | Op::Select { ty, .. } | Op::Math { ty, .. } => {
+                        Some(*ty)
+                    }
+                    Op::Cmp { .. } => Some(Ty::Pred),
+                    Op::Cast { to, .. } => Some(*to),
+                };
+                if let Some(ty) = ty {
+                    varying.insert(*id, ty);
+                }
+            }
+            Stmt::Store { index, mem, .. } => {
+                match access(index, l.var, &varying)? {
+                    Access::Contiguous => {}
+                    Access::Uniform => return None,
+                }
+                if !matches!(mem, MemType::Scalar(t) if *t != Ty::Pred) {
+                    return None;
+                }
+            }
+            Stmt::SetLocal { local, .. } if reductions.contains_key(local) => {}
+            _ => return None,
+        }
+    }
+    Some(Plan { varying })
+}
+
+fn float_predicate(op: CmpOp) -> Option<FloatPredicate> {
+    Some(match op {
+        CmpOp::FEq => FloatPredicate::OEQ,
+        CmpOp::FLt => FloatPredicate::OLT,
+        CmpOp::FLe => FloatPredicate::OLE,
+        CmpOp::FGt => FloatPredicate::OGT,
+        CmpOp::FGe => FloatPredicate::OGE,
+        CmpOp::FNe => FloatPredicate::UNE,
+        _ => return None,
+    })
+}
+
+fn int_predicate(op: CmpOp) -> Option<IntPredicate> {
+    Some(match op {
+        CmpOp::Eq => IntPredicate::EQ,
+        CmpOp::Ne => IntPredicate::NE,
+        CmpOp::Slt => IntPredicate::SLT,
+        CmpOp::Sle => IntPredicate::SLE,
+        CmpOp::Sgt => IntPredicate::SGT,
+        CmpOp::Sge => IntPredicate::SGE,
+        CmpOp::Ult => IntPredicate::ULT,
+        CmpOp::Ule => IntPredicate::ULE,
+        CmpOp::Ugt => IntPredicate::UGT,
+        CmpOp::Uge => IntPredicate::UGE,
+        _ => return None,
+    })
+}
+
+impl<'a, 'ctx> Translator<'a, 'ctx> {
+    fn vector_type(&self, ty: Ty, lanes: u32) -> VectorType<'ctx> {
+        match self.llvm_type(ty) {
+            BasicTypeEnum::FloatType(t) => t.vec_type(lanes),
+            BasicTypeEnum::IntType(t) => t.vec_type(lanes),
+            // Register types are ints and floats only.
+            _ => self.ctx.i8_type().vec_type(lanes),
+        }
+    }
+
+    /// `x` in every lane.
+    fn splat(&self, x: BasicValueEnum<'ctx>, ty: Ty, lanes: u32) -> Result<VectorValue<'ctx>, CodegenError> {
+        let err = self.err();
+        let vt = self.vector_type(ty, lanes);
+        let i32t = self.ctx.i32_type();
+        let one = self.builder.build_insert_element(vt.get_poison(), x, i32t.const_zero(), "one").map_err(&err)?;
+        let zeros = i32t.vec_type(lanes).const_zero();
+        self.builder.build_shuffle_vector(one, vt.get_poison(), zeros, "splat").map_err(&err)
+    }
+
+    /// Translates `l` as a vector loop plus scalar remainder (module doc); false when its body
+    /// does not allow it (nothing was emitted then).
+    pub fn vector_loop(&mut self, l: &Loop) -> Result<bool, CodegenError> {
+        let Some(plan) = plan(l) else { return Ok(false) };
+        let w = l.vector_width;
+        let trip = l.end - l.start;
+        let main_end = l.start + (trip - trip % i64::from(w));
+        let i64t = self.ctx.i64_type();
+        let kernel = self.kernel;
+        let err = super::function::builder_error(&kernel.name);
+        let mut accs: HashMap<LocalId, inkwell::values::PointerValue<'ctx>> = HashMap::new();
+        if main_end > l.start {
+            for r in &l.reductions {
+                let identity = r.identity().ok_or_else(|| self.unsupported("a reduction without identity"))?;
+                let (id_value, _) = self.op(&Op::Const(identity))?;
+                let init = self.splat(id_value, r.ty, w)?;
+                let slot = self.entry_alloca_of(self.vector_type(r.ty, w).as_basic_type_enum(), "lanes")?;
+                self.builder.build_store(slot, init).map_err(&err)?;
+                accs.insert(r.local, slot);
+            }
+            let (start, end) = (i64t.const_int(l.start as u64, true), i64t.const_int(main_end as u64, true));
+            self.counted_loop_by(l.var, start, end, i64::from(w), |t| t.vector_body(l, &plan, &accs))?;
+            for r in &l.reductions {
+                let vt = self.vector_type(r.ty, w);
+                let mut v = self.builder.build_load(vt, accs[&r.local], "lanes").map_err(&err)?.into_vector_value();
+                let mut h = w / 2;
+                while h >= 1 {
+                    let i32t = self.ctx.i32_type();
+                    let mask = |from: u32| {
+                        let idx: Vec<_> = (from..from + h).map(|i| i32t.const_int(u64::from(i), false)).collect();
+                        VectorType::const_vector(&idx)
+                    };
+                    let lo = self.builder.build_shuffle_vector(v, v, mask(0), "lo").map_err(&err)?;
+                    let hi = self.builder.build_shuffle_vector(v, v, mask(h), "hi").map_err(&err)?;
+                    v = self.vector_binary(r.op, r.ty, lo.into(), hi.into())?.into_vector_value();
+                    h /= 2;
+                }
+                let total =
+                    self.builder.build_extract_element(v, self.ctx.i32_type().const_zero(), "total").map_err(&err)?;
+                let (slot, _) = self.local(r.local)?;
+                let before = self.builder.build_load(self.llvm_type(r.ty), slot, "before").map_err(&err)?;
+                let folded = self.fold_scalars(r.op, r.ty, before, total)?;
+                self.builder.build_store(slot, folded).map_err(&err)?;
+            }
+        }
+        if l.end > main_end {
+            let (start, end) = (i64t.const_int(main_end as u64, true), i64t.const_int(l.end as u64, true));
+            self.counted_loop_by(l.var, start, end, 1, |t| t.block_of(&l.body))?;
+        }
+        Ok(true)
+    }
+
+    fn vector_body(
+        &mut self,
+        l: &Loop,
+        plan: &Plan,
+        accs: &HashMap<LocalId, inkwell::values::PointerValue<'ctx>>,
+    ) -> Result<(), CodegenError> {
+        let w = l.vector_width;
+        let kernel = self.kernel;
+        let err = super::function::builder_error(&kernel.name);
+        let mut vectors: HashMap<ValueId, (BasicValueEnum<'ctx>, Ty)> = HashMap::new();
+        let mut scalars = Vec::new();
+        let result = (|| {
+            for stmt in &l.body {
+                match stmt {
+                    Stmt::Let(id, op) => match plan.varying.get(id) {
+                        None => {
+                            let v = self.op(op)?;
+                            self.values.insert(*id, v);
+                            scalars.push(*id);
+                        }
+                        Some(&ty) => {
+                            let v = match op {
+                                Op::GetLocal(local) => {
+                                    let slot = *accs
+                                        .get(local)
+                                        .ok_or_else(|| self.unsupported("a read of a non-reduction local"))?;
+                                    self.builder.build_load(self.vector_type(ty, w), slot, "acc").map_err(&err)?
+                                }
+                                _ => self.vector_op(op, ty, w, &vectors)?,
+                            };
+                            vectors.insert(*id, (v, ty));
+                        }
+                    },
+                    Stmt::Store { buf, index, mem, value } => {
+                        let v = self.vector_operand(*value, mem.reg(), w, &vectors)?;
+                        let ptr = self.element_ptr(*buf, index)?;
+                        let st = self.builder.build_store(ptr, v).map_err(&err)?;
+                        st.set_alignment(mem.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
+                    }
+                    Stmt::SetLocal { local, value } => {
+                        let slot =
+                            *accs.get(local).ok_or_else(|| self.unsupported("a set of a non-reduction local"))?;
+                        let (_, ty) = self.local(*local)?;
+                        let v = self.vector_operand(*value, ty, w, &vectors)?;
+                        self.builder.build_store(slot, v).map_err(&err)?;
+                    }
+                    _ => return Err(self.unsupported("the vector loop translation disagrees with its plan")),
+                }
+            }
+            Ok(())
+        })();
+        for id in scalars {
+            self.values.remove(&id);
+        }
+        result
+    }
+
+    /// `id` as a vector of `ty`: a varying value as is, a uniform one splatted.
+    fn vector_operand(
+        &self,
+        id: ValueId,
+        ty: Ty,
+        lanes: u32,
+        vectors: &HashMap<ValueId, (BasicValueEnum<'ctx>, Ty)>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        match vectors.get(&id) {
+            Some(&(v, t)) if t == ty => Ok(v),
+            Some(&(_, t)) => Err(self.unsupported(format!("value %{} is {t:?} but is used as {ty:?}", id.0))),
+            None => Ok(self.splat(self.value(id, ty)?, ty, lanes)?.into()),
+        }
+    }
+
+    fn vector_op(
+        &mut self,
+        op: &Op,
+        ty: Ty,
+        w: u32,
+        vectors: &HashMap<ValueId, (BasicValueEnum<'ctx>, Ty)>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let err = self.err();
+        let vt = self.vector_type(ty, w);
+        let operand = |t: &Self, id: ValueId, ty: Ty| t.vector_operand(id, ty, w, vectors);
+        Ok(match op {
+            Op::GetLocal(_) | Op::Const(_) => {
+                return Err(self.unsupported("the vector loop translation disagrees with its plan"))
+            }
+            Op::Load { buf, index, mem } => {
+                let ptr = self.element_ptr(*buf, index)?;
+                let v = self.builder.build_load(vt, ptr, "vld").map_err(&err)?;
+                if let Some(inst) = v.as_instruction_value() {
+                    inst.set_alignment(mem.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
+                }
+                v
+            }
+            Op::Index(index) => {
+                let base = self.index(index)?;
+                let base = self.splat(base.into(), Ty::I64, w)?;
+                let i64t = self.ctx.i64_type();
+                let steps: Vec<_> = (0..w).map(|i| i64t.const_int(u64::from(i), false)).collect();
+                self.builder.build_int_add(base, VectorType::const_vector(&steps), "iota").map_err(&err)?.into()
+            }
+            Op::Unary { op, ty, a } => {
+                let x = operand(self, *a, *ty)?;
+                self.vector_unary(*op, *ty, x)?
+            }
+            Op::Binary { op, ty, a, b } => {
+                let (x, y) = (operand(self, *a, *ty)?, operand(self, *b, *ty)?);
+                self.vector_binary(*op, *ty, x, y)?
+            }
+            Op::Cmp { op, ty, a, b } => {
+                let (x, y) = (operand(self, *a, *ty)?.into_vector_value(), operand(self, *b, *ty)?.into_vector_value());
+                match (float_predicate(*op), int_predicate(*op)) {
+                    (Some(p), _) if ty.is_float() => self.builder.build_float_compare(p, x, y, "vfcmp"),
+                    (_, Some(p)) if !ty.is_float() => self.builder.build_int_compare(p, x, y, "vicmp"),
+                    _ => return Err(self.unsupported(format!("{op:?} on {ty:?}"))),
+                }
+                .map_err(&err)?
+                .into()
+            }
+            Op::Select { ty, cond, a, b } => {
+                let (x, y) = (operand(self, *a, *ty)?, operand(self, *b, *ty)?);
+                if vectors.contains_key(cond) {
+                    let c = operand(self, *cond, Ty::Pred)?.into_vector_value();
+                    self.builder.build_select(c, x, y, "vsel").map_err(&err)?
+                } else {
+                    let c = self.value(*cond, Ty::Pred)?.into_int_value();
+                    self.builder.build_select(c, x, y, "vsel").map_err(&err)?
+                }
+            }
+            Op::Cast { op, from, to, a } => {
+                let x = operand(self, *a, *from)?.into_vector_value();
+                self.vector_cast(*op, *from, *to, x, w)?
+            }
+            Op::Math { func, ty, args } => {
+                let lt = self.llvm_type(*ty);
+                let f = self.external(func.symbol(*ty), Some(lt), &vec![lt.into(); args.len()])?;
+                let ins = args.iter().map(|&a| operand(self, a, *ty)).collect::<Result<Vec<_>, _>>()?;
+                let mut out = vt.get_poison();
+                for lane in 0..w {
+                    let i = self.ctx.i32_type().const_int(u64::from(lane), false);
+                    let mut lane_args: Vec<BasicMetadataValueEnum<'ctx>> = Vec::with_capacity(ins.len());
+                    for v in &ins {
+                        lane_args.push(
+                            self.builder.build_extract_element(v.into_vector_value(), i, "lane").map_err(&err)?.into(),
+                        );
+                    }
+                    let call = self.builder.build_call(f, &lane_args, "math").map_err(&err)?;
+                    let r = call
+                        .try_as_basic_value()
+                        .basic()
+                        .ok_or_else(|| self.unsupported(format!("{func:?} returned nothing")))?;
+                    out = self.builder.build_insert_element(out, r, i, "math").map_err(&err)?;
+                }
+                out.into()
+            }
+        })
+    }
+
+    fn vector_unary(&self, op: UnOp, ty: Ty, x: BasicValueEnum<'ctx>) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let err = self.err();
+        let t = x.get_type();
+        let v = x.into_vector_value();
+        let no_poison = self.ctx.bool_type().const_zero();
+        Ok(match op {
+            UnOp::Neg if ty.is_float() => self.builder.build_float_neg(v, "vfneg").map_err(&err)?.into(),
+            UnOp::Neg => self.builder.build_int_neg(v, "vneg").map_err(&err)?.into(),
+            UnOp::Abs if ty.is_float() => self.intrinsic("llvm.fabs", &[t], &[x.into()])?,
+            UnOp::Abs => self.intrinsic("llvm.abs", &[t], &[x.into(), no_poison.into()])?,
+            UnOp::Not => self.builder.build_not(v, "vnot").map_err(&err)?.into(),
+            UnOp::Sqrt => self.intrinsic("llvm.sqrt", &[t], &[x.into()])?,
+            UnOp::Floor => self.intrinsic("llvm.floor", &[t], &[x.into()])?,
+            UnOp::Ceil => self.intrinsic("llvm.ceil", &[t], &[x.into()])?,
+            UnOp::Trunc => self.intrinsic("llvm.trunc", &[t], &[x.into()])?,
+            UnOp::RoundEven => self.intrinsic("llvm.roundeven", &[t], &[x.into()])?,
+            UnOp::Popcnt => self.intrinsic("llvm.ctpop", &[t], &[x.into()])?,
+            UnOp::Clz => self.intrinsic("llvm.ctlz", &[t], &[x.into(), no_poison.into()])?,
+        })
+    }
+
+    /// `op` lane by lane on two vectors of `ty` (the scalar op's instruction or intrinsic).
+    pub fn vector_binary(
+        &self,
+        op: BinOp,
+        ty: Ty,
+        x: BasicValueEnum<'ctx>,
+        y: BasicValueEnum<'ctx>,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let err = self.err();
+        let t = x.get_type();
+        let (a, b) = (x.into_vector_value(), y.into_vector_value());
+        let bld = &self.builder;
+        let r = if ty.is_float() {
+            match op {
+                BinOp::Add => bld.build_float_add(a, b, "vfadd"),
+                BinOp::Sub => bld.build_float_sub(a, b, "vfsub"),
+                BinOp::Mul => bld.build_float_mul(a, b, "vfmul"),
+                BinOp::FDiv => bld.build_float_div(a, b, "vfdiv"),
+                BinOp::FMax => return self.intrinsic("llvm.maximum", &[t], &[x.into(), y.into()]),
+                BinOp::FMin => return self.intrinsic("llvm.minimum", &[t], &[x.into(), y.into()]),
+                _ => return Err(self.unsupported(format!("{op:?} on {ty:?}"))),
+            }
+        } else {
+            match op {
+                BinOp::Add => bld.build_int_add(a, b, "vadd"),
+                BinOp::Sub => bld.build_int_sub(a, b, "vsub"),
+                BinOp::Mul => bld.build_int_mul(a, b, "vmul"),
+                BinOp::SDiv => bld.build_int_signed_div(a, b, "vsdiv"),
+                BinOp::UDiv => bld.build_int_unsigned_div(a, b, "vudiv"),
+                BinOp::SRem => bld.build_int_signed_rem(a, b, "vsrem"),
+                BinOp::URem => bld.build_int_unsigned_rem(a, b, "vurem"),
+                BinOp::And => bld.build_and(a, b, "vand"),
+                BinOp::Or => bld.build_or(a, b, "vor"),
+                BinOp::Xor => bld.build_xor(a, b, "vxor"),
+                BinOp::Shl => bld.build_left_shift(a, b, "vshl"),
+                BinOp::LShr => bld.build_right_shift(a, b, false, "vlshr"),
+                BinOp::AShr => bld.build_right_shift(a, b, true, "vashr"),
+                BinOp::SMax => return self.intrinsic("llvm.smax", &[t], &[x.into(), y.into()]),
+                BinOp::SMin => return self.intrinsic("llvm.smin", &[t], &[x.into(), y.into()]),
+                BinOp::UMax => return self.intrinsic("llvm.umax", &[t], &[x.into(), y.into()]),
+                BinOp::UMin => return self.intrinsic("llvm.umin", &[t], &[x.into(), y.into()]),
+                BinOp::FDiv | BinOp::FMax | BinOp::FMin => return Err(self.unsupported(format!("{op:?} on {ty:?}"))),
+            }
+        };
+        Ok(r.map_err(&err)?.into())
+    }
+
+    fn vector_cast(
+        &self,
+        op: CastOp,
+        from: Ty,
+        to: Ty,
+        x: VectorValue<'ctx>,
+        w: u32,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let err = self.err();
+        let bld = &self.builder;
+        let tt = self.vector_type(to, w);
+        let bad = || self.unsupported(format!("cast {op:?} from {from:?} to {to:?}"));
+        Ok(match op {
+            CastOp::SExt => bld.build_int_s_extend(x, tt, "vsext").map_err(&err)?.into(),
+            CastOp::ZExt => bld.build_int_z_extend(x, tt, "vzext").map_err(&err)?.into(),
+            CastOp::Trunc => bld.build_int_truncate(x, tt, "vtrunc").map_err(&err)?.into(),
+            CastOp::SIToFP => bld.build_signed_int_to_float(x, tt, "vsitofp").map_err(&err)?.into(),
+            CastOp::UIToFP => bld.build_unsigned_int_to_float(x, tt, "vuitofp").map_err(&err)?.into(),
+            CastOp::FPToSISat | CastOp::FPToUISat => {
+                let name = if op == CastOp::FPToSISat { "llvm.fptosi.sat" } else { "llvm.fptoui.sat" };
+                self.intrinsic(name, &[tt.into(), x.get_type().into()], &[x.into()])?
+            }
+            CastOp::FPExt => bld.build_float_ext(x, tt, "vfpext").map_err(&err)?.into(),
+            CastOp::FPTrunc => bld.build_float_trunc(x, tt, "vfptrunc").map_err(&err)?.into(),
+            CastOp::Bitcast if from.bits() == to.bits() => bld.build_bit_cast(x, tt, "vbitcast").map_err(&err)?,
+            CastOp::Bitcast => return Err(bad()),
+        })
+    }
+}
