@@ -10,7 +10,8 @@
 //!   scale 1 and no div/mod; uniform loads do not use the loop variable at all;
 //! - varying ops in the set Cranelift vectorizes (arithmetic, min/max, sqrt, abs, neg,
 //!   rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a uniform amount,
-//!   int<->float conversions of 32-bit lanes);
+//!   int<->float conversions of 32-bit lanes); 16-bit loads and stores (f16/bf16 bits) with
+//!   their extensions to and truncations from 32-bit lanes;
 //!   math functions are called once per lane.
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
@@ -44,7 +45,9 @@ fn mismatch() -> Failure {
 /// Lane count of a varying value of type `ty` (`None` for types with no vector form here).
 fn lanes_of(ty: Ty) -> Option<i64> {
     match ty {
-        Ty::F32 | Ty::I32 => Some(4),
+        // I16 lanes (f16/bf16 bits) live zero-extended in i32x4 registers: loaded with
+        // `uload16x4`, stored narrowed; only conversions to and from I32 touch them.
+        Ty::F32 | Ty::I32 | Ty::I16 => Some(4),
         Ty::F64 => Some(2),
         _ => None,
     }
@@ -53,7 +56,7 @@ fn lanes_of(ty: Ty) -> Option<i64> {
 fn vector_type(ty: Ty, lanes: i64) -> Type {
     match (ty, lanes) {
         (Ty::F32, _) => types::F32X4,
-        (Ty::I32, _) => types::I32X4,
+        (Ty::I32 | Ty::I16, _) => types::I32X4,
         (Ty::F64, _) => types::F64X2,
         // Masks have lanes as wide as the values they select between.
         (_, 4) => types::I32X4,
@@ -160,7 +163,7 @@ impl Planner<'_, '_, '_> {
             Op::Load { index, mem, .. } => match self.access(index)? {
                 Access::Uniform => Some(None),
                 Access::Contiguous => match mem {
-                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64)) => {
+                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16)) => {
                         self.lanes(*t)?;
                         Some(Some(*t))
                     }
@@ -230,6 +233,8 @@ impl Planner<'_, '_, '_> {
                     (op, from, to),
                     (CastOp::Bitcast, Ty::F32, Ty::I32)
                         | (CastOp::Bitcast, Ty::I32, Ty::F32)
+                        | (CastOp::ZExt | CastOp::SExt, Ty::I16, Ty::I32)
+                        | (CastOp::Trunc, Ty::I32, Ty::I16)
                         | (CastOp::SIToFP, Ty::I32, Ty::F32)
                         | (CastOp::FPToSISat, Ty::F32, Ty::I32)
                 );
@@ -264,7 +269,7 @@ impl Planner<'_, '_, '_> {
                         Access::Uniform => return None,
                     }
                     match mem {
-                        MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64)) => self.lanes(*t)?,
+                        MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16)) => self.lanes(*t)?,
                         _ => return None,
                     }
                     self.ty_of(*value)?;
@@ -530,7 +535,16 @@ impl Translator<'_, '_> {
                     let ty = mem.reg();
                     let v = self.vector_operand(*value, ty, plan.lanes, &vectors)?;
                     let addr = self.index(index, access_form(*buf, *mem)?)?;
-                    self.b.ins().store(mem_flags(), v, addr, 0);
+                    if ty == Ty::I16 {
+                        // Four zero-extended lanes packed to 16 bits (exact: each is below
+                        // 2^16), and only those 8 bytes written.
+                        let packed = self.b.ins().unarrow(v, v);
+                        let wide = self.b.ins().bitcast(types::I64X2, lane_cast_flags(), packed);
+                        let low = self.b.ins().extractlane(wide, 0);
+                        self.b.ins().store(mem_flags(), low, addr, 0);
+                    } else {
+                        self.b.ins().store(mem_flags(), v, addr, 0);
+                    }
                 }
                 _ => return Err(mismatch()),
             }
@@ -561,6 +575,8 @@ impl Translator<'_, '_> {
         let lane = if ty == Ty::Pred {
             let all = self.b.ins().ineg(s);
             self.b.ins().sextend(vt.lane_type(), all)
+        } else if ty == Ty::I16 {
+            self.b.ins().uextend(types::I32, s)
         } else {
             s
         };
@@ -572,7 +588,11 @@ impl Translator<'_, '_> {
         Ok(match op {
             Op::Load { buf, index, mem } => {
                 let addr = self.index(index, access_form(*buf, *mem)?)?;
-                self.b.ins().load(vt, mem_flags(), addr, 0)
+                if ty == Ty::I16 {
+                    self.b.ins().uload16x4(mem_flags(), addr, 0)
+                } else {
+                    self.b.ins().load(vt, mem_flags(), addr, 0)
+                }
             }
             Op::Unary { op, ty, a } => {
                 let x = self.vector_operand(*a, *ty, lanes, vectors)?;
@@ -650,6 +670,21 @@ impl Translator<'_, '_> {
             }
             Op::Cast { op, from, a, .. } => {
                 let x = self.vector_operand(*a, *from, lanes, vectors)?;
+                match op {
+                    // I16 lanes are already zero-extended 32-bit lanes.
+                    CastOp::ZExt => return Ok(x),
+                    CastOp::SExt => {
+                        let sixteen = self.b.ins().iconst(types::I32, 16);
+                        let up = self.b.ins().ishl(x, sixteen);
+                        return Ok(self.b.ins().sshr(up, sixteen));
+                    }
+                    CastOp::Trunc => {
+                        let mask = self.b.ins().iconst(types::I32, 0xffff);
+                        let mask = self.b.ins().splat(types::I32X4, mask);
+                        return Ok(self.b.ins().band(x, mask));
+                    }
+                    _ => {}
+                }
                 let ins = self.b.ins();
                 match op {
                     CastOp::Bitcast => ins.bitcast(vt, lane_cast_flags(), x),

@@ -16,6 +16,8 @@ pub mod half;
 mod hoist;
 pub mod index;
 mod linalg;
+pub mod math;
+pub mod math_ir;
 pub mod minifloat;
 mod narrow_int;
 mod nest;

@@ -8,6 +8,8 @@
 use tessera_hlo::ir::{ComparisonDirection, ComparisonType};
 use tessera_hlo::{ElementType, Opcode};
 
+use super::math;
+use super::math_ir::IrMath;
 use super::types::{is_half, is_minifloat, is_unsigned, reg};
 use super::{half, minifloat, narrow_int};
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, MathFn, Ty, UnOp, ValueId};
@@ -88,6 +90,11 @@ pub fn unary(
             _ => Err(unsupported(inst, op, et)),
         };
     }
+    if et.is_float() && ty == Ty::F32 {
+        if let Some(r) = inline_unary(b, op, x) {
+            return Ok(round(b, et, r));
+        }
+    }
     if et.is_float() {
         let math = |b: &mut KernelBuilder, f: MathFn| b.math(f, ty, vec![x]);
         let r = match op {
@@ -166,6 +173,27 @@ pub fn unary(
     })
 }
 
+/// The f32 transcendental functions as inline IR (`math.rs`, defined once for every tier and
+/// the kernel interpreter); `None` for ops that are not one of them.
+fn inline_unary(b: &mut KernelBuilder, op: Opcode, x: ValueId) -> Option<ValueId> {
+    use Opcode as O;
+    let m = &mut IrMath::new(b);
+    Some(match op {
+        O::Exp => math::exp(m, x),
+        O::Expm1 => math::expm1(m, x),
+        O::Log => math::log(m, x),
+        O::Log1p => math::log1p(m, x),
+        O::Tanh => math::tanh(m, x),
+        O::Logistic => math::logistic(m, x),
+        O::Erf => math::erf(m, x),
+        O::Cbrt => math::cbrt(m, x),
+        O::Sin => math::sin(m, x),
+        O::Cos => math::cos(m, x),
+        O::Tan => math::tan(m, x),
+        _ => return None,
+    })
+}
+
 pub fn binary(
     b: &mut KernelBuilder,
     op: Opcode,
@@ -201,6 +229,16 @@ pub fn binary(
             _ => return Err(unsupported(inst, op, et)),
         };
         return Ok(b.binary(bop, Ty::Pred, x, y));
+    }
+    if et.is_float() && ty == Ty::F32 {
+        let r = match op {
+            O::Power => Some(math::pow(&mut IrMath::new(b), x, y)),
+            O::Atan2 => Some(math::atan2(&mut IrMath::new(b), x, y)),
+            _ => None,
+        };
+        if let Some(r) = r {
+            return Ok(round(b, et, r));
+        }
     }
     if et.is_float() {
         let r = match op {

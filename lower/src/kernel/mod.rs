@@ -303,9 +303,11 @@ pub enum CastOp {
     Bitcast,
 }
 
-/// Scalar math functions that tiers call (or inline): each maps to a C symbol, so the same
-/// name resolves in the JIT (runtime symbol table) and in AOT objects (libm or the runtime
-/// library).
+/// Scalar math functions that tiers call: each maps to a C symbol, so the same name resolves
+/// in the JIT (runtime symbol table) and in AOT objects (libm or the runtime library). The
+/// lowering spells f32 transcendental functions out as inline IR instead (`emit::math`), so
+/// loops holding them vectorize; these calls remain for f64 and the functions without an
+/// inline form.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MathFn {
     Exp,
