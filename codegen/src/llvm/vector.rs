@@ -450,6 +450,73 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         Ok(r.map_err(&err)?.into())
     }
 
+    /// `fptosi.sat`/`fptoui.sat` on vectors, spelled out: x86 without AVX-512 has no vector
+    /// lowering for the intrinsics and LLVM splits them into one scalar conversion (with its
+    /// compares and moves) per lane. The plain conversion of a value clamped into range (NaN
+    /// replaced by 0) is defined, and two selects put the saturated ends back; the result is
+    /// the intrinsic's, lane for lane.
+    fn vector_saturating_cast(
+        &self,
+        signed: bool,
+        from: Ty,
+        to: Ty,
+        x: VectorValue<'ctx>,
+        w: u32,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let kernel = self.kernel;
+        let err = super::function::builder_error(&kernel.name);
+        let bld = &self.builder;
+        let ft = self.vector_type(from, w);
+        let it = self.vector_type(to, w);
+        let bits = to.bits();
+        let fconst = |v: f64| -> Result<VectorValue<'ctx>, CodegenError> {
+            let scalar = match self.llvm_type(from) {
+                BasicTypeEnum::FloatType(t) => t.const_float(v),
+                _ => return Err(self.unsupported("a float cast from a non-float")),
+            };
+            self.splat(scalar.into(), from, w)
+        };
+        let iconst = |v: u64| -> Result<VectorValue<'ctx>, CodegenError> {
+            let scalar = match self.llvm_type(to) {
+                BasicTypeEnum::IntType(t) => t.const_int(v, false),
+                _ => return Err(self.unsupported("an int cast to a non-int")),
+            };
+            self.splat(scalar.into(), to, w)
+        };
+        // The first value too large for the result, and the last too small (exclusive).
+        let (hi, lo) = if signed {
+            (2f64.powi(bits as i32 - 1), -(2f64.powi(bits as i32 - 1)))
+        } else {
+            (2f64.powi(bits as i32), -1.0)
+        };
+        let (hi_v, lo_v) = (fconst(hi)?, fconst(lo)?);
+        let below_hi = bld.build_float_compare(FloatPredicate::OLT, x, hi_v, "below_hi").map_err(&err)?;
+        let in_range = if signed {
+            let above = bld.build_float_compare(FloatPredicate::OGE, x, lo_v, "above_lo").map_err(&err)?;
+            bld.build_and(below_hi, above, "in_range").map_err(&err)?
+        } else {
+            let above = bld.build_float_compare(FloatPredicate::OGT, x, lo_v, "above_lo").map_err(&err)?;
+            bld.build_and(below_hi, above, "in_range").map_err(&err)?
+        };
+        let zero = ft.const_zero();
+        let safe = bld.build_select(in_range, x, zero, "safe").map_err(&err)?.into_vector_value();
+        let r = if signed {
+            bld.build_float_to_signed_int(safe, it, "cvt").map_err(&err)?
+        } else {
+            bld.build_float_to_unsigned_int(safe, it, "cvt").map_err(&err)?
+        };
+        let max = if signed { (1u64 << (bits - 1)) - 1 } else { u64::MAX >> (64 - bits) };
+        let too_big = bld.build_float_compare(FloatPredicate::OGE, x, hi_v, "too_big").map_err(&err)?;
+        let r = bld.build_select(too_big, iconst(max)?, r, "sat_hi").map_err(&err)?;
+        if !signed {
+            // Too small (or NaN) already gave 0 through `safe`.
+            return Ok(r);
+        }
+        let too_small = bld.build_float_compare(FloatPredicate::OLT, x, lo_v, "too_small").map_err(&err)?;
+        let min = 1u64 << (bits - 1);
+        Ok(bld.build_select(too_small, iconst(min)?, r.into_vector_value(), "sat_lo").map_err(&err)?)
+    }
+
     fn vector_cast(
         &self,
         op: CastOp,
@@ -469,8 +536,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             CastOp::SIToFP => bld.build_signed_int_to_float(x, tt, "vsitofp").map_err(&err)?.into(),
             CastOp::UIToFP => bld.build_unsigned_int_to_float(x, tt, "vuitofp").map_err(&err)?.into(),
             CastOp::FPToSISat | CastOp::FPToUISat => {
-                let name = if op == CastOp::FPToSISat { "llvm.fptosi.sat" } else { "llvm.fptoui.sat" };
-                self.intrinsic(name, &[tt.into(), x.get_type().into()], &[x.into()])?
+                self.vector_saturating_cast(op == CastOp::FPToSISat, from, to, x, w)?
             }
             CastOp::FPExt => bld.build_float_ext(x, tt, "vfpext").map_err(&err)?.into(),
             CastOp::FPTrunc => bld.build_float_trunc(x, tt, "vfptrunc").map_err(&err)?.into(),
