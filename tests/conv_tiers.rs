@@ -4,8 +4,11 @@
 //! predicate, half and mixed-precision types, tiled and column-major layouts; the `rt_`
 //! modules through the runtime's convolution), on one thread and on two.
 
+mod tier_support;
+
 use tessera::{Backend, Client, ClientOptions, CompileOptions};
-use tessera_hlo::{ElementType, Literal, Shape};
+use tessera_hlo::Literal;
+use tier_support::{args, compare};
 
 fn modules() -> Vec<(String, String)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("lower/tests/conv");
@@ -19,86 +22,6 @@ fn modules() -> Vec<(String, String)> {
     out.sort();
     assert!(out.len() >= 30, "the convolution modules are missing from {}", dir.display());
     out
-}
-
-/// splitmix64.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
-/// Floats in [-2, 2); integers with arbitrary bits (so sums wrap); predicates.
-fn args(shapes: &[Shape], seed: u64) -> Vec<Literal> {
-    let mut rng = Rng(seed);
-    shapes
-        .iter()
-        .map(|s| {
-            let a = s.as_array().unwrap();
-            let n = a.dims.iter().product::<i64>() as usize;
-            let et = a.element_type;
-            let bits = (0..n)
-                .map(|_| {
-                    let f = rng.unit() * 4.0 - 2.0;
-                    let r = rng.next();
-                    match et {
-                        ElementType::F32 => u128::from((f as f32).to_bits()),
-                        ElementType::F64 => u128::from(f.to_bits()),
-                        ElementType::BF16 => u128::from(half::bf16::from_f64(f).to_bits()),
-                        ElementType::F16 => u128::from(half::f16::from_f64(f).to_bits()),
-                        ElementType::Pred => u128::from(r % 4 == 0),
-                        _ => u128::from(r & ((1u128 << et.bit_width()) - 1) as u64),
-                    }
-                })
-                .collect();
-            Literal::from_bits_vec(s.clone(), bits).unwrap()
-        })
-        .collect()
-}
-
-fn float_of(et: ElementType, bits: u128) -> f64 {
-    match et {
-        ElementType::F16 => half::f16::from_bits(bits as u16).to_f64(),
-        ElementType::BF16 => half::bf16::from_bits(bits as u16).to_f64(),
-        ElementType::F32 => f64::from(f32::from_bits(bits as u32)),
-        _ => f64::from_bits(bits as u64),
-    }
-}
-
-/// Integers and predicates exactly; floats within a relative tolerance of the type plus an
-/// absolute slack for cancellation in sums of a few hundred products.
-fn compare(got: &Literal, want: &Literal) -> Result<(), String> {
-    let et = want.element_type();
-    let (rel, abs) = match et {
-        ElementType::F16 => (2e-3, 1e-2),
-        ElementType::BF16 => (1.6e-2, 8e-2),
-        ElementType::F32 => (2e-5, 2e-4),
-        _ => (1e-12, 1e-11),
-    };
-    if got.element_count() != want.element_count() {
-        return Err(format!("{} elements, want {}", got.element_count(), want.element_count()));
-    }
-    for i in 0..want.element_count() {
-        let (g, w) = (got.get_bits(i).unwrap(), want.get_bits(i).unwrap());
-        let ok = if et.is_float() {
-            let (a, b) = (float_of(et, g), float_of(et, w));
-            (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= rel * a.abs().max(b.abs()) + abs
-        } else {
-            g == w
-        };
-        if !ok {
-            return Err(format!("element {i}: got bits {g:#x}, want {w:#x}"));
-        }
-    }
-    Ok(())
 }
 
 #[test]

@@ -11,6 +11,36 @@ use tessera_lower::kernel::{BinOp, CastOp, CmpOp, Const, MathFn, Op, Ty, UnOp, V
 use super::function::Translator;
 use crate::CodegenError;
 
+/// The LLVM predicate of a float comparison (`None` for integer ones).
+pub fn float_predicate(op: CmpOp) -> Option<FloatPredicate> {
+    Some(match op {
+        CmpOp::FEq => FloatPredicate::OEQ,
+        CmpOp::FLt => FloatPredicate::OLT,
+        CmpOp::FLe => FloatPredicate::OLE,
+        CmpOp::FGt => FloatPredicate::OGT,
+        CmpOp::FGe => FloatPredicate::OGE,
+        CmpOp::FNe => FloatPredicate::UNE,
+        _ => return None,
+    })
+}
+
+/// The LLVM predicate of an integer comparison (`None` for float ones).
+pub fn int_predicate(op: CmpOp) -> Option<IntPredicate> {
+    Some(match op {
+        CmpOp::Eq => IntPredicate::EQ,
+        CmpOp::Ne => IntPredicate::NE,
+        CmpOp::Slt => IntPredicate::SLT,
+        CmpOp::Sle => IntPredicate::SLE,
+        CmpOp::Sgt => IntPredicate::SGT,
+        CmpOp::Sge => IntPredicate::SGE,
+        CmpOp::Ult => IntPredicate::ULT,
+        CmpOp::Ule => IntPredicate::ULE,
+        CmpOp::Ugt => IntPredicate::UGT,
+        CmpOp::Uge => IntPredicate::UGE,
+        _ => return None,
+    })
+}
+
 impl<'a, 'ctx> Translator<'a, 'ctx> {
     /// The value of the right-hand side of a `Let`, with its type.
     pub fn op(&mut self, op: &Op) -> Result<(BasicValueEnum<'ctx>, Ty), CodegenError> {
@@ -169,33 +199,14 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
 
     fn compare(&self, op: CmpOp, ty: Ty, a: ValueId, b: ValueId) -> Result<IntValue<'ctx>, CodegenError> {
         let err = self.err();
-        let fpred = match op {
-            CmpOp::FEq => Some(FloatPredicate::OEQ),
-            CmpOp::FLt => Some(FloatPredicate::OLT),
-            CmpOp::FLe => Some(FloatPredicate::OLE),
-            CmpOp::FGt => Some(FloatPredicate::OGT),
-            CmpOp::FGe => Some(FloatPredicate::OGE),
-            CmpOp::FNe => Some(FloatPredicate::UNE),
-            _ => None,
-        };
+        let fpred = float_predicate(op);
         if let Some(p) = fpred {
             if !ty.is_float() {
                 return Err(self.wrong_type(op, ty));
             }
             return self.builder.build_float_compare(p, self.float(a, ty)?, self.float(b, ty)?, "fcmp").map_err(&err);
         }
-        let ipred = match op {
-            CmpOp::Eq => IntPredicate::EQ,
-            CmpOp::Ne => IntPredicate::NE,
-            CmpOp::Slt => IntPredicate::SLT,
-            CmpOp::Sle => IntPredicate::SLE,
-            CmpOp::Sgt => IntPredicate::SGT,
-            CmpOp::Sge => IntPredicate::SGE,
-            CmpOp::Ult => IntPredicate::ULT,
-            CmpOp::Ule => IntPredicate::ULE,
-            CmpOp::Ugt => IntPredicate::UGT,
-            _ => IntPredicate::UGE,
-        };
+        let ipred = int_predicate(op).ok_or_else(|| self.wrong_type(op, ty))?;
         // Predicates compare as the integers 0 and 1 (`true` is the greater, as unsigned).
         let pred_ok =
             ty == Ty::Pred && matches!(op, CmpOp::Eq | CmpOp::Ne | CmpOp::Ult | CmpOp::Ule | CmpOp::Ugt | CmpOp::Uge);

@@ -24,13 +24,14 @@ use std::collections::HashMap;
 
 use inkwell::types::{BasicType, BasicTypeEnum, VectorType};
 use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, VectorValue};
-use inkwell::{FloatPredicate, IntPredicate};
+use inkwell::FloatPredicate;
 
 use tessera_lower::kernel::{
-    BinOp, CastOp, CmpOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+    BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
 };
 
 use super::function::Translator;
+use super::ops::{float_predicate, int_predicate};
 use crate::CodegenError;
 
 /// Which values of a loop body vary with the loop variable, with their types.
@@ -122,34 +123,6 @@ fn plan(l: &Loop) -> Option<Plan> {
         }
     }
     Some(Plan { varying })
-}
-
-fn float_predicate(op: CmpOp) -> Option<FloatPredicate> {
-    Some(match op {
-        CmpOp::FEq => FloatPredicate::OEQ,
-        CmpOp::FLt => FloatPredicate::OLT,
-        CmpOp::FLe => FloatPredicate::OLE,
-        CmpOp::FGt => FloatPredicate::OGT,
-        CmpOp::FGe => FloatPredicate::OGE,
-        CmpOp::FNe => FloatPredicate::UNE,
-        _ => return None,
-    })
-}
-
-fn int_predicate(op: CmpOp) -> Option<IntPredicate> {
-    Some(match op {
-        CmpOp::Eq => IntPredicate::EQ,
-        CmpOp::Ne => IntPredicate::NE,
-        CmpOp::Slt => IntPredicate::SLT,
-        CmpOp::Sle => IntPredicate::SLE,
-        CmpOp::Sgt => IntPredicate::SGT,
-        CmpOp::Sge => IntPredicate::SGE,
-        CmpOp::Ult => IntPredicate::ULT,
-        CmpOp::Ule => IntPredicate::ULE,
-        CmpOp::Ugt => IntPredicate::UGT,
-        CmpOp::Uge => IntPredicate::UGE,
-        _ => return None,
-    })
 }
 
 impl<'a, 'ctx> Translator<'a, 'ctx> {

@@ -1,13 +1,15 @@
 //! dot (any dot_general) at one output element: loops over the contracting dimensions around
 //! a multiply-add into an accumulator (f32 for f16/bf16/f32 results, rounded once at the end
 //! like XLA:CPU; f64; integers wrap in the result type). Large f32/f64 dots whose operands
-//! view as strided matrices call the runtime's GEMM instead.
+//! view as strided matrices call the runtime's GEMM instead, and so do f16/bf16 ones (without
+//! batch dimensions): their half operands convert into f32 scratch, and a half result is
+//! rounded once from the f32 product.
 
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{ElementType, InstId, Opcode};
 
-use super::{index, scalar, types, Emitter, Frame};
-use crate::kernel::{IndexExpr, ValueId};
+use super::{half, index, scalar, types, Emitter, Frame};
+use crate::kernel::{BufId, IndexExpr, MemType, Tail, Ty, ValueId};
 use crate::LowerError;
 
 pub(crate) struct DotDims {
@@ -152,7 +154,13 @@ impl<'m> Emitter<'m> {
     /// view as strided matrices; false when it does not qualify (the caller emits loops).
     pub(crate) fn try_gemm(&mut self, id: InstId) -> Result<bool, LowerError> {
         let inst = self.comp.inst(id);
-        let Some((f32, ln, rn)) = self.float_parameter_operands(id) else { return Ok(false) };
+        let (f32, ln, rn, half) = match self.float_parameter_operands(id) {
+            Some((f32, ln, rn)) => (f32, ln, rn, false),
+            None => match self.half_parameter_operands(id) {
+                Some((ln, rn)) => (true, ln, rn, true),
+                None => return Ok(false),
+            },
+        };
         let func = if f32 { "tessera_rt_gemm_f32" } else { "tessera_rt_gemm_f64" };
         let (lp, rp) = (&self.params[ln], &self.params[rn]);
         let out = &self.outputs[0];
@@ -186,11 +194,28 @@ impl<'m> Emitter<'m> {
         if ksizes(&dd.lhs_contract, &ld) != ksizes(&dd.rhs_contract, &rd) {
             return Ok(false);
         }
-        let (abuf, bbuf, cbuf) = (lp.buf, rp.buf, out.buf);
+        let (mut abuf, mut bbuf, mut cbuf) = (lp.buf, rp.buf, out.buf);
         let batch: Vec<(i64, i64, i64, i64)> =
             (0..nb).map(|i| (od[i], ls[dd.lhs_batch[i]], rs[dd.rhs_batch[i]], os[i])).filter(|b| b.0 != 1).collect();
+        // Half operands convert whole into f32 scratch first: a batch grid would have its
+        // indices convert (and write) the same scratch at once.
+        if half && !batch.is_empty() {
+            return Ok(false);
+        }
         if batch.iter().any(|b| b.0 == 0) {
             return Ok(true);
+        }
+        let half_out = half.then(|| (out.et, out.buf, out.map.physical_element_count()));
+        if half {
+            let (lp, rp) = (self.params[ln].clone(), self.params[rn].clone());
+            let name = self.comp.inst(id).name.clone();
+            abuf = self.to_f32_scratch(&lp, &format!("{name}.lhs_f32"));
+            bbuf = self.to_f32_scratch(&rp, &format!("{name}.rhs_f32"));
+            if let Some((et, _, len)) = half_out {
+                if types::is_half(et) {
+                    cbuf = self.b.buffer(format!("{name}.out_f32"), MemType::Scalar(Ty::F32), len, true);
+                }
+            }
         }
         let mut bases = (index::constant(0), index::constant(0), index::constant(0));
         let mut opened = 0;
@@ -230,7 +255,65 @@ impl<'m> Emitter<'m> {
         for _ in 0..opened {
             self.b.end_loop();
         }
+        if let Some((et, obuf, len)) = half_out.filter(|h| types::is_half(h.0)) {
+            // The f32 product rounds once to the half result, as the looped dot does.
+            let v = self.open_loop(0, len);
+            let x = self.b.load(cbuf, index::var(v));
+            let h = if et == ElementType::BF16 {
+                half::f32_to_bf16(&mut self.b, x)
+            } else {
+                half::f32_to_f16(&mut self.b, x)
+            };
+            self.b.store(obuf, index::var(v), h);
+            self.end_conversion_loop(len);
+        }
         Ok(true)
+    }
+
+    /// For a dot whose operands are kernel parameters of f16, bf16 or f32 (at least one half)
+    /// and whose result is one of those types: the operands' parameter indices. Such a dot runs
+    /// as an f32 GEMM on converted copies, its result rounded once if it is half.
+    fn half_parameter_operands(&self, id: InstId) -> Option<(usize, usize)> {
+        let inst = self.comp.inst(id);
+        let [l, r] = inst.operands.as_slice() else { return None };
+        let ok = |et: ElementType| matches!(et, ElementType::F32 | ElementType::BF16 | ElementType::F16);
+        if !ok(inst.shape.as_array()?.element_type) {
+            return None;
+        }
+        let param = |o: InstId| {
+            let op = self.comp.inst(o);
+            let n = usize::try_from(op.parameter_number()?).ok()?;
+            let et = op.shape.as_array()?.element_type;
+            (op.opcode == Opcode::Parameter && ok(et) && n < self.params.len()).then_some((n, types::is_half(et)))
+        };
+        let ((ln, lh), (rn, rh)) = (param(*l)?, param(*r)?);
+        (lh || rh).then_some((ln, rn))
+    }
+
+    /// Parameter `p` as f32: itself when it is f32, else a scratch buffer it is converted into
+    /// element for element (same physical order, so the same strides).
+    fn to_f32_scratch(&mut self, p: &super::ArrayBuf, name: &str) -> BufId {
+        if !types::is_half(p.et) {
+            return p.buf;
+        }
+        let len = p.map.physical_element_count();
+        let s = self.b.buffer(name, MemType::Scalar(Ty::F32), len, true);
+        let v = self.open_loop(0, len);
+        let x = self.b.load(p.buf, index::var(v));
+        let f = if p.et == ElementType::BF16 {
+            half::bf16_to_f32(&mut self.b, x)
+        } else {
+            half::f16_to_f32(&mut self.b, x)
+        };
+        self.b.store(s, index::var(v), f);
+        self.end_conversion_loop(len);
+        s
+    }
+
+    fn end_conversion_loop(&mut self, len: i64) {
+        let width = super::nest::vector_width(16, len);
+        let tail = if len % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
+        self.b.end_loop_vectorized(width, tail);
     }
 }
 

@@ -63,6 +63,7 @@ pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Ke
 }
 
 /// A buffer the kernel reads or writes, with the layout that places its elements.
+#[derive(Clone)]
 pub(crate) struct ArrayBuf {
     pub buf: BufId,
     pub map: LayoutMap,
