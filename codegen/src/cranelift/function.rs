@@ -319,6 +319,17 @@ impl Translator<'_, '_> {
         if end <= start {
             return Ok(());
         }
+        let (var, body, exit) = self.open_rotated_loop(start);
+        self.bind_var(l.var, var)?;
+        self.stmts(&l.body)?;
+        self.unbind_var(l.var);
+        self.latch(var, 1, end, body, exit);
+        Ok(())
+    }
+
+    /// Starts a rotated loop whose counter begins at `start`: returns the counter, the body
+    /// block (current from here on) and the exit block [`Self::latch`] ends it with.
+    pub(crate) fn open_rotated_loop(&mut self, start: i64) -> (Variable, Block, Block) {
         let var = self.b.declare_var(types::I64);
         let first = self.b.ins().iconst(types::I64, start);
         self.b.def_var(var, first);
@@ -326,11 +337,7 @@ impl Translator<'_, '_> {
         let exit = self.b.create_block();
         self.b.ins().jump(body, &[]);
         self.b.switch_to_block(body);
-        self.bind_var(l.var, var)?;
-        self.stmts(&l.body)?;
-        self.unbind_var(l.var);
-        self.latch(var, 1, end, body, exit);
-        Ok(())
+        (var, body, exit)
     }
 
     /// Ends a loop body: `var += step; if var < end goto body else exit`, then continues in

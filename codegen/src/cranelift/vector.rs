@@ -372,13 +372,7 @@ impl Translator<'_, '_> {
         // One preheader for both loops, so the hoisted index parts dominate the tail too.
         self.hoist(&l.body)?;
         self.hoist_uniform(l, &plan)?;
-        let var = self.b.declare_var(types::I64);
-        let first = self.b.ins().iconst(types::I64, l.start);
-        self.b.def_var(var, first);
-        let body = self.b.create_block();
-        let exit = self.b.create_block();
-        self.b.ins().jump(body, &[]);
-        self.b.switch_to_block(body);
+        let (var, body, exit) = self.open_rotated_loop(l.start);
         self.bind_var(l.var, var)?;
         self.vector_body(l, &plan, &HashMap::new())?;
         self.unbind_var(l.var);
@@ -436,13 +430,7 @@ impl Translator<'_, '_> {
             if let Some(plan) = &plan {
                 self.hoist_uniform(l, plan)?;
             }
-            let var = self.b.declare_var(types::I64);
-            let first = self.b.ins().iconst(types::I64, l.start);
-            self.b.def_var(var, first);
-            let body = self.b.create_block();
-            let exit = self.b.create_block();
-            self.b.ins().jump(body, &[]);
-            self.b.switch_to_block(body);
+            let (var, body, exit) = self.open_rotated_loop(l.start);
             for c in 0..copies {
                 let lane_var = self.b.declare_var(types::I64);
                 let i = self.b.use_var(var);

@@ -436,8 +436,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         x: VectorValue<'ctx>,
         w: u32,
     ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
-        let kernel = self.kernel;
-        let err = super::function::builder_error(&kernel.name);
+        let err = self.err();
         let bld = &self.builder;
         let ft = self.vector_type(from, w);
         let it = self.vector_type(to, w);
