@@ -41,13 +41,17 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         args: PathBuf,
         /// Folder to write the results 0.npy, 1.npy, ... into (optional with --time).
-        #[arg(long, value_name = "DIR", required_unless_present = "time")]
+        #[arg(long, value_name = "DIR", required_unless_present_any = ["time", "profile"])]
         out: Option<PathBuf>,
         #[arg(long, value_enum, default_value = "llvm")]
         backend: BackendArg,
         /// After one warm-up run, time N runs and print one JSON line.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         time: Option<u32>,
+        /// Then run again (N times with --time, else once) timing every kernel, and print
+        /// where the time went as a table on stderr (compiled backends).
+        #[arg(long)]
+        profile: bool,
         /// Threads kernels run on (default: all cores).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
@@ -145,13 +149,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Parse { module, print } => parse_command(&module, print).map(|()| ExitCode::SUCCESS),
-        Command::Run { module, args, out, backend, time, threads, physical } => {
+        Command::Run { module, args, out, backend, time, profile, threads, physical } => {
             run_command::run(&run_command::RunArgs {
                 module,
                 args,
                 out,
                 backend: backend.into(),
                 time: time.map(|n| n as usize),
+                profile,
                 threads: threads.map(|n| n as usize),
                 physical,
             })

@@ -14,6 +14,7 @@ use tessera_hlo::npy::{read_npy, read_npy_physical, write_npy, write_npy_physica
 use tessera_hlo::{Literal, Shape};
 
 use crate::progress::Progress;
+use tessera::table::Table;
 
 pub struct RunArgs {
     pub module: PathBuf,
@@ -21,11 +22,15 @@ pub struct RunArgs {
     pub out: Option<PathBuf>,
     pub backend: Backend,
     pub time: Option<usize>,
+    pub profile: bool,
     pub threads: Option<usize>,
     pub physical: bool,
 }
 
 pub fn run(a: &RunArgs) -> Result<(), String> {
+    if a.profile && a.backend == Backend::Interp {
+        return Err("--profile needs a compiled backend (cranelift or llvm), not interp".into());
+    }
     let text = std::fs::read_to_string(&a.module).map_err(|e| format!("{}: {e}", a.module.display()))?;
     let options = ClientOptions { threads: a.threads, ..ClientOptions::default() };
     let client = Client::with_options(a.backend, &options).map_err(|e| e.to_string())?;
@@ -46,7 +51,66 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
         let times = time_runs(&exe, &arg_refs, &mut results, runs)?;
         println!("{}", timing_json(a.backend, exe.compile_time(), &times));
     }
+    if a.profile {
+        let runtime = exe.runtime().ok_or("--profile needs a compiled backend")?;
+        runtime.set_profiling(true);
+        time_runs(&exe, &arg_refs, &mut results, a.time.unwrap_or(1))?;
+        let profile = runtime.profile().unwrap_or_default();
+        runtime.set_profiling(false);
+        eprint!("{}", profile_table(runtime, &profile));
+    }
     Ok(())
+}
+
+/// The profile as two tables: kernels by kind (their names without the instruction number:
+/// where a model's time goes) and the kernels that took longest (the top 20), each row with
+/// its share of the profiled time; copies and host steps last.
+fn profile_table(exe: &tessera_runtime::Executable, p: &tessera_runtime::Profile) -> String {
+    let kernels: Vec<(String, u64, Duration)> =
+        exe.launches().iter().zip(&p.launches).map(|(l, &(n, t))| (l.name.clone(), n, t)).filter(|r| r.1 > 0).collect();
+    let total: Duration = kernels.iter().map(|r| r.2).sum::<Duration>() + p.copies.1 + p.host.1;
+    let others = [("(copies)", p.copies), ("(host steps)", p.host)]
+        .into_iter()
+        .filter(|r| r.1 .0 > 0)
+        .map(|(name, (n, t))| (name.to_string(), n, t));
+
+    let mut kinds: Vec<(String, u64, Duration)> = Vec::new();
+    for (name, n, t) in &kernels {
+        let kind = name.trim_end_matches(|c: char| c.is_ascii_digit()).trim_end_matches(['_', '.']);
+        match kinds.iter_mut().find(|k| k.0 == kind) {
+            Some(k) => (k.1, k.2) = (k.1 + n, k.2 + *t),
+            None => kinds.push((kind.to_string(), *n, *t)),
+        }
+    }
+    kinds.sort_by(|a, b| b.2.cmp(&a.2));
+    let mut top = kernels;
+    top.sort_by(|a, b| b.2.cmp(&a.2));
+    const SHOWN: usize = 20;
+    if top.len() > SHOWN {
+        let rest = top.split_off(SHOWN);
+        let (n, t) = rest.iter().fold((0, Duration::ZERO), |(n, t), r| (n + r.1, t + r.2));
+        top.push((format!("({} more kernels)", rest.len()), n, t));
+    }
+    let render = |first: &str, rows: Vec<(String, u64, Duration)>| {
+        let mut table = Table::new(&[first, "runs", "total ms", "us per run", "share"]).align_right(&[1, 2, 3, 4]);
+        for (name, n, t) in rows {
+            let share = if total.is_zero() { 0.0 } else { t.as_secs_f64() / total.as_secs_f64() * 100.0 };
+            table.row(vec![
+                name,
+                n.to_string(),
+                format!("{:.2}", t.as_secs_f64() * 1e3),
+                format!("{:.1}", t.as_secs_f64() * 1e6 / n as f64),
+                format!("{share:.1}%"),
+            ]);
+        }
+        table.render()
+    };
+    let others: Vec<_> = others.collect();
+    format!(
+        "{}\n{}",
+        render("kind", kinds.into_iter().chain(others.clone()).collect()),
+        render("kernel", top.into_iter().chain(others).collect())
+    )
 }
 
 /// Reads `dir/i.npy` for every parameter leaf of `exe`.

@@ -246,6 +246,50 @@ fn time_prints_one_json_line() {
 }
 
 #[test]
+fn profile_prints_where_the_time_went() {
+    let dir = case_dir("model_softmax");
+    for backend in ["cranelift", "llvm"] {
+        let run = tessera(&[
+            "run",
+            text(&dir.join("module.hlo")),
+            "--args",
+            text(&dir.join("args")),
+            "--time",
+            "3",
+            "--profile",
+            "--backend",
+            backend,
+        ]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        // stdout keeps only the --time line; the tables go to stderr.
+        assert_eq!(String::from_utf8(run.stdout).unwrap().lines().count(), 1);
+        let stderr = String::from_utf8(run.stderr).unwrap();
+        let kinds = stderr.lines().skip_while(|l| !l.starts_with("kind ")).collect::<Vec<_>>();
+        assert!(kinds.len() > 2, "{stderr}");
+        // Each kernel ran once per profiled run; the shares add up to the whole.
+        let mut share = 0.0;
+        for row in kinds[2..].iter().take_while(|l| !l.is_empty()) {
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            assert_eq!(cells[1].parse::<u64>().unwrap() % 3, 0, "{row}");
+            share += cells[4].trim_end_matches('%').parse::<f64>().unwrap();
+        }
+        assert!((share - 100.0).abs() < 1.0, "{stderr}");
+        assert!(stderr.lines().any(|l| l.starts_with("kernel ")), "{stderr}");
+    }
+    let run = tessera(&[
+        "run",
+        text(&dir.join("module.hlo")),
+        "--args",
+        text(&dir.join("args")),
+        "--profile",
+        "--backend",
+        "interp",
+    ]);
+    assert!(!run.status.success());
+    assert!(String::from_utf8_lossy(&run.stderr).contains("--profile needs a compiled backend"), "{run:?}");
+}
+
+#[test]
 fn usage_errors_exit_with_2() {
     let dir = case_dir("binary_arith_f32");
     let module = dir.join("module.hlo");

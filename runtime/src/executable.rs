@@ -16,6 +16,7 @@
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::buffer::{is_aligned, AlignedBuffer, ALIGNMENT};
 use tessera_hlo::Literal;
@@ -90,6 +91,18 @@ struct RunState {
     bound: Vec<*mut u8>,
     /// Aligned stand-ins for unaligned caller buffers, parameters then results.
     staging: Vec<Option<AlignedBuffer>>,
+    /// Per-launch time while profiling is on (`Executable::set_profiling`).
+    profile: Option<Profile>,
+}
+
+/// Where the time of the profiled runs went: launches by launch index, and the steps that
+/// are not launches (copies, host operations) together.
+#[derive(Clone, Debug, Default)]
+pub struct Profile {
+    /// `launches[j]`: how many times launch `j` ran and for how long in total.
+    pub launches: Vec<(u64, Duration)>,
+    pub copies: (u64, Duration),
+    pub host: (u64, Duration),
 }
 
 // SAFETY: the pointers are into memory the executable owns (arenas, constants) or that a run
@@ -224,8 +237,13 @@ impl Executable {
         check_steps(&steps, &buffers, launches.len())?;
 
         let callers = parameters.len() + results.len();
-        let state =
-            RunState { tables, fixed, bound: vec![std::ptr::null_mut(); callers], staging: vec![None; callers] };
+        let state = RunState {
+            tables,
+            fixed,
+            bound: vec![std::ptr::null_mut(); callers],
+            staging: vec![None; callers],
+            profile: None,
+        };
         Ok(Executable {
             buffers,
             launches,
@@ -303,6 +321,19 @@ impl Executable {
         self.pool.threads()
     }
 
+    /// Starts (or stops) timing every step of the following runs, from a fresh [`Profile`].
+    /// Timing a launch adds two clock reads to it; leave it off when measuring whole runs.
+    pub fn set_profiling(&self, on: bool) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.profile =
+            on.then(|| Profile { launches: vec![Default::default(); self.launches.len()], ..Profile::default() });
+    }
+
+    /// What the runs since `set_profiling(true)` spent where (`None` when profiling is off).
+    pub fn profile(&self) -> Option<Profile> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).profile.clone()
+    }
+
     /// Runs every launch in order on the caller's buffers: `parameters[n]` holds parameter
     /// `n`'s physical bytes, `results[n]` receives result `n`'s. Sizes must match exactly.
     pub fn run(&self, parameters: &[&[u8]], results: &mut [&mut [u8]]) -> Result<(), RuntimeError> {
@@ -376,18 +407,26 @@ impl Executable {
                     // was compiled for: arenas and constants we own (checked in `new`), and
                     // caller buffers whose sizes were checked by `run` and which its borrows
                     // keep alive.
+                    let start = state.profile.is_some().then(Instant::now);
                     unsafe {
                         let table = state.tables.as_ptr().add(self.table_start[*j]);
                         self.pool.launch(launch.function, table, launch.extent, self.work_bytes[*j]);
                     }
+                    if let (Some(p), Some(start)) = (state.profile.as_mut(), start) {
+                        add(&mut p.launches[*j], start);
+                    }
                 }
                 &StepEntry::Copy { src, dst } => {
+                    let start = state.profile.is_some().then(Instant::now);
                     if src != dst {
                         let (s, d) = (self.address(state, src), self.address(state, dst));
                         // SAFETY: both buffers have `bytes` bytes (checked in `new`); distinct
                         // buffers of one run never overlap (buffer assignment keeps buffers
                         // live together apart, and caller buffers are separate borrows).
                         unsafe { std::ptr::copy(s, d, self.buffers[dst].bytes as usize) };
+                    }
+                    if let (Some(p), Some(start)) = (state.profile.as_mut(), start) {
+                        add(&mut p.copies, start);
                     }
                 }
                 StepEntry::While { cond, pred, body } => loop {
@@ -410,7 +449,13 @@ impl Executable {
                     };
                     self.run_steps(&branches[index], state)?;
                 }
-                StepEntry::Host(op) => self.host(op, state)?,
+                StepEntry::Host(op) => {
+                    let start = state.profile.is_some().then(Instant::now);
+                    self.host(op, state)?;
+                    if let (Some(p), Some(start)) = (state.profile.as_mut(), start) {
+                        add(&mut p.host, start);
+                    }
+                }
                 StepEntry::Check { value, equals, message } => {
                     // SAFETY: the buffer holds an i32 (checked in `new`).
                     let bytes = unsafe { self.bytes(state, *value) };
@@ -495,6 +540,11 @@ impl Executable {
 /// Checks every step against the buffer table: indices in range, copies between equal sizes
 /// into writable buffers, predicates and selectors of the right size, host values whose
 /// buffers match their shapes.
+fn add(slot: &mut (u64, Duration), start: Instant) {
+    slot.0 += 1;
+    slot.1 += start.elapsed();
+}
+
 fn check_steps(steps: &[StepEntry], buffers: &[BufferEntry], launches: usize) -> Result<(), RuntimeError> {
     let invalid = |m: String| Err(RuntimeError::Invalid(m));
     let get = |i: usize| {
@@ -655,6 +705,30 @@ mod tests {
                 assert_eq!(floats(&out), expect, "n {n}, threads {threads}, round {round}");
             }
         }
+    }
+
+    #[test]
+    fn profiling_counts_every_launch_until_turned_off() {
+        let n = 1000;
+        let exe = two_step(n, 0, 1, &MemorySpaces::new()).unwrap();
+        let input = f32_bytes(&vec![1.0; n]);
+        let mut out = vec![0u8; 4 * n];
+        assert!(exe.profile().is_none());
+        exe.set_profiling(true);
+        for _ in 0..3 {
+            exe.run(&[&input], &mut [&mut out]).unwrap();
+        }
+        let p = exe.profile().unwrap();
+        assert_eq!(p.launches.iter().map(|l| l.0).collect::<Vec<_>>(), vec![3, 3]);
+        assert!(p.launches.iter().all(|l| !l.1.is_zero()));
+        assert_eq!((p.copies.0, p.host.0), (0, 0));
+        // Turning it on again starts from zero; off, runs are not timed.
+        exe.set_profiling(true);
+        exe.run(&[&input], &mut [&mut out]).unwrap();
+        assert_eq!(exe.profile().unwrap().launches[0].0, 1);
+        exe.set_profiling(false);
+        exe.run(&[&input], &mut [&mut out]).unwrap();
+        assert!(exe.profile().is_none());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! The GEMM runtime functions kernels call for large dots (DESIGN.md section 6):
 //! `C = A·B`, overwriting `C`, with arbitrary strides in elements, on the `gemm` crate's
-//! AVX-512 kernels.
+//! AVX-512 kernels; `tessera_rt_gemm_f32_mixed` takes bf16 and f16 operands too. Products
+//! with few rows or few columns whose long operand has a unit stride run on
+//! [`crate::skinny_gemm`] instead, which reads that operand once in its own type.
 //!
 //! Threading: a kernel call carries no thread count, so the executable publishes its pool
 //! for the duration of a run in a thread-local ([`GemmThreads::enter`]) on the thread that
@@ -12,6 +14,7 @@ use std::cell::Cell;
 
 use gemm::Parallelism;
 
+use crate::skinny_gemm::{self, Bf16, Elem, Problem, F16};
 use crate::thread_pool::ThreadPool;
 
 /// Below this many multiply-adds a GEMM stays on one thread: moving it into the pool costs
@@ -157,8 +160,28 @@ pub unsafe extern "C" fn tessera_rt_gemm_f32(
     c_rs: i64,
     c_cs: i64,
 ) {
+    if let (Ok(mu), Ok(nu), Ok(ku)) = (usize::try_from(m), usize::try_from(n), usize::try_from(k)) {
+        let s = |x: i64| x as isize;
+        let skinny = unsafe {
+            try_skinny(
+                (mu, nu, ku),
+                (a, s(a_rs), s(a_cs)),
+                (b, s(b_rs), s(b_cs)),
+                (c, s(c_rs), s(c_cs)),
+                SKINNY_MIN_ROWS_F32,
+            )
+        };
+        if skinny {
+            return;
+        }
+    }
     unsafe { gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, 0.0f32, 1.0f32) }
 }
+
+/// The fewest rows an f32 product needs to run on [`skinny_gemm`]: with one to three rows
+/// the `gemm` crate's vector-matrix kernels were as fast or faster (measured at 1 x 4096 x
+/// 4096), from four to sixteen the register tiles were up to twice as fast.
+const SKINNY_MIN_ROWS_F32: usize = 4;
 
 /// [`tessera_rt_gemm_f32`] for f64.
 ///
@@ -181,6 +204,174 @@ pub unsafe extern "C" fn tessera_rt_gemm_f64(
     c_cs: i64,
 ) {
     unsafe { gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, 0.0f64, 1.0f64) }
+}
+
+/// Operand element types of [`tessera_rt_gemm_f32_mixed`], as its `a_type`/`b_type` codes.
+pub const GEMM_F32: i64 = 0;
+pub const GEMM_BF16: i64 = 1;
+pub const GEMM_F16: i64 = 2;
+
+/// Runs `$body` with `$E` the element type that code `$code` names (nothing for others).
+macro_rules! with_elem {
+    ($code:expr, $E:ident => $body:expr) => {
+        match $code {
+            GEMM_F32 => {
+                type $E = f32;
+                $body
+            }
+            GEMM_BF16 => {
+                type $E = Bf16;
+                $body
+            }
+            GEMM_F16 => {
+                type $E = F16;
+                $body
+            }
+            _ => {}
+        }
+    };
+}
+
+/// Matrix `X` (`rows×cols`, element `(i, j)` at `x + i*rs + j*cs`) widened into a row-major
+/// f32 copy.
+///
+/// # Safety
+/// Every element the sizes and strides address is readable.
+unsafe fn widened<E: Elem>(x: *const E, rows: usize, cols: usize, rs: isize, cs: isize) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows * cols);
+    for i in 0..rows {
+        let row = unsafe { x.offset(i as isize * rs) };
+        if cs == 1 {
+            out.extend((0..cols).map(|j| unsafe { *row.add(j) }.widen()));
+        } else {
+            out.extend((0..cols).map(|j| unsafe { *row.offset(j as isize * cs) }.widen()));
+        }
+    }
+    out
+}
+
+/// The product on [`skinny_gemm`] when one side has few rows (or `B` few columns) and the
+/// other a unit stride; false when it does not qualify.
+///
+/// # Safety
+/// The contract of [`tessera_rt_gemm_f32_mixed`], sizes already checked non-negative.
+#[allow(clippy::too_many_arguments)]
+unsafe fn try_skinny<A: Elem, B: Elem>(
+    (m, n, k): (usize, usize, usize),
+    (a, a_rs, a_cs): (*const A, isize, isize),
+    (b, b_rs, b_cs): (*const B, isize, isize),
+    (c, c_rs, c_cs): (*mut f32, isize, isize),
+    min_rows: usize,
+) -> bool {
+    if (min_rows..=skinny_gemm::MAX_ROWS).contains(&m) && (b_cs == 1 || b_rs == 1) && m <= n {
+        let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
+        let p = Problem { m, n, k, a: a32.as_ptr(), b, b_rs, b_cs, c, c_rs, c_cs };
+        unsafe { skinny_gemm::run(&p) };
+        true
+    } else if (min_rows..=skinny_gemm::MAX_ROWS).contains(&n) && (a_rs == 1 || a_cs == 1) {
+        // Cᵀ = Bᵀ·Aᵀ: B's few columns become the rows.
+        let bt32 = unsafe { widened(b, n, k, b_cs, b_rs) };
+        let p = Problem { m: n, n: m, k, a: bt32.as_ptr(), b: a, b_rs: a_cs, b_cs: a_rs, c, c_rs: c_cs, c_cs: c_rs };
+        unsafe { skinny_gemm::run(&p) };
+        true
+    } else {
+        false
+    }
+}
+
+/// Columns of `B` one f32 GEMM call of the mixed product converts at a time: blocks of
+/// about 4 MiB of f32, so the conversion stays in cache for the GEMM that packs it.
+const MIXED_BLOCK_ELEMS: usize = 1 << 20;
+
+/// Shared body of the mixed entry for one pair of element types.
+///
+/// # Safety
+/// The contract of [`tessera_rt_gemm_f32_mixed`], sizes already checked non-negative.
+#[allow(clippy::too_many_arguments)]
+unsafe fn mixed_impl<A: Elem, B: Elem>(
+    (m, n, k): (usize, usize, usize),
+    (a, a_rs, a_cs): (*const A, isize, isize),
+    (b, b_rs, b_cs): (*const B, isize, isize),
+    (c, c_rs, c_cs): (*mut f32, isize, isize),
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if unsafe { try_skinny((m, n, k), (a, a_rs, a_cs), (b, b_rs, b_cs), (c, c_rs, c_cs), 1) } {
+        return;
+    }
+    let i = |x: usize| x as i64;
+    let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
+    let block = (MIXED_BLOCK_ELEMS / k.max(1)).clamp(16, n);
+    let mut j0 = 0;
+    while j0 < n {
+        let w = block.min(n - j0);
+        // B's columns j0..j0+w, widened in B's own order (rows or columns contiguous).
+        let bj = unsafe { b.offset(j0 as isize * b_cs) };
+        let (blk, blk_rs, blk_cs) = if b_cs == 1 {
+            (unsafe { widened(bj, k, w, b_rs, 1) }, w, 1)
+        } else {
+            (unsafe { widened(bj, w, k, b_cs, b_rs) }, 1, k)
+        };
+        let cj = unsafe { c.offset(j0 as isize * c_cs) };
+        unsafe {
+            gemm_impl(
+                i(m),
+                i(w),
+                i(k),
+                a32.as_ptr(),
+                i(k),
+                1,
+                blk.as_ptr(),
+                i(blk_rs),
+                i(blk_cs),
+                cj,
+                c_rs as i64,
+                c_cs as i64,
+                0.0f32,
+                1.0f32,
+            )
+        };
+        j0 += w;
+    }
+}
+
+/// `C = A·B` with f32 `C` and each of `A`, `B` f32, bf16 or f16 (`a_type`, `b_type`: one of
+/// [`GEMM_F32`], [`GEMM_BF16`], [`GEMM_F16`]; half operands point to their 16-bit patterns).
+/// Products are accumulated in f32. Sizes and strides as for [`tessera_rt_gemm_f32`];
+/// unknown type codes or negative sizes do nothing.
+///
+/// # Safety
+/// Every element the sizes and strides address must be valid (readable for `A` and `B`,
+/// writable for `C`), of the type its code names; `C` must not overlap `A` or `B`.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn tessera_rt_gemm_f32_mixed(
+    m: i64,
+    n: i64,
+    k: i64,
+    a: *const u8,
+    a_rs: i64,
+    a_cs: i64,
+    a_type: i64,
+    b: *const u8,
+    b_rs: i64,
+    b_cs: i64,
+    b_type: i64,
+    c: *mut f32,
+    c_rs: i64,
+    c_cs: i64,
+) {
+    let (Ok(m), Ok(n), Ok(k)) = (usize::try_from(m), usize::try_from(n), usize::try_from(k)) else { return };
+    let s = |x: i64| x as isize;
+    with_elem!(a_type, EA => with_elem!(b_type, EB => unsafe {
+        mixed_impl::<EA, EB>(
+            (m, n, k),
+            (a as *const EA, s(a_rs), s(a_cs)),
+            (b as *const EB, s(b_rs), s(b_cs)),
+            (c, s(c_rs), s(c_cs)),
+        )
+    }));
 }
 
 #[cfg(test)]
@@ -274,6 +465,86 @@ mod tests {
             for j in 0..n {
                 let got = c[j * m + i] as f64;
                 assert!((got - expected[i * n + j]).abs() <= 1e-5, "({i},{j}): {got}");
+            }
+        }
+    }
+
+    /// `v` rounded to the element type of `code`, as the bits the mixed entry reads, and the
+    /// value those bits hold.
+    fn encoded(v: &[f64], code: i64) -> (Vec<u8>, Vec<f64>) {
+        let mut bytes = Vec::new();
+        let mut exact = Vec::new();
+        for &x in v {
+            match code {
+                GEMM_F32 => {
+                    bytes.extend((x as f32).to_le_bytes());
+                    exact.push(f64::from(x as f32));
+                }
+                GEMM_BF16 => {
+                    let h = half::bf16::from_f64(x);
+                    bytes.extend(h.to_bits().to_le_bytes());
+                    exact.push(h.to_f64());
+                }
+                _ => {
+                    let h = half::f16::from_f64(x);
+                    bytes.extend(h.to_bits().to_le_bytes());
+                    exact.push(h.to_f64());
+                }
+            }
+        }
+        (bytes, exact)
+    }
+
+    /// Every pair of operand types, on each path the mixed entry takes: few rows with `B`'s
+    /// rows or columns contiguous, few columns (transposed onto few rows), and neither (the
+    /// blocked conversion onto the f32 GEMM); `C` with a row pitch wider than `n`.
+    #[test]
+    fn mixed_types_on_every_path_match_the_reference() {
+        let pool = ThreadPool::new(Some(2)).unwrap();
+        let _threads = GemmThreads::enter(&pool);
+        // (m, n, k, B's columns contiguous)
+        let shapes =
+            [(11, 70, 37, false), (11, 70, 37, true), (5, 3, 64, false), (40, 33, 20, false), (40, 33, 20, true)];
+        for (m, n, k, cols) in shapes {
+            for a_type in [GEMM_F32, GEMM_BF16, GEMM_F16] {
+                for b_type in [GEMM_F32, GEMM_BF16, GEMM_F16] {
+                    let (a, a_exact) = encoded(&values(m * k, 7), a_type);
+                    let (b, b_exact) = encoded(&values(k * n, 8), b_type);
+                    let (b_rs, b_cs) = if cols { (1, k as i64) } else { (n as i64, 1) };
+                    let pitch = n + 3;
+                    let mut c = vec![f32::NAN; m * pitch];
+                    unsafe {
+                        tessera_rt_gemm_f32_mixed(
+                            m as i64,
+                            n as i64,
+                            k as i64,
+                            a.as_ptr(),
+                            k as i64,
+                            1,
+                            a_type,
+                            b.as_ptr(),
+                            b_rs,
+                            b_cs,
+                            b_type,
+                            c.as_mut_ptr(),
+                            pitch as i64,
+                            1,
+                        )
+                    };
+                    for i in 0..m {
+                        for j in 0..n {
+                            let want: f64 = (0..k)
+                                .map(|q| a_exact[i * k + q] * b_exact[(q as i64 * b_rs + j as i64 * b_cs) as usize])
+                                .sum();
+                            let got = f64::from(c[i * pitch + j]);
+                            assert!(
+                                (got - want).abs() <= 1e-5 * k as f64,
+                                "{m}x{n}x{k} cols={cols} types {a_type},{b_type} ({i},{j}): {got} vs {want}"
+                            );
+                        }
+                        assert!(c[i * pitch + n].is_nan(), "wrote past row {i}");
+                    }
+                }
             }
         }
     }

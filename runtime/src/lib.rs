@@ -12,13 +12,14 @@ pub mod fft;
 pub mod gemm;
 mod host_io;
 pub mod memory_space;
+mod skinny_gemm;
 pub mod step;
 pub mod thread_pool;
 
 pub use abi::KernelFn;
 pub use buffer::AlignedBuffer;
 pub use error::RuntimeError;
-pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry};
+pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, Profile};
 pub use memory_space::{MemorySpace, MemorySpaces};
 pub use step::{HostEntry, HostFunctions, HostValueEntry, Selector, StepEntry};
 pub use thread_pool::ThreadPool;

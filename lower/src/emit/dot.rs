@@ -1,15 +1,16 @@
 //! dot (any dot_general) at one output element: loops over the contracting dimensions around
 //! a multiply-add into an accumulator (f32 for f16/bf16/f32 results, rounded once at the end
 //! like XLA:CPU; f64; integers wrap in the result type). Large f32/f64 dots whose operands
-//! view as strided matrices call the runtime's GEMM instead, and so do f16/bf16 ones (without
-//! batch dimensions): their half operands convert into f32 scratch, and a half result is
-//! rounded once from the f32 product.
+//! view as strided matrices call the runtime's GEMM instead, and so do f16/bf16 ones through
+//! `tessera_rt_gemm_f32_mixed`, which reads half operands as they are and accumulates in f32;
+//! a half result goes to f32 scratch and is rounded once (so a batched dot with a half result
+//! keeps the loops: each batch index would round the whole scratch).
 
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{ElementType, InstId, Opcode};
 
 use super::{half, index, scalar, types, Emitter, Frame};
-use crate::kernel::{BufId, IndexExpr, MemType, Tail, Ty, ValueId};
+use crate::kernel::{IndexExpr, MemType, Tail, Ty, ValueId};
 use crate::LowerError;
 
 pub(crate) struct DotDims {
@@ -161,7 +162,11 @@ impl<'m> Emitter<'m> {
                 None => return Ok(false),
             },
         };
-        let func = if f32 { "tessera_rt_gemm_f32" } else { "tessera_rt_gemm_f64" };
+        let func = match (half, f32) {
+            (true, _) => "tessera_rt_gemm_f32_mixed",
+            (false, true) => "tessera_rt_gemm_f32",
+            (false, false) => "tessera_rt_gemm_f64",
+        };
         let (lp, rp) = (&self.params[ln], &self.params[rn]);
         let out = &self.outputs[0];
         let (Some(ls), Some(rs), Some(os)) = (plain_strides(&lp.map), plain_strides(&rp.map), plain_strides(&out.map))
@@ -194,28 +199,28 @@ impl<'m> Emitter<'m> {
         if ksizes(&dd.lhs_contract, &ld) != ksizes(&dd.rhs_contract, &rd) {
             return Ok(false);
         }
-        let (mut abuf, mut bbuf, mut cbuf) = (lp.buf, rp.buf, out.buf);
+        let (abuf, bbuf, mut cbuf) = (lp.buf, rp.buf, out.buf);
+        let type_code = |et: ElementType| match et {
+            ElementType::BF16 => 1,
+            ElementType::F16 => 2,
+            _ => 0,
+        };
+        let (a_type, b_type) = (type_code(lp.et), type_code(rp.et));
         let batch: Vec<(i64, i64, i64, i64)> =
             (0..nb).map(|i| (od[i], ls[dd.lhs_batch[i]], rs[dd.rhs_batch[i]], os[i])).filter(|b| b.0 != 1).collect();
-        // Half operands convert whole into f32 scratch first: a batch grid would have its
-        // indices convert (and write) the same scratch at once.
-        if half && !batch.is_empty() {
+        let half_out =
+            half.then(|| (out.et, out.buf, out.map.physical_element_count())).filter(|h| types::is_half(h.0));
+        // A half result is computed into f32 scratch and rounded in one pass after the call; a
+        // batch grid would have its indices round (and write) the whole scratch at once.
+        if half_out.is_some() && !batch.is_empty() {
             return Ok(false);
         }
         if batch.iter().any(|b| b.0 == 0) {
             return Ok(true);
         }
-        let half_out = half.then(|| (out.et, out.buf, out.map.physical_element_count()));
-        if half {
-            let (lp, rp) = (self.params[ln].clone(), self.params[rn].clone());
+        if let Some((_, _, len)) = half_out {
             let name = self.comp.inst(id).name.clone();
-            abuf = self.to_f32_scratch(&lp, &format!("{name}.lhs_f32"));
-            bbuf = self.to_f32_scratch(&rp, &format!("{name}.rhs_f32"));
-            if let Some((et, _, len)) = half_out {
-                if types::is_half(et) {
-                    cbuf = self.b.buffer(format!("{name}.out_f32"), MemType::Scalar(Ty::F32), len, true);
-                }
-            }
+            cbuf = self.b.buffer(format!("{name}.out_f32"), MemType::Scalar(Ty::F32), len, true);
         }
         let mut bases = (index::constant(0), index::constant(0), index::constant(0));
         let mut opened = 0;
@@ -235,27 +240,23 @@ impl<'m> Emitter<'m> {
             bases.2 = index::add(&bases.2, &index::scale(&iv, sc));
         }
         use crate::kernel::CallArg as A;
-        self.b.call(
-            func,
-            vec![
-                A::I64(m),
-                A::I64(n),
-                A::I64(k),
-                A::Ptr { buf: abuf, index: bases.0 },
-                A::I64(a_rs),
-                A::I64(a_cs),
-                A::Ptr { buf: bbuf, index: bases.1 },
-                A::I64(b_rs),
-                A::I64(b_cs),
-                A::Ptr { buf: cbuf, index: bases.2 },
-                A::I64(c_rs),
-                A::I64(c_cs),
-            ],
-        );
+        let a = [A::Ptr { buf: abuf, index: bases.0 }, A::I64(a_rs), A::I64(a_cs)];
+        let b = [A::Ptr { buf: bbuf, index: bases.1 }, A::I64(b_rs), A::I64(b_cs)];
+        let mut args = vec![A::I64(m), A::I64(n), A::I64(k)];
+        args.extend(a);
+        if half {
+            args.push(A::I64(a_type));
+        }
+        args.extend(b);
+        if half {
+            args.push(A::I64(b_type));
+        }
+        args.extend([A::Ptr { buf: cbuf, index: bases.2 }, A::I64(c_rs), A::I64(c_cs)]);
+        self.b.call(func, args);
         for _ in 0..opened {
             self.b.end_loop();
         }
-        if let Some((et, obuf, len)) = half_out.filter(|h| types::is_half(h.0)) {
+        if let Some((et, obuf, len)) = half_out {
             // The f32 product rounds once to the half result, as the looped dot does.
             let v = self.open_loop(0, len);
             let x = self.b.load(cbuf, index::var(v));
@@ -288,26 +289,6 @@ impl<'m> Emitter<'m> {
         };
         let ((ln, lh), (rn, rh)) = (param(*l)?, param(*r)?);
         (lh || rh).then_some((ln, rn))
-    }
-
-    /// Parameter `p` as f32: itself when it is f32, else a scratch buffer it is converted into
-    /// element for element (same physical order, so the same strides).
-    fn to_f32_scratch(&mut self, p: &super::ArrayBuf, name: &str) -> BufId {
-        if !types::is_half(p.et) {
-            return p.buf;
-        }
-        let len = p.map.physical_element_count();
-        let s = self.b.buffer(name, MemType::Scalar(Ty::F32), len, true);
-        let v = self.open_loop(0, len);
-        let x = self.b.load(p.buf, index::var(v));
-        let f = if p.et == ElementType::BF16 {
-            half::bf16_to_f32(&mut self.b, x)
-        } else {
-            half::f16_to_f32(&mut self.b, x)
-        };
-        self.b.store(s, index::var(v), f);
-        self.end_conversion_loop(len);
-        s
     }
 
     fn end_conversion_loop(&mut self, len: i64) {

@@ -409,9 +409,12 @@ enum CStmt<'k> {
         then_body: Vec<CStmt<'k>>,
         else_body: Vec<CStmt<'k>>,
     },
-    /// `tessera_rt_gemm_f32`/`_f64` with its 12 arguments in contract order.
+    /// `tessera_rt_gemm_f32`/`_f64` with its 12 arguments in contract order, or
+    /// `tessera_rt_gemm_f32_mixed` with its two type codes taken out into `types`.
     Gemm {
         f64: bool,
+        /// `A`'s and `B`'s element types as the mixed call's codes (0 f32, 1 bf16, 2 f16).
+        types: [i64; 2],
         args: Vec<CArg>,
         src: &'k Stmt,
     },
@@ -628,24 +631,45 @@ impl<'k> Resolver<'k> {
         if func == super::fft_call::SYMBOL {
             return self.fft_call(stmt, args);
         }
-        let f64 = match func {
-            "tessera_rt_gemm_f32" => false,
-            "tessera_rt_gemm_f64" => true,
+        let (f64, mixed) = match func {
+            "tessera_rt_gemm_f32" => (false, false),
+            "tessera_rt_gemm_f32_mixed" => (false, true),
+            "tessera_rt_gemm_f64" => (true, false),
             "tessera_rt_conv_f32" => return self.conv_call(stmt, false, args),
             "tessera_rt_conv_f64" => return self.conv_call(stmt, true, args),
             _ => return Err(KernelRunError::UnknownFunction { kernel: self.kernel.name.clone(), func: func.into() }),
         };
         let bad = |m: String| self.setup(format!("`{}`: {m}", self.kernel.stmt_head(stmt)));
-        if args.len() != 12 {
-            return Err(bad(format!("{func} takes 12 arguments, given {}", args.len())));
+        let count = if mixed { 14 } else { 12 };
+        if args.len() != count {
+            return Err(bad(format!("{func} takes {count} arguments, given {}", args.len())));
         }
-        let elem = MemType::Scalar(if f64 { Ty::F64 } else { Ty::F32 });
-        let mut out = Vec::with_capacity(12);
+        // The mixed call's type codes follow A's and B's strides; they must be immediates,
+        // since they fix what the pointers point to.
+        let mut types = [0i64; 2];
+        let mut plain = Vec::with_capacity(12);
         for (i, a) in args.iter().enumerate() {
+            match (mixed, i) {
+                (true, 6 | 10) => match a {
+                    CallArg::I64(code @ 0..=2) => types[usize::from(i == 10)] = *code,
+                    _ => return Err(bad(format!("argument {i} must be a type code 0, 1 or 2"))),
+                },
+                _ => plain.push(a),
+            }
+        }
+        let scalar = MemType::Scalar(if f64 { Ty::F64 } else { Ty::F32 });
+        let operand = |code: i64| if code == 0 { scalar } else { MemType::Scalar(Ty::I16) };
+        let mut out = Vec::with_capacity(12);
+        for (i, a) in plain.into_iter().enumerate() {
             let pointer = matches!(i, 3 | 6 | 9);
             out.push(match (a, pointer) {
                 (CallArg::Ptr { buf, index }, true) => {
                     let b = &self.kernel.buffers[buf.0 as usize];
+                    let elem = match i {
+                        3 => operand(types[0]),
+                        6 => operand(types[1]),
+                        _ => scalar,
+                    };
                     if b.mem != elem {
                         return Err(bad(format!("argument {i} points into b{} of {}, expected {elem}", buf.0, b.mem)));
                     }
@@ -666,7 +690,7 @@ impl<'k> Resolver<'k> {
                 (_, false) => return Err(bad(format!("argument {i} must be an i64"))),
             });
         }
-        Ok(CStmt::Gemm { f64, args: out, src: stmt })
+        Ok(CStmt::Gemm { f64, types, args: out, src: stmt })
     }
 
     fn fft_call(&mut self, stmt: &'k Stmt, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
@@ -972,7 +996,9 @@ impl Machine<'_, '_, '_> {
                         self.body(else_body)?;
                     }
                 }
-                CStmt::Gemm { f64, args, src } => self.gemm(*f64, args).map_err(|f| self.fault(src, f))?,
+                CStmt::Gemm { f64, types, args, src } => {
+                    self.gemm(*f64, *types, args).map_err(|f| self.fault(src, f))?
+                }
                 CStmt::Fft { args, src } => self.fft(args).map_err(|f| self.fault(src, f))?,
                 CStmt::Conv { f64, ptrs, src } => self.conv(*f64, ptrs).map_err(|f| self.fault(src, f))?,
             }
@@ -1169,8 +1195,14 @@ impl Machine<'_, '_, '_> {
         Ok(())
     }
 
-    fn gemm(&mut self, f64: bool, args: &[CArg]) -> Result<(), Fault> {
-        let call = |m: String| Fault::Call(format!("tessera_rt_gemm_{}: {m}", if f64 { "f64" } else { "f32" }));
+    fn gemm(&mut self, f64: bool, types: [i64; 2], args: &[CArg]) -> Result<(), Fault> {
+        let mixed = types != [0, 0];
+        let name = match (f64, mixed) {
+            (true, _) => "f64",
+            (false, false) => "f32",
+            (false, true) => "f32_mixed",
+        };
+        let call = |m: String| Fault::Call(format!("tessera_rt_gemm_{name}: {m}"));
         let mut ints = [0i64; 12];
         let mut ptrs = [(0usize, 0i64); 3];
         for (i, a) in args.iter().enumerate() {
@@ -1213,11 +1245,18 @@ impl Machine<'_, '_, '_> {
         // Computed into a scratch matrix first, so C may overlap A or B.
         let mut out = Vec::with_capacity((m * n) as usize);
         let width = if f64 { 8 } else { 4 };
-        let read = |s: &Self, buf: usize, e: usize| {
+        let read_n = |s: &Self, buf: usize, e: usize, width: usize| {
             let raw = s.bytes(buf, e * width, width);
             let mut x = [0u8; 8];
             x[..width].copy_from_slice(raw);
             u64::from_le_bytes(x)
+        };
+        let read = |s: &Self, buf: usize, e: usize| read_n(s, buf, e, width);
+        // An f32 operand's element, or a half one's widened exactly.
+        let operand = |s: &Self, code: i64, buf: usize, e: usize| match code {
+            0 => f32_of(read_n(s, buf, e, 4)),
+            1 => f32::from_bits((read_n(s, buf, e, 2) as u32) << 16),
+            _ => half::f16::from_bits(read_n(s, buf, e, 2) as u16).to_f32(),
         };
         for i in 0..m {
             for j in 0..n {
@@ -1231,8 +1270,8 @@ impl Machine<'_, '_, '_> {
                 } else {
                     let mut acc = 0.0f32;
                     for p in 0..k {
-                        acc += f32_of(read(self, a, at(ab, i, ars, p, acs)))
-                            * f32_of(read(self, b, at(bb, p, brs, j, bcs)));
+                        acc += operand(self, types[0], a, at(ab, i, ars, p, acs))
+                            * operand(self, types[1], b, at(bb, p, brs, j, bcs));
                     }
                     of_f32(acc)
                 };

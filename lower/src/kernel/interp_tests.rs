@@ -550,6 +550,47 @@ fn gemm_follows_the_runtime_contract() {
     ));
 }
 
+/// `tessera_rt_gemm_f32_mixed` of a bf16 `A` (2x3) and an f16 `B` (3x2, row-major), with the
+/// type codes given (`A`'s as a computed value when `None`).
+fn mixed_gemm_kernel(a_type: Option<i64>, b_type: i64) -> Kernel {
+    let mut b = KernelBuilder::new("mixed", 1);
+    let a_type = match a_type {
+        Some(code) => CallArg::I64(code),
+        None => CallArg::Value(b.constant(int(Ty::I64, 1))),
+    };
+    let a = b.buffer("a", MemType::Scalar(Ty::I16), 6, false);
+    let bb = b.buffer("b", MemType::Scalar(Ty::I16), 6, false);
+    let c = b.buffer("c", F32, 4, true);
+    let ptr = |buf| CallArg::Ptr { buf, index: IndexExpr::constant(0) };
+    let i = CallArg::I64;
+    b.call(
+        "tessera_rt_gemm_f32_mixed",
+        vec![i(2), i(2), i(3), ptr(a), i(3), i(1), a_type, ptr(bb), i(2), i(1), i(b_type), ptr(c), i(2), i(1)],
+    );
+    b.finish()
+}
+
+#[test]
+fn mixed_gemm_widens_halves_and_checks_its_type_codes() {
+    // A = [[1,2,3],[4,5,6]] in bf16, B = [[7,8],[9,10],[11,12]] in f16: C = [[58,64],[139,154]].
+    let bits = |v: &[u16]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let mut a = bits(&[1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0].map(|x| half::bf16::from_f32(x).to_bits()));
+    let mut b = bits(&[7.0f32, 8.0, 9.0, 10.0, 11.0, 12.0].map(|x| half::f16::from_f32(x).to_bits()));
+    let mut c = f32_bytes(&[-1.0; 4]);
+    run_kernel(&mixed_gemm_kernel(Some(1), 2), &mut [&mut a, &mut b, &mut c]).unwrap();
+    assert_eq!(f32s(&c), vec![58.0, 64.0, 139.0, 154.0]);
+
+    // Code 0 says A is f32, which its i16 buffer is not.
+    let err = run_kernel(&mixed_gemm_kernel(Some(0), 2), &mut [&mut a, &mut b, &mut c]).unwrap_err();
+    assert!(err.to_string().contains("argument 3 points into b0 of i16, expected f32"), "{err}");
+    // Codes are immediates from 0 to 2.
+    let err = run_kernel(&mixed_gemm_kernel(Some(1), 3), &mut [&mut a, &mut b, &mut c]).unwrap_err();
+    assert!(err.to_string().contains("argument 10 must be a type code 0, 1 or 2"), "{err}");
+    let k = mixed_gemm_kernel(None, 2);
+    let err = run_kernel(&k, &mut [&mut a, &mut b, &mut c]).unwrap_err();
+    assert!(err.to_string().contains("argument 6 must be a type code 0, 1 or 2"), "{err}");
+}
+
 fn f32_buffer(name: &str, n: i64, kind: BufferKind) -> Buffer {
     let mut shape = ArrayShape::new(ElementType::F32, &[n]);
     shape.layout = Some(shape.layout_or_default());

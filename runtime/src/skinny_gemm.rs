@@ -1,0 +1,633 @@
+//! Products with few rows: `C = A·B` where `A` has at most [`MAX_ROWS`] rows (the runtime
+//! transposes a product with few columns into this form). This is a decode step's shape: a
+//! handful of token rows times every weight matrix of a model. `B` is read once, in its own
+//! element type (f32, bf16 or f16), and widened in registers; accumulation is in f32.
+//!
+//! Why not the `gemm` crate: it packs `B` for a large product and reaches, at 11 rows, a
+//! fifth of what memory bandwidth allows (the matrix is read once, so bandwidth is the
+//! limit), and a half `B` would first have to be converted whole into f32 memory.
+//!
+//! `B` must have a unit stride along `n` (its rows contiguous: `x·W` with `W` row-major) or
+//! along `k` (its columns contiguous: `x·Wᵀ`, as tied embeddings compute logits). Each
+//! layout has its own register tile, written as plain array code over a fixed number of
+//! lanes that the compiler turns into vector registers; it is compiled once per instruction
+//! set (AVX-512, AVX2 with FMA, baseline) and picked when called. Columns are split into
+//! tasks on the published pool.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::gemm::published_pool;
+
+/// The most rows `A` may have: 16 rows keep `A` (widened to f32) in a small copy and the
+/// register tiles re-read each slice of `B` at most three times, from L1.
+pub(crate) const MAX_ROWS: usize = 16;
+
+/// Below this many bytes of `B` per task, splitting costs more than it saves.
+const MIN_TASK_BYTES: usize = 64 << 10;
+
+/// An element `B` may hold.
+pub(crate) trait Elem: Copy + Send + Sync + 'static {
+    fn widen(self) -> f32;
+}
+
+impl Elem for f32 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self
+    }
+}
+
+/// bf16 bits: the f32 with the same upper half (exact; a NaN stays a NaN).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub(crate) struct Bf16(pub u16);
+
+impl Elem for Bf16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        f32::from_bits(u32::from(self.0) << 16)
+    }
+}
+
+/// f16 bits, widened without branches so the tiles stay vector code.
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub(crate) struct F16(pub u16);
+
+impl Elem for F16 {
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        let x = u32::from(self.0);
+        let sign = (x & 0x8000) << 16;
+        let em = x & 0x7fff;
+        // Exponent and mantissa moved into f32's fields read as the value times 2^-112, for
+        // normal and subnormal halves alike (an f16 subnormal lands on an f32 subnormal), so
+        // one exact multiplication by 2^112 rebiases both; infinities and NaNs keep their
+        // mantissa under an all-ones exponent.
+        let finite = f32::from_bits(em << 13) * f32::from_bits(0x7780_0000);
+        let special = f32::from_bits((em << 13) | 0x7f80_0000);
+        let v = if em >= 0x7c00 { special } else { finite };
+        f32::from_bits(v.to_bits() | sign)
+    }
+}
+
+/// How a tile multiplies and adds: fused where the instruction set has FMA.
+trait Madd {
+    fn madd(a: f32, b: f32, c: f32) -> f32;
+}
+
+struct Fused;
+impl Madd for Fused {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a.mul_add(b, c)
+    }
+}
+
+struct Unfused;
+impl Madd for Unfused {
+    #[inline(always)]
+    fn madd(a: f32, b: f32, c: f32) -> f32 {
+        a * b + c
+    }
+}
+
+/// One product. `a` is `m×k` f32, row-major and contiguous; `B`'s element `(q, j)` is at
+/// `b + q*b_rs + j*b_cs` with `b_cs == 1` or `b_rs == 1`; `C`'s element `(i, j)` at
+/// `c + i*c_rs + j*c_cs`.
+#[derive(Clone, Copy)]
+pub(crate) struct Problem<E> {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub a: *const f32,
+    pub b: *const E,
+    pub b_rs: isize,
+    pub b_cs: isize,
+    pub c: *mut f32,
+    pub c_rs: isize,
+    pub c_cs: isize,
+}
+
+// SAFETY: shared with pool threads only for a call the caller waits for; tasks write
+// disjoint columns of `C` and only read `A` and `B`.
+unsafe impl<E> Send for Problem<E> {}
+unsafe impl<E> Sync for Problem<E> {}
+
+/// Columns of one tile when `B`'s rows are contiguous.
+const ROW_TILE: usize = 16;
+/// Rows of `A` one such tile keeps: 6 x 16 accumulators are 12 AVX2 registers.
+const ROW_TILE_ROWS: usize = 6;
+/// Columns and rows of one tile when `B`'s columns are contiguous: 3 x 4 accumulators of 8
+/// lanes, summed across lanes at the end.
+const COL_TILE: usize = 4;
+const COL_TILE_ROWS: usize = 3;
+const COL_LANES: usize = 8;
+
+impl<E: Elem> Problem<E> {
+    fn rows_contiguous(&self) -> bool {
+        self.b_cs == 1
+    }
+
+    /// `C[i0..i0+R, j0..j0+cols] = A[i0..i0+R, :] · B[:, j0..j0+cols]` for contiguous rows of
+    /// `B`; `FULL` tiles have all `ROW_TILE` columns.
+    ///
+    /// # Safety
+    /// The product's contract; the tile lies inside `C`.
+    #[inline(always)]
+    unsafe fn row_tile<F: Madd, const R: usize, const FULL: bool>(&self, i0: usize, j0: usize, cols: usize) {
+        let mut acc = [[0f32; ROW_TILE]; R];
+        let a = unsafe { self.a.add(i0 * self.k) };
+        for q in 0..self.k {
+            let row = unsafe { self.b.offset(q as isize * self.b_rs + j0 as isize) };
+            let mut bv = [0f32; ROW_TILE];
+            for (j, x) in bv.iter_mut().enumerate() {
+                if FULL || j < cols {
+                    *x = unsafe { *row.add(j) }.widen();
+                }
+            }
+            for (i, acc) in acc.iter_mut().enumerate() {
+                let av = unsafe { *a.add(i * self.k + q) };
+                for (s, &x) in acc.iter_mut().zip(&bv) {
+                    *s = F::madd(av, x, *s);
+                }
+            }
+        }
+        for (i, acc) in acc.iter().enumerate() {
+            for (j, &s) in acc.iter().enumerate().take(cols) {
+                unsafe { *self.c.offset((i0 + i) as isize * self.c_rs + (j0 + j) as isize * self.c_cs) = s };
+            }
+        }
+    }
+
+    /// `C[i0..i0+R, j0..j0+N]` for contiguous columns of `B`: lanes run along `k`.
+    ///
+    /// # Safety
+    /// As for `row_tile`.
+    #[inline(always)]
+    unsafe fn col_tile<F: Madd, const R: usize, const N: usize>(&self, i0: usize, j0: usize) {
+        let mut acc = [[[0f32; COL_LANES]; N]; R];
+        let a = unsafe { self.a.add(i0 * self.k) };
+        let col = |j: usize| unsafe { self.b.offset((j0 + j) as isize * self.b_cs) };
+        let body = self.k / COL_LANES * COL_LANES;
+        let mut q = 0;
+        while q < body {
+            let mut av = [[0f32; COL_LANES]; R];
+            for (i, v) in av.iter_mut().enumerate() {
+                for (l, x) in v.iter_mut().enumerate() {
+                    *x = unsafe { *a.add(i * self.k + q + l) };
+                }
+            }
+            for j in 0..N {
+                let mut bv = [0f32; COL_LANES];
+                for (l, x) in bv.iter_mut().enumerate() {
+                    *x = unsafe { *col(j).add(q + l) }.widen();
+                }
+                for i in 0..R {
+                    for l in 0..COL_LANES {
+                        acc[i][j][l] = F::madd(av[i][l], bv[l], acc[i][j][l]);
+                    }
+                }
+            }
+            q += COL_LANES;
+        }
+        for i in 0..R {
+            for j in 0..N {
+                let v = &acc[i][j];
+                let mut s = ((v[0] + v[4]) + (v[2] + v[6])) + ((v[1] + v[5]) + (v[3] + v[7]));
+                for q in body..self.k {
+                    s = F::madd(unsafe { *a.add(i * self.k + q) }, unsafe { *col(j).add(q) }.widen(), s);
+                }
+                unsafe { *self.c.offset((i0 + i) as isize * self.c_rs + (j0 + j) as isize * self.c_cs) = s };
+            }
+        }
+    }
+
+    /// Columns `lo..hi` of `C`, every row.
+    ///
+    /// # Safety
+    /// The product's contract.
+    #[inline(always)]
+    unsafe fn columns<F: Madd>(&self, lo: usize, hi: usize) {
+        if self.rows_contiguous() {
+            let mut j0 = lo;
+            while j0 < hi {
+                let cols = (hi - j0).min(ROW_TILE);
+                let mut i0 = 0;
+                while i0 < self.m {
+                    let rows = (self.m - i0).min(ROW_TILE_ROWS);
+                    macro_rules! tile {
+                        ($($r:literal)*) => {
+                            match (rows, cols == ROW_TILE) {
+                                $(($r, true) => unsafe { self.row_tile::<F, $r, true>(i0, j0, cols) },
+                                  ($r, false) => unsafe { self.row_tile::<F, $r, false>(i0, j0, cols) },)*
+                                _ => unreachable!("at most {ROW_TILE_ROWS} rows"),
+                            }
+                        };
+                    }
+                    tile!(1 2 3 4 5 6);
+                    i0 += rows;
+                }
+                j0 += cols;
+            }
+        } else {
+            let mut j0 = lo;
+            while j0 < hi {
+                let cols = (hi - j0).min(COL_TILE);
+                let mut i0 = 0;
+                while i0 < self.m {
+                    let rows = (self.m - i0).min(COL_TILE_ROWS);
+                    macro_rules! tile {
+                        ($(($r:literal, $n:literal))*) => {
+                            match (rows, cols) {
+                                $(($r, $n) => unsafe { self.col_tile::<F, $r, $n>(i0, j0) },)*
+                                _ => unreachable!("at most {COL_TILE_ROWS} rows and {COL_TILE} columns"),
+                            }
+                        };
+                    }
+                    tile!((1, 1)(1, 2)(1, 3)(1, 4)(2, 1)(2, 2)(2, 3)(2, 4)(3, 1)(3, 2)(3, 3)(3, 4));
+                    i0 += rows;
+                }
+                j0 += cols;
+            }
+        }
+    }
+}
+
+type ColumnsFn<E> = unsafe fn(&Problem<E>, usize, usize);
+
+unsafe fn columns_baseline<E: Elem>(p: &Problem<E>, lo: usize, hi: usize) {
+    unsafe { p.columns::<Unfused>(lo, hi) }
+}
+
+/// The best version this CPU runs.
+fn columns_fn<E: Elem>() -> ColumnsFn<E> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(f) = x86::columns_fn::<E>() {
+        return f;
+    }
+    columns_baseline::<E>
+}
+
+/// AVX2 tiles with FMA (and F16C for f16), written with intrinsics: the array code above
+/// is not reliably kept in registers by the compiler once it is inlined into many tiles.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{Bf16, ColumnsFn, Elem, Fused, Problem, COL_TILE, COL_TILE_ROWS, F16, ROW_TILE, ROW_TILE_ROWS};
+
+    /// Eight consecutive elements widened into one register.
+    pub(super) trait Lanes: Elem {
+        /// # Safety
+        /// Eight elements from `p` are readable; AVX2 (and F16C for f16) is available.
+        unsafe fn load8(p: *const Self) -> __m256;
+        /// Whether this CPU has what `load8` needs besides AVX2 and FMA.
+        fn supported() -> bool {
+            true
+        }
+    }
+
+    impl Lanes for f32 {
+        #[inline(always)]
+        unsafe fn load8(p: *const f32) -> __m256 {
+            unsafe { _mm256_loadu_ps(p) }
+        }
+    }
+
+    impl Lanes for Bf16 {
+        #[inline(always)]
+        unsafe fn load8(p: *const Bf16) -> __m256 {
+            unsafe {
+                let h = _mm_loadu_si128(p as *const __m128i);
+                _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
+            }
+        }
+    }
+
+    impl Lanes for F16 {
+        #[inline(always)]
+        unsafe fn load8(p: *const F16) -> __m256 {
+            unsafe { _mm256_cvtph_ps(_mm_loadu_si128(p as *const __m128i)) }
+        }
+        fn supported() -> bool {
+            is_x86_feature_detected!("f16c")
+        }
+    }
+
+    /// How many rows of `B` ahead a row tile prefetches.
+    const PREFETCH_ROWS: isize = 16;
+
+    pub(super) fn columns_fn<E: Elem>() -> Option<ColumnsFn<E>> {
+        // `Lanes` is implemented for exactly the three element types; dispatch on the type.
+        use std::any::TypeId;
+        if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
+            return None;
+        }
+        let id = TypeId::of::<E>();
+        let f: ColumnsFn<E> = if id == TypeId::of::<f32>() {
+            // SAFETY: E is f32; the function pointer types are identical.
+            unsafe { std::mem::transmute::<ColumnsFn<f32>, ColumnsFn<E>>(columns::<f32>) }
+        } else if id == TypeId::of::<Bf16>() {
+            unsafe { std::mem::transmute::<ColumnsFn<Bf16>, ColumnsFn<E>>(columns::<Bf16>) }
+        } else if id == TypeId::of::<F16>() && F16::supported() {
+            unsafe { std::mem::transmute::<ColumnsFn<F16>, ColumnsFn<E>>(columns::<F16>) }
+        } else {
+            return None;
+        };
+        Some(f)
+    }
+
+    /// Columns `lo..hi`: full tiles in AVX2, the partial tiles at the right edge in the
+    /// portable code (compiled here with FMA too). With `B`'s rows contiguous, `k` runs in
+    /// blocks of `K_BLOCK` rows, each swept across all the columns: a tile walking down all of
+    /// `k` would touch a new page of `B` on every row.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn columns<E: Lanes>(p: &Problem<E>, lo: usize, hi: usize) {
+        const K_BLOCK: usize = 256;
+        let (tile, rows) = if p.rows_contiguous() { (ROW_TILE, ROW_TILE_ROWS) } else { (COL_TILE, COL_TILE_ROWS) };
+        let full_end = lo + (hi - lo) / tile * tile;
+        let k_blocks = if p.rows_contiguous() { p.k.div_ceil(K_BLOCK).max(1) } else { 1 };
+        for kb in 0..k_blocks {
+            let (q0, q1) = (kb * K_BLOCK, ((kb + 1) * K_BLOCK).min(p.k));
+            let mut j0 = lo;
+            while j0 < full_end {
+                let mut i0 = 0;
+                while i0 < p.m {
+                    let r = (p.m - i0).min(rows);
+                    let q1 = q1.max(q0);
+                    macro_rules! rows {
+                        ($($r:literal)*) => {
+                            match r {
+                                $($r => unsafe { row_tile::<E, $r>(p, i0, j0, q0, q1, kb == 0) },)*
+                                _ => unreachable!(),
+                            }
+                        };
+                    }
+                    macro_rules! cols {
+                        ($($r:literal)*) => {
+                            match r {
+                                $($r => unsafe { col_tile::<E, $r>(p, i0, j0) },)*
+                                _ => unreachable!(),
+                            }
+                        };
+                    }
+                    if p.rows_contiguous() {
+                        rows!(1 2 3 4 5 6);
+                    } else {
+                        cols!(1 2 3);
+                    }
+                    i0 += r;
+                }
+                j0 += tile;
+            }
+        }
+        if full_end < hi {
+            unsafe { p.columns::<Fused>(full_end, hi) };
+        }
+    }
+
+    /// `C[i0..i0+R, j0..j0+16] (+)= A[i0..i0+R, q0..q1] · B[q0..q1, j0..j0+16]` with `B`'s rows
+    /// contiguous, starting from zero when `first` (else from what `C` holds): per row of `B`,
+    /// two vectors of it and `R` broadcasts of `A` feed `2R` accumulators.
+    #[inline(always)]
+    unsafe fn row_tile<E: Lanes, const R: usize>(
+        p: &Problem<E>,
+        i0: usize,
+        j0: usize,
+        q0: usize,
+        q1: usize,
+        first: bool,
+    ) {
+        unsafe {
+            let c_at = |i: usize| p.c.offset((i0 + i) as isize * p.c_rs + j0 as isize * p.c_cs);
+            let mut acc = [[_mm256_setzero_ps(); 2]; R];
+            if !first {
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let c = c_at(i);
+                    if p.c_cs == 1 {
+                        acc[0] = _mm256_loadu_ps(c);
+                        acc[1] = _mm256_loadu_ps(c.add(8));
+                    } else {
+                        let v: [f32; 16] = std::array::from_fn(|j| *c.offset(j as isize * p.c_cs));
+                        acc[0] = _mm256_loadu_ps(v.as_ptr());
+                        acc[1] = _mm256_loadu_ps(v.as_ptr().add(8));
+                    }
+                }
+            }
+            let a = p.a.add(i0 * p.k);
+            let mut row = p.b.offset(q0 as isize * p.b_rs + j0 as isize);
+            for q in q0..q1 {
+                // Rows of B lie a page or more apart, which hardware prefetchers do not
+                // cross: ask for the row a few iterations ahead.
+                _mm_prefetch::<_MM_HINT_T0>(row.offset(PREFETCH_ROWS * p.b_rs) as *const i8);
+                let b0 = E::load8(row);
+                let b1 = E::load8(row.add(8));
+                for (i, acc) in acc.iter_mut().enumerate() {
+                    let av = _mm256_broadcast_ss(&*a.add(i * p.k + q));
+                    acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
+                    acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
+                }
+                row = row.offset(p.b_rs);
+            }
+            for (i, acc) in acc.iter().enumerate() {
+                let c = c_at(i);
+                if p.c_cs == 1 {
+                    _mm256_storeu_ps(c, acc[0]);
+                    _mm256_storeu_ps(c.add(8), acc[1]);
+                } else {
+                    let mut v = [0f32; 16];
+                    _mm256_storeu_ps(v.as_mut_ptr(), acc[0]);
+                    _mm256_storeu_ps(v.as_mut_ptr().add(8), acc[1]);
+                    for (j, x) in v.iter().enumerate() {
+                        *c.offset(j as isize * p.c_cs) = *x;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `C[i0..i0+R, j0..j0+4]` with `B`'s columns contiguous: lanes run along `k`, each of
+    /// the `4R` accumulators summed across its lanes at the end.
+    #[inline(always)]
+    unsafe fn col_tile<E: Lanes, const R: usize>(p: &Problem<E>, i0: usize, j0: usize) {
+        unsafe {
+            let mut acc = [[_mm256_setzero_ps(); COL_TILE]; R];
+            let a = p.a.add(i0 * p.k);
+            let col = |j: usize| p.b.offset((j0 + j) as isize * p.b_cs);
+            let cols = [col(0), col(1), col(2), col(3)];
+            let body = p.k / 8 * 8;
+            let mut q = 0;
+            while q < body {
+                let mut av = [_mm256_setzero_ps(); R];
+                for (i, v) in av.iter_mut().enumerate() {
+                    *v = _mm256_loadu_ps(a.add(i * p.k + q));
+                }
+                for (j, c) in cols.iter().enumerate() {
+                    let bv = E::load8(c.add(q));
+                    for i in 0..R {
+                        acc[i][j] = _mm256_fmadd_ps(av[i], bv, acc[i][j]);
+                    }
+                }
+                q += 8;
+            }
+            for (i, acc) in acc.iter().enumerate() {
+                for (j, &v) in acc.iter().enumerate() {
+                    let mut s = hsum(v);
+                    for q in body..p.k {
+                        s = (*a.add(i * p.k + q)).mul_add((*cols[j].add(q)).widen(), s);
+                    }
+                    *p.c.offset((i0 + i) as isize * p.c_rs + (j0 + j) as isize * p.c_cs) = s;
+                }
+            }
+        }
+    }
+
+    /// The lanes' sum, as the portable tile pairs them: ((0+4)+(2+6))+((1+5)+(3+7)).
+    #[inline(always)]
+    unsafe fn hsum(v: __m256) -> f32 {
+        unsafe {
+            let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+            let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+            let s = _mm_add_ss(s, _mm_shuffle_ps::<1>(s, s));
+            _mm_cvtss_f32(s)
+        }
+    }
+}
+
+/// Runs the product, its columns split into tasks on the published pool (when called from
+/// the thread that runs an executable's launches and the product is large enough).
+///
+/// # Safety
+/// Every element the sizes and strides address must be valid: `A` and `B` readable, `C`
+/// writable and overlapping neither; `p.m <= MAX_ROWS`; `B` has a unit stride along one
+/// of its dimensions as `Problem` says.
+pub(crate) unsafe fn run<E: Elem>(p: &Problem<E>) {
+    debug_assert!(p.m <= MAX_ROWS && (p.b_cs == 1 || p.b_rs == 1));
+    if p.m == 0 || p.n == 0 {
+        return;
+    }
+    let f = columns_fn::<E>();
+    let unit = if p.rows_contiguous() { ROW_TILE } else { COL_TILE };
+    let units = p.n.div_ceil(unit);
+    let bytes = p.n * p.k * std::mem::size_of::<E>();
+    let pool = published_pool();
+    // SAFETY: a published pool outlives the run that published it.
+    let pool = (!pool.is_null()).then(|| unsafe { &*pool });
+    let threads = pool.map_or(1, |p| p.threads());
+    // A few tasks per thread even out threads that the machine slows unequally.
+    let tasks = (threads * 4).min(units).min(bytes / MIN_TASK_BYTES).max(1);
+    let bounds = |t: usize| ((units * t / tasks * unit).min(p.n), (units * (t + 1) / tasks * unit).min(p.n));
+    let next = AtomicUsize::new(0);
+    let work = || loop {
+        let t = next.fetch_add(1, Ordering::Relaxed);
+        if t >= tasks {
+            break;
+        }
+        let (lo, hi) = bounds(t);
+        // SAFETY: the caller's contract; tasks write disjoint columns.
+        unsafe { f(p, lo, hi) };
+    };
+    match pool {
+        Some(pool) if tasks > 1 && threads > 1 && !pool.is_worker_thread() => pool.install(|| {
+            rayon::scope(|s| {
+                for _ in 0..threads.min(tasks) {
+                    s.spawn(|_| work());
+                }
+            })
+        }),
+        _ => work(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(n: usize, seed: u32) -> Vec<f32> {
+        let mut z = seed.wrapping_mul(0x9E37_79B9) | 1;
+        (0..n)
+            .map(|_| {
+                z ^= z << 13;
+                z ^= z >> 17;
+                z ^= z << 5;
+                (z >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Every tile shape and both layouts, against f64 sums, with `C` strided so that writes
+    /// outside the product would show; split into tasks by `run`, and whole by this CPU's
+    /// best version and by the portable one.
+    #[test]
+    fn every_tile_shape_matches_the_reference() {
+        let versions: [(&str, ColumnsFn<f32>); 2] =
+            [("best", columns_fn::<f32>()), ("baseline", columns_baseline::<f32>)];
+        for m in [1, 2, 3, 5, 6, 7, 11, 16] {
+            for n in [1, 3, 4, 15, 16, 17, 37] {
+                for k in [1, 7, 8, 9, 33] {
+                    for rows_contiguous in [true, false] {
+                        let a = values(m * k, 1);
+                        let b = values(k * n, 2);
+                        let (b_rs, b_cs) = if rows_contiguous { (n as isize, 1) } else { (1, k as isize) };
+                        let mut c = vec![f32::NAN; m * (n + 1)];
+                        let c_ptr = c.as_mut_ptr();
+                        let p = Problem {
+                            m,
+                            n,
+                            k,
+                            a: a.as_ptr(),
+                            b: b.as_ptr(),
+                            b_rs,
+                            b_cs,
+                            c: c_ptr,
+                            c_rs: (n + 1) as isize,
+                            c_cs: 1,
+                        };
+                        for (version, f) in [("run", None)].into_iter().chain(versions.map(|(v, f)| (v, Some(f)))) {
+                            c.fill(f32::NAN);
+                            match f {
+                                None => unsafe { run(&p) },
+                                Some(f) => unsafe { f(&p, 0, n) },
+                            }
+                            for i in 0..m {
+                                for j in 0..n {
+                                    let want: f64 = (0..k)
+                                        .map(|q| {
+                                            let bq = b[(q as isize * b_rs + j as isize * b_cs) as usize];
+                                            f64::from(a[i * k + q]) * f64::from(bq)
+                                        })
+                                        .sum();
+                                    let got = c[i * (n + 1) + j];
+                                    assert!(
+                                    (f64::from(got) - want).abs() <= 1e-5 * (k as f64),
+                                    "{version}: m={m} n={n} k={k} rows_contiguous={rows_contiguous} ({i},{j}): {got} vs {want}"
+                                );
+                                }
+                                assert!(c[i * (n + 1) + n].is_nan(), "{version}: wrote past the tile");
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn halves_widen_exactly() {
+        for bits in 0..=u16::MAX {
+            let want = half::f16::from_bits(bits).to_f32();
+            let got = F16(bits).widen();
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "f16 {bits:#06x}: {got} vs {want}"
+            );
+            let want = half::bf16::from_bits(bits).to_f32();
+            let got = Bf16(bits).widen();
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "bf16 {bits:#06x}: {got} vs {want}"
+            );
+        }
+    }
+}
