@@ -23,6 +23,7 @@ mod narrow_int;
 mod nest;
 mod reduce;
 pub mod rng;
+mod rows;
 mod scalar;
 mod scatter;
 mod select_and_scatter;
@@ -120,6 +121,8 @@ pub(crate) struct Emitter<'m> {
     /// Cache keys in insertion order, so leaving a scope forgets what was generated in it.
     cache_log: Vec<CacheKey>,
     multi_log: Vec<CacheKey>,
+    /// The roots the next output nest evaluates, for its row values (`rows`).
+    row_roots: Vec<(Frame<'m>, InstId)>,
     /// Element computations generated so far (a guard against exponential inlining).
     pub generated: usize,
     /// The twin frames complex parts are generated in (see [`complex`]).
@@ -180,6 +183,7 @@ impl<'m> Emitter<'m> {
             generated: 0,
             cache_log: Vec::new(),
             multi_log: Vec::new(),
+            row_roots: Vec::new(),
             parts: complex::PartFrames::default(),
         })
     }
@@ -294,6 +298,13 @@ impl<'m> Emitter<'m> {
                 nest::strip_mine(&map, &mut splits);
             }
             let bits = self.outputs[group[0]].mem.bits();
+            self.row_roots = group
+                .iter()
+                .filter_map(|&o| match &values[o] {
+                    OutVal::Inst(f, id) | OutVal::ReduceElem(f, id, _) => Some((f.clone(), *id)),
+                    OutVal::WindowElem(..) => None,
+                })
+                .collect();
             let vals = values.clone();
             let mut body = move |em: &mut Emitter<'m>, idx: &[IndexExpr], addr: &IndexExpr| {
                 for &o in &group {
@@ -413,6 +424,8 @@ impl<'m> Emitter<'m> {
         body: &mut NestBody<'_, 'm>,
     ) -> Result<(), LowerError> {
         let dims = map.dims().to_vec();
+        // Taken, so that a nest emitted inside this one's body does not see them.
+        let rows = std::mem::take(&mut self.row_roots);
         if dims.contains(&0) {
             return Ok(());
         }
@@ -420,7 +433,7 @@ impl<'m> Emitter<'m> {
             Some(digits) => {
                 let mut limits: Vec<Option<i64>> = dims.iter().map(|&n| Some(n)).collect();
                 let mut vals = Vec::new();
-                let ctx = NestCtx { digits: &digits, rank: dims.len(), bits };
+                let ctx = NestCtx { digits: &digits, rank: dims.len(), bits, rows: &rows };
                 self.digit_loops(&ctx, 0, &mut limits, &mut vals, use_grid, body)
             }
             None => {
@@ -430,7 +443,7 @@ impl<'m> Emitter<'m> {
                     dims.iter().enumerate().map(|(d, &n)| Digit { dim: d, weight: 1, extent: n, coef: 0 }).collect();
                 let mut limits = vec![None; dims.len()];
                 let mut vals = Vec::new();
-                let ctx = NestCtx { digits: &digits, rank: dims.len(), bits: 0 };
+                let ctx = NestCtx { digits: &digits, rank: dims.len(), bits: 0, rows: &rows };
                 let map = map.clone();
                 let mut wrapped = |em: &mut Emitter<'m>, idx: &[IndexExpr], _: &IndexExpr| {
                     let addr = em.layout_offset(&map, idx);
@@ -444,13 +457,16 @@ impl<'m> Emitter<'m> {
     #[allow(clippy::too_many_arguments)]
     fn digit_loops(
         &mut self,
-        ctx: &NestCtx<'_>,
+        ctx: &NestCtx<'_, 'm>,
         k: usize,
         limits: &mut Vec<Option<i64>>,
         vals: &mut Vec<IndexExpr>,
         grid_free: bool,
         body: &mut NestBody<'_, 'm>,
     ) -> Result<(), LowerError> {
+        if !ctx.rows.is_empty() && k > 0 && k < ctx.digits.len() {
+            self.evaluate_rows_before(ctx, k, vals)?;
+        }
         let Some(g) = ctx.digits.get(k) else {
             let idx = nest::logical_index(ctx.digits, vals, ctx.rank);
             let addr = nest::address(ctx.digits, vals);
@@ -533,6 +549,21 @@ impl<'m> Emitter<'m> {
         result
     }
 
+    /// Before the loop of digit `k`: when digit `k - 1` completed a dimension, evaluates the
+    /// row values of the nest's roots that the dimensions completed so far fix (`rows`).
+    fn evaluate_rows_before(&mut self, ctx: &NestCtx<'_, 'm>, k: usize, vals: &[IndexExpr]) -> Result<(), LowerError> {
+        let completed = ctx.digits[k - 1].dim;
+        if ctx.digits[k..].iter().any(|g| g.dim == completed) {
+            return Ok(());
+        }
+        let known: Vec<bool> = (0..ctx.rank).map(|d| ctx.digits[k..].iter().all(|g| g.dim != d)).collect();
+        let idx = nest::logical_index(&ctx.digits[..k], vals, ctx.rank);
+        for (f, root) in ctx.rows {
+            self.evaluate_row_values(f, *root, &idx, &known)?;
+        }
+        Ok(())
+    }
+
     /// Loops over `digits` (of an array with logical bounds `limits`) on the current grid
     /// index, calling `body` at each logical index: the inner loops of reductions.
     pub(crate) fn reduce_loops(
@@ -541,7 +572,7 @@ impl<'m> Emitter<'m> {
         mut limits: Vec<Option<i64>>,
         body: &mut NestBody<'_, 'm>,
     ) -> Result<(), LowerError> {
-        let ctx = NestCtx { digits, rank: limits.len(), bits: 0 };
+        let ctx = NestCtx { digits, rank: limits.len(), bits: 0, rows: &[] };
         let mut vals = Vec::new();
         self.digit_loops(&ctx, 0, &mut limits, &mut vals, false, body)
     }
@@ -688,10 +719,13 @@ impl<'m> Emitter<'m> {
 /// What a nest runs at each logical index: given the index and the output address.
 pub(crate) type NestBody<'a, 'm> = dyn FnMut(&mut Emitter<'m>, &[IndexExpr], &IndexExpr) -> Result<(), LowerError> + 'a;
 
-struct NestCtx<'a> {
+struct NestCtx<'a, 'm> {
     digits: &'a [Digit],
     rank: usize,
     bits: u32,
+    /// The expressions whose row values the nest evaluates before each loop over a new
+    /// dimension (empty for reduction loops).
+    rows: &'a [(Frame<'m>, InstId)],
 }
 
 /// Where parameter `n`'s register(s) start among a scalar frame's values: complex parameters

@@ -47,6 +47,7 @@ impl<'m> Emitter<'m> {
         if let Some(v) = self.multi_cache.get(&key) {
             return Ok(v.clone());
         }
+        self.evaluate_reduce_input_rows(f, id, idx)?;
         let inst = f.comp.inst(id);
         let name = inst.name.clone();
         let (inputs, inits, reducer) = reduction_parts(inst)?;

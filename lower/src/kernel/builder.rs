@@ -16,6 +16,9 @@ pub struct KernelBuilder {
     stack: Vec<Vec<Stmt>>,
     /// For each `if` opened by [`Self::begin_if`]: whether its else-branch is open.
     open_ifs: Vec<bool>,
+    /// Narrow bit patterns the lowering recorded for values it widened from them
+    /// ([`Self::note_narrow_bits`]).
+    narrow_bits: std::collections::HashMap<(ValueId, u8), ValueId>,
 }
 
 impl KernelBuilder {
@@ -30,7 +33,20 @@ impl KernelBuilder {
             next_local: 0,
             stack: vec![Vec::new()],
             open_ifs: Vec::new(),
+            narrow_bits: std::collections::HashMap::new(),
         }
+    }
+
+    /// Records that `value` is the widening of the narrow bits `bits` of format `format` (a
+    /// caller's tag, e.g. bf16), so narrowing `value` again can reuse `bits`. `bits` must be
+    /// defined before `value` in the same statement list, so it is visible wherever `value` is.
+    pub fn note_narrow_bits(&mut self, value: ValueId, format: u8, bits: ValueId) {
+        self.narrow_bits.insert((value, format), bits);
+    }
+
+    /// The bits recorded for `value` in `format`, if any.
+    pub fn narrow_bits(&self, value: ValueId, format: u8) -> Option<ValueId> {
+        self.narrow_bits.get(&(value, format)).copied()
     }
 
     pub fn grid_var(&self) -> VarId {

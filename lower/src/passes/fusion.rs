@@ -16,8 +16,20 @@
 //! A single-output `reduce-window` is elemental: it is inlined into a loop-fusible user (it
 //! counts as expensive, so never duplicated), and absorbs scalar constants and cheap
 //! elementwise producers only, since it reads each operand element once per window covering it.
-//! `dot` keeps plain operands (they are computed by their own kernels), a reduce's result is
-//! never inlined (it is the root of its kernel), and every other op is never fused.
+//! `dot` keeps plain operands (they are computed by their own kernels), and every other op is
+//! never fused, with one exception: row reductions.
+//!
+//! A reduce over the trailing dimensions of a row-major array (a *row reduction*: softmax's max
+//! and sum, layer norm's mean and variance) is inlined into the ops that carry its result on
+//! its rows (elementwise ops, unit-dimension reshapes and broadcasts, all one element per row:
+//! duplicated into every user, since they cost one element per row) and into the broadcast
+//! that expands it over its rows again; an expanded value is inlined into row-major
+//! elementwise ops and into further row reductions that read it. The emitter evaluates such a
+//! row value once per row, before the loop over the row's elements (`emit::rows`), so softmax
+//! or layer norm becomes one or two kernels that read each row from memory once and then from
+//! cache, instead of a kernel per reduction streaming the whole array each time. Any other
+//! consumer of a row value (a transpose, a tuple, a non-row reduce) keeps the reduce in a
+//! kernel of its own, as for every other reduce.
 //!
 //! A materialized instruction with inlined operands becomes a `fusion` (kind=kLoop, or kInput
 //! for a reduce root) calling a fused computation that holds it and its inlined producers;
@@ -27,7 +39,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tessera_hlo::ir::{AttrValue, Payload};
+use tessera_hlo::ir::{AttrList, AttrValue, Payload};
 use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
 
 use crate::pass::Pass;
@@ -119,24 +131,34 @@ impl Fusion {
         let mut depth = vec![0usize; comp.instructions.len()];
         // Whether an instruction, with what is inlined into it, contains an expensive op.
         let mut expensive = vec![false; comp.instructions.len()];
+        let mut rows = vec![Rows::No; comp.instructions.len()];
         for id in comp.post_order() {
             let p = comp.inst(id);
             if !computes(p) && !is_scalar_constant(p) {
                 continue;
             }
             let own_users = &users[id.index()];
-            let fused_depth =
-                1 + p.operands.iter().filter(|o| inlined[o.index()]).map(|o| depth[o.index()]).max().unwrap_or(0);
+            let operand_rows: Vec<Rows> =
+                p.operands.iter().filter(|o| inlined[o.index()]).map(|o| rows[o.index()]).collect();
+            rows[id.index()] = row_kind(comp, p, &operand_rows);
+            // An expanding broadcast evaluates its row value once per row (the emitter hoists
+            // it out of the row's loop): what it holds is neither deep nor expensive per element.
+            let expands = rows[id.index()] == Rows::Expanded && !operand_rows.contains(&Rows::Expanded);
+            let fused_depth = if expands {
+                1
+            } else {
+                1 + p.operands.iter().filter(|o| inlined[o.index()]).map(|o| depth[o.index()]).max().unwrap_or(0)
+            };
             depth[id.index()] = fused_depth;
-            expensive[id.index()] =
-                is_expensive(p.opcode) || p.operands.iter().any(|o| inlined[o.index()] && expensive[o.index()]);
+            expensive[id.index()] = !expands
+                && (is_expensive(p.opcode) || p.operands.iter().any(|o| inlined[o.index()] && expensive[o.index()]));
             let blocker: Option<&'static str> = if id == comp.root {
                 Some(if is_entry {
                     "the entry result is materialized"
                 } else {
                     "a computation's result is materialized"
                 })
-            } else if let Some(reason) = producer_blocker(p) {
+            } else if let Some(reason) = producer_blocker(p).filter(|_| rows[id.index()] != Rows::Value) {
                 Some(reason)
             } else if !p.control_predecessors.is_empty() || control.contains(&id) {
                 Some("control dependencies pin it")
@@ -147,15 +169,22 @@ impl Fusion {
             for &u in own_users {
                 let verdict = match blocker {
                     Some(reason) => Err(reason),
-                    None => consumer_accepts(comp.inst(u), p, expensive[id.index()]),
+                    None => match rows[id.index()] {
+                        Rows::No => consumer_accepts(comp.inst(u), p, expensive[id.index()]),
+                        kind => row_consumer_accepts(comp, comp.inst(u), id, kind),
+                    },
                 };
                 verdicts.push((u, verdict));
             }
             let all_accept = !own_users.is_empty() && verdicts.iter().all(|(_, v)| v.is_ok());
             let (inline, shared_reason) = if !all_accept {
                 (false, "another user cannot fuse it: materialized once")
+            } else if own_users.len() == 1 && rows[id.index()] == Rows::Value {
+                (true, "single user (a row value: evaluated once per row)")
             } else if own_users.len() == 1 {
                 (true, "single user")
+            } else if rows[id.index()] == Rows::Value {
+                (true, "a row value costs one element per row: duplicated into every user")
             } else if !expensive[id.index()] && is_cheap(p, fused_depth) {
                 (true, "cheap: duplicated into every user")
             } else {
@@ -229,6 +258,105 @@ fn producer_blocker(p: &Instruction) -> Option<&'static str> {
         Opcode::Dot => Some("a dot keeps its own kernel"),
         _ => Some("op is never fused"),
     }
+}
+
+/// Where an instruction stands towards row reductions fused into the kernels of their
+/// consumers (softmax, layer norm): a reduce over the trailing dimensions of a row-major array
+/// may be inlined into the ops that carry its result, one element per row (`Value`), up to
+/// the broadcast that expands it over its rows again (`Expanded`), and from there into
+/// elementwise ops and further row reductions. The emitter evaluates a row value once per row,
+/// before the loop over the row's elements (`emit::rows`), so such a kernel reads each row from
+/// memory once and from cache after that.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rows {
+    No,
+    Value,
+    Expanded,
+}
+
+/// `p`'s row kind, from the kinds of its inlined operands.
+fn row_kind(comp: &Computation, p: &Instruction, operands: &[Rows]) -> Rows {
+    if p.opcode == Opcode::Reduce {
+        return if is_row_reduce(comp, p) { Rows::Value } else { Rows::No };
+    }
+    if operands.contains(&Rows::Expanded) {
+        return Rows::Expanded;
+    }
+    if operands.contains(&Rows::Value) {
+        return if p.opcode == Opcode::Broadcast && elements(p) != max_operand_elements(comp, p) {
+            Rows::Expanded
+        } else {
+            Rows::Value
+        };
+    }
+    Rows::No
+}
+
+fn elements(i: &Instruction) -> Option<i64> {
+    i.shape.as_array().and_then(|a| a.element_count())
+}
+
+fn max_operand_elements(comp: &Computation, p: &Instruction) -> Option<i64> {
+    p.operands.iter().filter_map(|&o| elements(comp.inst(o))).max()
+}
+
+fn is_row_major(i: &Instruction) -> bool {
+    i.shape.as_array().and_then(|a| a.layout.as_ref().map(|l| *l == tessera_hlo::Layout::row_major(a.dims.len())))
+        == Some(true)
+}
+
+/// A reduce of one row-major array over its trailing dimensions, keeping at least one: its
+/// result element `i` reads the contiguous row `i`.
+fn is_row_reduce(comp: &Computation, r: &Instruction) -> bool {
+    let [input, _init] = r.operands.as_slice() else { return false };
+    let input = comp.inst(*input);
+    let (Some(rank), Some(dims)) = (input.shape.as_array().map(|a| a.rank()), r.attr_ints("dimensions")) else {
+        return false;
+    };
+    let kept = rank.saturating_sub(dims.len());
+    kept > 0
+        && is_array(r)
+        && is_row_major(input)
+        && is_row_major(r)
+        && dims.iter().enumerate().all(|(i, &d)| usize::try_from(d) == Ok(kept + i))
+}
+
+/// Whether `u` can absorb `p`, which holds a fused row reduction (`kind`).
+fn row_consumer_accepts(comp: &Computation, u: &Instruction, p_id: InstId, kind: Rows) -> Result<(), &'static str> {
+    let p = comp.inst(p_id);
+    let elementwise = |u: &Instruction| {
+        (u.opcode.is_elementwise() || matches!(u.opcode, Opcode::Convert | Opcode::Copy)) && is_array(u)
+    };
+    match kind {
+        Rows::Value
+            if elements(u) == elements(p)
+                && (elementwise(u) || (u.opcode == Opcode::Reshape && is_row_major_reshape(u))) =>
+        {
+            Ok(())
+        }
+        Rows::Value if u.opcode == Opcode::Broadcast && elements(u) == elements(p) => Ok(()),
+        Rows::Value if u.opcode == Opcode::Broadcast && expands_rows(u, p) => Ok(()),
+        Rows::Value => Err("a row value fuses only into ops on its rows and the broadcast that expands them"),
+        Rows::Expanded if elementwise(u) && is_row_major(u) => Ok(()),
+        Rows::Expanded if u.opcode == Opcode::Reduce && is_row_reduce(comp, u) && u.operands[0] == p_id => Ok(()),
+        Rows::Expanded => {
+            Err("a fused row reduction's expansion fuses only into row-major elementwise ops and row reductions")
+        }
+        Rows::No => Err("not a row value"),
+    }
+}
+
+/// Whether broadcast `u` expands `p` over rows: `p`'s dimensions become `u`'s leading ones, in
+/// order, and `u` is row-major, so the loops over `u`'s trailing dimensions are a row's.
+fn expands_rows(u: &Instruction, p: &Instruction) -> bool {
+    let (Some(ua), Some(pa), Some(dims)) = (u.shape.as_array(), p.shape.as_array(), u.attr_ints("dimensions")) else {
+        return false;
+    };
+    !dims.is_empty()
+        && dims.len() < ua.rank()
+        && dims.iter().enumerate().all(|(i, &d)| usize::try_from(d) == Ok(i) && ua.dims.get(i) == pa.dims.get(i))
+        && is_row_major(u)
+        && is_row_major(p)
 }
 
 /// Whether consumer `u` can absorb producer `p` (already known loop-fusible).

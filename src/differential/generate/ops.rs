@@ -53,7 +53,7 @@ const DIRECTIONS: &[&str] = &["EQ", "NE", "LT", "LE", "GT", "GE"];
 impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
-        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2];
+        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -81,7 +81,8 @@ impl Gen {
             23 => self.while_loop(),
             24 => self.conditional(),
             25 => self.sort(),
-            _ => self.topk(),
+            26 => self.topk(),
+            _ => self.row_pattern(),
         }
     }
 
@@ -474,6 +475,46 @@ impl Gen {
         );
         self.used(&[a]);
         Some(r)
+    }
+
+    /// Softmax's and layer norm's shape: a float value minus the max (or the sum) of its
+    /// trailing dimensions, broadcast back over them, which fusion turns into one row kernel
+    /// evaluating the reduction once per row.
+    fn row_pattern(&mut self) -> Option<usize> {
+        let a = self.pick(|v| v.dims.len() >= 2 && matches!(kind(v.ty), Kind::Float(_)))?;
+        let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let Kind::Float(w) = kind(ty) else { return None };
+        let kept = self.rng.range(1, dims.len() as i64 - 1) as usize;
+        let n: i64 = dims[kept..].iter().product();
+        let (op, init, rf) = if self.rng.chance(0.5) {
+            ("maximum", "-inf", f)
+        } else {
+            let (s_lo, s_hi) = (f.lo.min(0.0) * n as f64, f.hi.max(0.0) * n as f64);
+            if s_lo.abs().max(s_hi.abs()) > facts::noisy_mag(w) {
+                return None;
+            }
+            ("add", "0", Facts { lo: s_lo, hi: s_hi, exact: false })
+        };
+        let diff = facts::binary("subtract", kind(ty), f, rf)?;
+        let init = self.constant(ty, init);
+        let comp = self.reducer(op, ty);
+        let reduced: Vec<i64> = (kept as i64..dims.len() as i64).collect();
+        let r = self.push_op(
+            ty,
+            dims[..kept].to_vec(),
+            rf,
+            format!("reduce({}, {init}), dimensions={{{}}}, to_apply={comp}", self.name(a), list(&reduced)),
+        );
+        let leading: Vec<i64> = (0..kept as i64).collect();
+        let b = self.push_op(
+            ty,
+            dims.clone(),
+            rf,
+            format!("broadcast({}), dimensions={{{}}}", self.name(r), list(&leading)),
+        );
+        let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(a), self.name(b)));
+        self.used(&[a, r, b]);
+        Some(out)
     }
 
     /// A variadic (value, index) reduce along one dimension: argmax or argmin with the
