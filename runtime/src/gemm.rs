@@ -162,26 +162,14 @@ pub unsafe extern "C" fn tessera_rt_gemm_f32(
 ) {
     if let (Ok(mu), Ok(nu), Ok(ku)) = (usize::try_from(m), usize::try_from(n), usize::try_from(k)) {
         let s = |x: i64| x as isize;
-        let skinny = unsafe {
-            try_skinny(
-                (mu, nu, ku),
-                (a, s(a_rs), s(a_cs)),
-                (b, s(b_rs), s(b_cs)),
-                (c, s(c_rs), s(c_cs)),
-                SKINNY_MIN_ROWS_F32,
-            )
-        };
+        let skinny =
+            unsafe { try_skinny((mu, nu, ku), (a, s(a_rs), s(a_cs)), (b, s(b_rs), s(b_cs)), (c, s(c_rs), s(c_cs))) };
         if skinny {
             return;
         }
     }
     unsafe { gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, 0.0f32, 1.0f32) }
 }
-
-/// The fewest rows an f32 product needs to run on [`skinny_gemm`]: with one to three rows
-/// the `gemm` crate's vector-matrix kernels were as fast or faster (measured at 1 x 4096 x
-/// 4096), from four to sixteen the register tiles were up to twice as fast.
-const SKINNY_MIN_ROWS_F32: usize = 4;
 
 /// [`tessera_rt_gemm_f32`] for f64.
 ///
@@ -261,14 +249,13 @@ unsafe fn try_skinny<A: Elem, B: Elem>(
     (a, a_rs, a_cs): (*const A, isize, isize),
     (b, b_rs, b_cs): (*const B, isize, isize),
     (c, c_rs, c_cs): (*mut f32, isize, isize),
-    min_rows: usize,
 ) -> bool {
-    if (min_rows..=skinny_gemm::MAX_ROWS).contains(&m) && (b_cs == 1 || b_rs == 1) && m <= n {
+    if m <= skinny_gemm::MAX_ROWS && (b_cs == 1 || b_rs == 1) && m <= n {
         let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
         let p = Problem { m, n, k, a: a32.as_ptr(), b, b_rs, b_cs, c, c_rs, c_cs };
         unsafe { skinny_gemm::run(&p) };
         true
-    } else if (min_rows..=skinny_gemm::MAX_ROWS).contains(&n) && (a_rs == 1 || a_cs == 1) {
+    } else if n <= skinny_gemm::MAX_ROWS && (a_rs == 1 || a_cs == 1) {
         // Cᵀ = Bᵀ·Aᵀ: B's few columns become the rows.
         let bt32 = unsafe { widened(b, n, k, b_cs, b_rs) };
         let p = Problem { m: n, n: m, k, a: bt32.as_ptr(), b: a, b_rs: a_cs, b_cs: a_rs, c, c_rs: c_cs, c_cs: c_rs };
@@ -297,7 +284,7 @@ unsafe fn mixed_impl<A: Elem, B: Elem>(
     if m == 0 || n == 0 {
         return;
     }
-    if unsafe { try_skinny((m, n, k), (a, a_rs, a_cs), (b, b_rs, b_cs), (c, c_rs, c_cs), 1) } {
+    if unsafe { try_skinny((m, n, k), (a, a_rs, a_cs), (b, b_rs, b_cs), (c, c_rs, c_cs)) } {
         return;
     }
     let i = |x: usize| x as i64;

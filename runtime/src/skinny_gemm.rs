@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::gemm::published_pool;
 
 /// The most rows `A` may have: 16 rows keep `A` (widened to f32) in a small copy and the
-/// register tiles re-read each slice of `B` at most three times, from L1.
+/// register tiles re-read each slice of `B` at most three times, from cache.
 pub(crate) const MAX_ROWS: usize = 16;
 
 /// Below this many bytes of `B` per task, splitting costs more than it saves.
@@ -345,21 +345,29 @@ mod x86 {
     #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn columns<E: Lanes>(p: &Problem<E>, lo: usize, hi: usize) {
         const K_BLOCK: usize = 256;
-        let (tile, rows) = if p.rows_contiguous() { (ROW_TILE, ROW_TILE_ROWS) } else { (COL_TILE, COL_TILE_ROWS) };
+        // With one or two rows a tile of 16 columns does too little per row of B to keep
+        // enough of it in flight: such products take 64 or 32 columns at a time.
+        let (tile, rows) = match (p.rows_contiguous(), p.m) {
+            (true, 1) => (64, 1),
+            (true, 2) => (32, 2),
+            (true, _) => (ROW_TILE, ROW_TILE_ROWS),
+            (false, _) => (COL_TILE, COL_TILE_ROWS),
+        };
         let full_end = lo + (hi - lo) / tile * tile;
         let k_blocks = if p.rows_contiguous() { p.k.div_ceil(K_BLOCK).max(1) } else { 1 };
         for kb in 0..k_blocks {
             let (q0, q1) = (kb * K_BLOCK, ((kb + 1) * K_BLOCK).min(p.k));
+            let q1 = q1.max(q0);
+            let first = kb == 0;
             let mut j0 = lo;
             while j0 < full_end {
                 let mut i0 = 0;
                 while i0 < p.m {
                     let r = (p.m - i0).min(rows);
-                    let q1 = q1.max(q0);
                     macro_rules! rows {
                         ($($r:literal)*) => {
                             match r {
-                                $($r => unsafe { row_tile::<E, $r>(p, i0, j0, q0, q1, kb == 0) },)*
+                                $($r => unsafe { row_tile::<E, $r, 2>(p, i0, j0, q0, q1, first) },)*
                                 _ => unreachable!(),
                             }
                         };
@@ -372,10 +380,11 @@ mod x86 {
                             }
                         };
                     }
-                    if p.rows_contiguous() {
-                        rows!(1 2 3 4 5 6);
-                    } else {
-                        cols!(1 2 3);
+                    match (p.rows_contiguous(), tile) {
+                        (true, 64) => unsafe { row_tile::<E, 1, 8>(p, i0, j0, q0, q1, first) },
+                        (true, 32) => unsafe { row_tile::<E, 2, 4>(p, i0, j0, q0, q1, first) },
+                        (true, _) => rows!(1 2 3 4 5 6),
+                        (false, _) => cols!(1 2 3),
                     }
                     i0 += r;
                 }
@@ -387,11 +396,11 @@ mod x86 {
         }
     }
 
-    /// `C[i0..i0+R, j0..j0+16] (+)= A[i0..i0+R, q0..q1] · B[q0..q1, j0..j0+16]` with `B`'s rows
+    /// `C[i0..i0+R, j0..j0+8V] (+)= A[i0..i0+R, q0..q1] · B[q0..q1, j0..j0+8V]` with `B`'s rows
     /// contiguous, starting from zero when `first` (else from what `C` holds): per row of `B`,
-    /// two vectors of it and `R` broadcasts of `A` feed `2R` accumulators.
+    /// `V` vectors of it and `R` broadcasts of `A` feed `R·V` accumulators.
     #[inline(always)]
-    unsafe fn row_tile<E: Lanes, const R: usize>(
+    unsafe fn row_tile<E: Lanes, const R: usize, const V: usize>(
         p: &Problem<E>,
         i0: usize,
         j0: usize,
@@ -401,46 +410,53 @@ mod x86 {
     ) {
         unsafe {
             let c_at = |i: usize| p.c.offset((i0 + i) as isize * p.c_rs + j0 as isize * p.c_cs);
-            let mut acc = [[_mm256_setzero_ps(); 2]; R];
+            let mut acc = [[_mm256_setzero_ps(); V]; R];
             if !first {
                 for (i, acc) in acc.iter_mut().enumerate() {
                     let c = c_at(i);
-                    if p.c_cs == 1 {
-                        acc[0] = _mm256_loadu_ps(c);
-                        acc[1] = _mm256_loadu_ps(c.add(8));
-                    } else {
-                        let v: [f32; 16] = std::array::from_fn(|j| *c.offset(j as isize * p.c_cs));
-                        acc[0] = _mm256_loadu_ps(v.as_ptr());
-                        acc[1] = _mm256_loadu_ps(v.as_ptr().add(8));
+                    for (v, a) in acc.iter_mut().enumerate() {
+                        *a = if p.c_cs == 1 {
+                            _mm256_loadu_ps(c.add(8 * v))
+                        } else {
+                            let x: [f32; 8] = std::array::from_fn(|j| *c.offset((8 * v + j) as isize * p.c_cs));
+                            _mm256_loadu_ps(x.as_ptr())
+                        };
                     }
                 }
             }
             let a = p.a.add(i0 * p.k);
+            let row_bytes = 8 * V * std::mem::size_of::<E>();
             let mut row = p.b.offset(q0 as isize * p.b_rs + j0 as isize);
             for q in q0..q1 {
                 // Rows of B lie a page or more apart, which hardware prefetchers do not
                 // cross: ask for the row a few iterations ahead.
-                _mm_prefetch::<_MM_HINT_T0>(row.offset(PREFETCH_ROWS * p.b_rs) as *const i8);
-                let b0 = E::load8(row);
-                let b1 = E::load8(row.add(8));
+                let ahead = row.offset(PREFETCH_ROWS * p.b_rs) as *const i8;
+                for line in (0..row_bytes).step_by(64) {
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(line));
+                }
+                let mut b = [_mm256_setzero_ps(); V];
+                for (v, x) in b.iter_mut().enumerate() {
+                    *x = E::load8(row.add(8 * v));
+                }
                 for (i, acc) in acc.iter_mut().enumerate() {
                     let av = _mm256_broadcast_ss(&*a.add(i * p.k + q));
-                    acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
-                    acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
+                    for (s, &x) in acc.iter_mut().zip(&b) {
+                        *s = _mm256_fmadd_ps(av, x, *s);
+                    }
                 }
                 row = row.offset(p.b_rs);
             }
             for (i, acc) in acc.iter().enumerate() {
                 let c = c_at(i);
-                if p.c_cs == 1 {
-                    _mm256_storeu_ps(c, acc[0]);
-                    _mm256_storeu_ps(c.add(8), acc[1]);
-                } else {
-                    let mut v = [0f32; 16];
-                    _mm256_storeu_ps(v.as_mut_ptr(), acc[0]);
-                    _mm256_storeu_ps(v.as_mut_ptr().add(8), acc[1]);
-                    for (j, x) in v.iter().enumerate() {
-                        *c.offset(j as isize * p.c_cs) = *x;
+                for (v, a) in acc.iter().enumerate() {
+                    if p.c_cs == 1 {
+                        _mm256_storeu_ps(c.add(8 * v), *a);
+                    } else {
+                        let mut x = [0f32; 8];
+                        _mm256_storeu_ps(x.as_mut_ptr(), *a);
+                        for (j, y) in x.iter().enumerate() {
+                            *c.offset((8 * v + j) as isize * p.c_cs) = *y;
+                        }
                     }
                 }
             }
@@ -508,7 +524,8 @@ pub(crate) unsafe fn run<E: Elem>(p: &Problem<E>) {
         return;
     }
     let f = columns_fn::<E>();
-    let unit = if p.rows_contiguous() { ROW_TILE } else { COL_TILE };
+    // Tasks split columns at multiples of the widest tile, so only the last has a partial one.
+    let unit = if p.rows_contiguous() { 64 } else { COL_TILE };
     let units = p.n.div_ceil(unit);
     let bytes = p.n * p.k * std::mem::size_of::<E>();
     let pool = published_pool();
@@ -556,61 +573,75 @@ mod tests {
             .collect()
     }
 
-    /// Every tile shape and both layouts, against f64 sums, with `C` strided so that writes
-    /// outside the product would show; split into tasks by `run`, and whole by this CPU's
-    /// best version and by the portable one.
-    #[test]
-    fn every_tile_shape_matches_the_reference() {
+    /// Each product of the given shapes in both layouts, against f64 sums, with `C` strided so
+    /// that writes outside the product would show; split into tasks by `run`, and whole by
+    /// this CPU's best version and by the portable one.
+    fn check_shapes(ms: &[usize], ns: &[usize], ks: &[usize]) {
         let versions: [(&str, ColumnsFn<f32>); 2] =
             [("best", columns_fn::<f32>()), ("baseline", columns_baseline::<f32>)];
-        for m in [1, 2, 3, 5, 6, 7, 11, 16] {
-            for n in [1, 3, 4, 15, 16, 17, 37] {
-                for k in [1, 7, 8, 9, 33] {
-                    for rows_contiguous in [true, false] {
-                        let a = values(m * k, 1);
-                        let b = values(k * n, 2);
-                        let (b_rs, b_cs) = if rows_contiguous { (n as isize, 1) } else { (1, k as isize) };
-                        let mut c = vec![f32::NAN; m * (n + 1)];
-                        let c_ptr = c.as_mut_ptr();
-                        let p = Problem {
-                            m,
-                            n,
-                            k,
-                            a: a.as_ptr(),
-                            b: b.as_ptr(),
-                            b_rs,
-                            b_cs,
-                            c: c_ptr,
-                            c_rs: (n + 1) as isize,
-                            c_cs: 1,
-                        };
-                        for (version, f) in [("run", None)].into_iter().chain(versions.map(|(v, f)| (v, Some(f)))) {
-                            c.fill(f32::NAN);
-                            match f {
-                                None => unsafe { run(&p) },
-                                Some(f) => unsafe { f(&p, 0, n) },
-                            }
-                            for i in 0..m {
-                                for j in 0..n {
-                                    let want: f64 = (0..k)
-                                        .map(|q| {
-                                            let bq = b[(q as isize * b_rs + j as isize * b_cs) as usize];
-                                            f64::from(a[i * k + q]) * f64::from(bq)
-                                        })
-                                        .sum();
-                                    let got = c[i * (n + 1) + j];
-                                    assert!(
-                                    (f64::from(got) - want).abs() <= 1e-5 * (k as f64),
-                                    "{version}: m={m} n={n} k={k} rows_contiguous={rows_contiguous} ({i},{j}): {got} vs {want}"
-                                );
-                                }
-                                assert!(c[i * (n + 1) + n].is_nan(), "{version}: wrote past the tile");
-                            }
-                        }
+        for (&m, &n, &k) in ms.iter().flat_map(|m| ns.iter().flat_map(move |n| ks.iter().map(move |k| (m, n, k)))) {
+            for rows_contiguous in [true, false] {
+                let a = values(m * k, 1);
+                let b = values(k * n, 2);
+                let (b_rs, b_cs) = if rows_contiguous { (n as isize, 1) } else { (1, k as isize) };
+                let want: Vec<f64> = (0..m * n)
+                    .map(|e| {
+                        let (i, j) = (e / n, e % n);
+                        (0..k)
+                            .map(|q| {
+                                let bq = b[(q as isize * b_rs + j as isize * b_cs) as usize];
+                                f64::from(a[i * k + q]) * f64::from(bq)
+                            })
+                            .sum()
+                    })
+                    .collect();
+                let mut c = vec![f32::NAN; m * (n + 1)];
+                let c_ptr = c.as_mut_ptr();
+                let p = Problem {
+                    m,
+                    n,
+                    k,
+                    a: a.as_ptr(),
+                    b: b.as_ptr(),
+                    b_rs,
+                    b_cs,
+                    c: c_ptr,
+                    c_rs: (n + 1) as isize,
+                    c_cs: 1,
+                };
+                for (version, f) in [("run", None)].into_iter().chain(versions.map(|(v, f)| (v, Some(f)))) {
+                    c.fill(f32::NAN);
+                    match f {
+                        None => unsafe { run(&p) },
+                        Some(f) => unsafe { f(&p, 0, n) },
+                    }
+                    let at = |i: usize, j: usize| c[i * (n + 1) + j];
+                    for (e, &w) in want.iter().enumerate() {
+                        let (i, j) = (e / n, e % n);
+                        assert!(
+                            (f64::from(at(i, j)) - w).abs() <= 1e-5 * (k as f64),
+                            "{version}: m={m} n={n} k={k} rows_contiguous={rows_contiguous} ({i},{j}): {} vs {w}",
+                            at(i, j)
+                        );
+                    }
+                    for i in 0..m {
+                        assert!(at(i, n).is_nan(), "{version}: m={m} n={n} k={k}: wrote past row {i}");
                     }
                 }
             }
         }
+    }
+
+    #[test]
+    fn every_tile_shape_matches_the_reference() {
+        check_shapes(&[1, 2, 3, 5, 6, 7, 11, 16], &[1, 3, 4, 15, 16, 17, 37], &[1, 7, 8, 9, 33]);
+    }
+
+    /// The wide tiles of one and two rows (64 and 32 columns) with partial tiles after them,
+    /// and contractions longer than a k-block (256), so tiles resume from what `C` holds.
+    #[test]
+    fn wide_tiles_and_k_blocks_match_the_reference() {
+        check_shapes(&[1, 2, 3, 7], &[64, 100, 130], &[256, 300, 600]);
     }
 
     #[test]
