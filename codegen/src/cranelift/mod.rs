@@ -162,6 +162,7 @@ pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> std::result::Result<C
     let mut ctx = module.make_context();
     let mut builder_ctx = FunctionBuilderContext::new();
     let mut ids: Vec<FuncId> = Vec::with_capacity(kernels.len());
+    let mut dump = std::env::var_os("TESSERA_DUMP_CLIF").map(|path| (path, String::new()));
     for kernel in kernels {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
         // Anonymous, so a kernel's name can never clash with a runtime symbol.
@@ -170,8 +171,20 @@ pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> std::result::Result<C
         ctx.func.signature = sig.clone();
         function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
             .map_err(|f| f.for_kernel(&kernel.name))?;
+        ctx.set_disasm(dump.is_some());
         define(&mut module, id, &mut ctx).map_err(backend)?;
+        if let Some((_, text)) = dump.as_mut() {
+            let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
+            text.push_str(&format!("; kernel {}\n{}\n; machine code\n{asm}\n", kernel.name, ctx.func.display()));
+        }
         ids.push(id);
+    }
+    // With `TESSERA_DUMP_CLIF=FILE` set, every kernel's optimized Cranelift IR and machine
+    // code, as `TESSERA_DUMP_LLVM` gives the LLVM tier's IR.
+    if let Some((path, text)) = dump {
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("tessera: TESSERA_DUMP_CLIF: {}: {e}", std::path::Path::new(&path).display());
+        }
     }
     module.finalize_definitions().map_err(|e| CodegenError::Backend {
         tier: TIER,
