@@ -49,7 +49,8 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
 
     if let Some(runs) = a.time {
         let times = time_runs(&exe, &arg_refs, &mut results, runs)?;
-        println!("{}", timing_json(a.backend, exe.compile_time(), &times));
+        let counts = exe.runtime().map(|r| (r.launches().len(), r.last_run_launches()));
+        println!("{}", timing_json(a.backend, exe.compile_time(), &times, counts));
     }
     if a.profile {
         let runtime = exe.runtime().ok_or("--profile needs a compiled backend")?;
@@ -183,9 +184,10 @@ pub fn time_runs(
     Ok(times)
 }
 
-/// The one JSON line `--time` prints (same keys as `xla_run.py --time`, plus backend and
-/// compile time).
-pub fn timing_json(backend: Backend, compile: Duration, times: &[Duration]) -> String {
+/// The one JSON line `--time` prints (same keys as `xla_run.py --time`, plus backend, compile
+/// time, and the kernels of the compiled program and the launches of one run: `counts`, null
+/// for the interpreter, which runs no kernels).
+pub fn timing_json(backend: Backend, compile: Duration, times: &[Duration], counts: Option<(usize, u64)>) -> String {
     let mut us: Vec<f64> = times.iter().map(|t| t.as_secs_f64() * 1e6).collect();
     us.sort_by(f64::total_cmp);
     let median = match us.len() {
@@ -194,8 +196,12 @@ pub fn timing_json(backend: Backend, compile: Duration, times: &[Duration]) -> S
         n => (us[n / 2 - 1] + us[n / 2]) / 2.0,
     };
     let min = us.first().copied().unwrap_or(0.0);
+    let (kernels, launches) = match counts {
+        Some((k, l)) => (k.to_string(), l.to_string()),
+        None => ("null".to_string(), "null".to_string()),
+    };
     format!(
-        "{{\"backend\":\"{}\",\"compile_us\":{:.1},\"median_us\":{median:.1},\"min_us\":{min:.1},\"runs\":{}}}",
+        "{{\"backend\":\"{}\",\"compile_us\":{:.1},\"median_us\":{median:.1},\"min_us\":{min:.1},\"runs\":{},\"kernels\":{kernels},\"launches\":{launches}}}",
         backend.name(),
         compile.as_secs_f64() * 1e6,
         us.len()
@@ -209,9 +215,15 @@ mod tests {
     #[test]
     fn timing_json_has_the_contract_keys_and_a_true_median() {
         let us = |v: &[u64]| v.iter().map(|&x| Duration::from_micros(x)).collect::<Vec<_>>();
-        let line = timing_json(Backend::Llvm, Duration::from_micros(1500), &us(&[30, 10, 20]));
-        assert_eq!(line, r#"{"backend":"llvm","compile_us":1500.0,"median_us":20.0,"min_us":10.0,"runs":3}"#);
-        let line = timing_json(Backend::Cranelift, Duration::ZERO, &us(&[40, 10, 20, 30]));
-        assert_eq!(line, r#"{"backend":"cranelift","compile_us":0.0,"median_us":25.0,"min_us":10.0,"runs":4}"#);
+        let line = timing_json(Backend::Llvm, Duration::from_micros(1500), &us(&[30, 10, 20]), Some((4, 9)));
+        assert_eq!(
+            line,
+            r#"{"backend":"llvm","compile_us":1500.0,"median_us":20.0,"min_us":10.0,"runs":3,"kernels":4,"launches":9}"#
+        );
+        let line = timing_json(Backend::Interp, Duration::ZERO, &us(&[40, 10, 20, 30]), None);
+        assert_eq!(
+            line,
+            r#"{"backend":"interp","compile_us":0.0,"median_us":25.0,"min_us":10.0,"runs":4,"kernels":null,"launches":null}"#
+        );
     }
 }

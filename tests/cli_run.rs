@@ -241,7 +241,15 @@ fn time_prints_one_json_line() {
         assert!(min > 0.0 && min <= median, "{json}");
         assert!(json["compile_us"].as_f64().unwrap() > 0.0);
         let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 5, "{json}");
+        assert_eq!(keys.len(), 7, "{json}");
+        // One kernel for the module's one fused computation, launched once; the interpreter
+        // runs no kernels.
+        if backend == "interp" {
+            assert!(json["kernels"].is_null() && json["launches"].is_null(), "{json}");
+        } else {
+            assert!(json["kernels"].as_u64().unwrap() >= 1, "{json}");
+            assert_eq!(json["launches"], json["kernels"], "{json}");
+        }
     }
 }
 

@@ -93,6 +93,8 @@ struct RunState {
     staging: Vec<Option<AlignedBuffer>>,
     /// Per-launch time while profiling is on (`Executable::set_profiling`).
     profile: Option<Profile>,
+    /// Kernel launches of the current (or last) run.
+    launches_run: u64,
 }
 
 /// Where the time of the profiled runs went: launches by launch index, and the steps that
@@ -243,6 +245,7 @@ impl Executable {
             bound: vec![std::ptr::null_mut(); callers],
             staging: vec![None; callers],
             profile: None,
+            launches_run: 0,
         };
         Ok(Executable {
             buffers,
@@ -329,6 +332,11 @@ impl Executable {
             on.then(|| Profile { launches: vec![Default::default(); self.launches.len()], ..Profile::default() });
     }
 
+    /// How many kernel launches the last run made (loops and conditionals decide how many).
+    pub fn last_run_launches(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).launches_run
+    }
+
     /// What the runs since `set_profiling(true)` spent where (`None` when profiling is off).
     pub fn profile(&self) -> Option<Profile> {
         self.state.lock().unwrap_or_else(|e| e.into_inner()).profile.clone()
@@ -368,6 +376,7 @@ impl Executable {
             };
         }
 
+        state.launches_run = 0;
         {
             let _gemm = GemmThreads::enter(&self.pool);
             self.run_steps(&self.steps, state)?;
@@ -407,6 +416,7 @@ impl Executable {
                     // was compiled for: arenas and constants we own (checked in `new`), and
                     // caller buffers whose sizes were checked by `run` and which its borrows
                     // keep alive.
+                    state.launches_run += 1;
                     let start = state.profile.is_some().then(Instant::now);
                     unsafe {
                         let table = state.tables.as_ptr().add(self.table_start[*j]);
@@ -720,6 +730,7 @@ mod tests {
         }
         let p = exe.profile().unwrap();
         assert_eq!(p.launches.iter().map(|l| l.0).collect::<Vec<_>>(), vec![3, 3]);
+        assert_eq!(exe.last_run_launches(), 2);
         assert!(p.launches.iter().all(|l| !l.1.is_zero()));
         assert_eq!((p.copies.0, p.host.0), (0, 0));
         // Turning it on again starts from zero; off, runs are not timed.
@@ -935,6 +946,8 @@ mod tests {
             let (mut c, mut b, mut fed) = ([0u8; 4], [0u8; 4], [0u8; 4]);
             exe.run(&[&i32::to_le_bytes(start), &i32::to_le_bytes(limit)], &mut [&mut c, &mut b, &mut fed]).unwrap();
             assert_eq!((i32s(&c), i32s(&b), i32s(&fed)), (count, branch, start * 10), "start {start}, limit {limit}");
+            // The condition's kernel once more than the body's, which runs count - start times.
+            assert_eq!(exe.last_run_launches(), 2 * (count - start) as u64 + 1);
             assert_eq!(exe.pop_outfeed().unwrap().to_vec::<i32>().unwrap(), vec![count]);
         }
         let (mut c, mut b, mut fed) = ([0u8; 4], [0u8; 4], [0u8; 4]);
