@@ -83,9 +83,9 @@ fn profile_table(exe: &tessera_runtime::Executable, p: &tessera_runtime::Profile
             None => kinds.push((kind.to_string(), *n, *t)),
         }
     }
-    kinds.sort_by(|a, b| b.2.cmp(&a.2));
+    kinds.sort_by_key(|k| std::cmp::Reverse(k.2));
     let mut top = kernels;
-    top.sort_by(|a, b| b.2.cmp(&a.2));
+    top.sort_by_key(|k| std::cmp::Reverse(k.2));
     const SHOWN: usize = 20;
     if top.len() > SHOWN {
         let rest = top.split_off(SHOWN);

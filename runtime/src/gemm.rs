@@ -243,7 +243,6 @@ unsafe fn widened<E: Elem>(x: *const E, rows: usize, cols: usize, rs: isize, cs:
 ///
 /// # Safety
 /// The contract of [`tessera_rt_gemm_f32_mixed`], sizes already checked non-negative.
-#[allow(clippy::too_many_arguments)]
 unsafe fn try_skinny<A: Elem, B: Elem>(
     (m, n, k): (usize, usize, usize),
     (a, a_rs, a_cs): (*const A, isize, isize),
@@ -274,7 +273,6 @@ const MIXED_BLOCK_ELEMS: usize = 1 << 20;
 ///
 /// # Safety
 /// The contract of [`tessera_rt_gemm_f32_mixed`], sizes already checked non-negative.
-#[allow(clippy::too_many_arguments)]
 unsafe fn mixed_impl<A: Elem, B: Elem>(
     (m, n, k): (usize, usize, usize),
     (a, a_rs, a_cs): (*const A, isize, isize),
