@@ -286,7 +286,17 @@ unsafe fn mixed_impl<A: Elem, B: Elem>(
         return;
     }
     let i = |x: usize| x as i64;
-    let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
+    // An f32 operand goes to the GEMM as it is; a half one is widened (B in column blocks).
+    let a32 = if is_f32::<A>() { None } else { Some(unsafe { widened(a, m, k, a_rs, a_cs) }) };
+    let (a_ptr, a_rs, a_cs) = match &a32 {
+        Some(w) => (w.as_ptr(), i(k), 1),
+        None => (a as *const f32, a_rs as i64, a_cs as i64),
+    };
+    if is_f32::<B>() {
+        let (b, b_rs, b_cs) = (b as *const f32, b_rs as i64, b_cs as i64);
+        unsafe { gemm_impl(i(m), i(n), i(k), a_ptr, a_rs, a_cs, b, b_rs, b_cs, c, c_rs as i64, c_cs as i64, 0.0, 1.0) };
+        return;
+    }
     let block = (MIXED_BLOCK_ELEMS / k.max(1)).clamp(16, n);
     let mut j0 = 0;
     while j0 < n {
@@ -304,9 +314,9 @@ unsafe fn mixed_impl<A: Elem, B: Elem>(
                 i(m),
                 i(w),
                 i(k),
-                a32.as_ptr(),
-                i(k),
-                1,
+                a_ptr,
+                a_rs,
+                a_cs,
                 blk.as_ptr(),
                 i(blk_rs),
                 i(blk_cs),
@@ -319,6 +329,11 @@ unsafe fn mixed_impl<A: Elem, B: Elem>(
         };
         j0 += w;
     }
+}
+
+/// Whether `E` is f32 itself (then a pointer to it is an f32 pointer).
+fn is_f32<E: Elem>() -> bool {
+    std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
 }
 
 /// `C = A·B` with f32 `C` and each of `A`, `B` f32, bf16 or f16 (`a_type`, `b_type`: one of
