@@ -75,6 +75,17 @@ pub struct CompileOptions {
     pub target_cpu: Option<CpuTarget>,
 }
 
+impl CompileOptions {
+    /// The defaults, with bf16 excess precision on (XLA:CPU's default) or off (strict
+    /// per-op rounding); see [`LowerOptions::excess_precision`].
+    pub fn with_excess_precision(on: bool) -> CompileOptions {
+        CompileOptions {
+            lower: LowerOptions { excess_precision: on, ..LowerOptions::default() },
+            ..CompileOptions::default()
+        }
+    }
+}
+
 pub struct Client {
     backend: Backend,
     spaces: MemorySpaces,
@@ -143,11 +154,13 @@ impl Client {
         self.check_custom_calls(module)?;
         let signature = Signature::of_module(module)?;
         let engine = match self.backend {
-            Backend::Interp => Engine::Interp {
-                module: Box::new(module.clone()),
-                host: self.host.clone(),
-                rng_seed: options.lower.rng_seed,
-            },
+            Backend::Interp => {
+                let mut module = module.clone();
+                tessera_lower::passes::numerics_pipeline(options.lower.excess_precision)
+                    .run(&mut module)
+                    .map_err(|source| Error::Lower { backend: self.backend.name(), source })?;
+                Engine::Interp { module: Box::new(module), host: self.host.clone(), rng_seed: options.lower.rng_seed }
+            }
             Backend::Cranelift | Backend::Llvm => {
                 let backend = self.backend.name();
                 let mut program =

@@ -29,6 +29,7 @@ pub struct CompareArgs {
     pub args: Option<PathBuf>,
     pub runs: usize,
     pub threads: Option<usize>,
+    pub strict_precision: bool,
 }
 
 const BACKENDS: [Backend; 3] = [Backend::Interp, Backend::Cranelift, Backend::Llvm];
@@ -66,7 +67,7 @@ pub fn compare(a: &CompareArgs) -> Result<bool, String> {
         }
         let compiled = {
             let _progress = Progress::after_a_second(format!("compiling {} with {backend}", a.module.display()));
-            client.compile(&module, &CompileOptions::default())
+            client.compile(&module, &CompileOptions::with_excess_precision(!a.strict_precision))
         };
         let exe = match compiled {
             Ok(exe) => exe,

@@ -16,6 +16,7 @@ pub struct CompileArgs {
     pub target: Option<String>,
     pub cpu: Option<String>,
     pub parallel: bool,
+    pub strict_precision: bool,
 }
 
 pub fn compile(args: &CompileArgs) -> Result<(), String> {
@@ -45,7 +46,8 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
         parallel: args.parallel,
         object_name: args.object.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
     };
-    let artifacts = aot::compile(&module, &LowerOptions::default(), &options).map_err(|e| format!("{path}: {e}"))?;
+    let lower = LowerOptions { excess_precision: !args.strict_precision, ..LowerOptions::default() };
+    let artifacts = aot::compile(&module, &lower, &options).map_err(|e| format!("{path}: {e}"))?;
     aot::write(&artifacts, &args.object, &args.header).map_err(|e| e.to_string())?;
     eprintln!(
         "tessera: compiled {path} with {} for {} ({}) in {:.1} ms: {} ({} bytes), {} ({} bytes){}",

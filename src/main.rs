@@ -58,6 +58,10 @@ enum Command {
         /// Arguments and results are raw physical buffers (1-D, padding included).
         #[arg(long)]
         physical: bool,
+        /// Round every bf16 op's result, even where an explicit convert to f32 reads it (by
+        /// default such a convert reads the unrounded f32 result, as on XLA:CPU).
+        #[arg(long)]
+        strict_precision: bool,
     },
     /// Compile a module ahead of time into a relocatable object and a C header that any C or
     /// Rust program links (with libtessera_rt.a when the header says so).
@@ -85,6 +89,10 @@ enum Command {
         /// links libtessera_rt.a); without it everything runs on the calling thread.
         #[arg(long)]
         parallel: bool,
+        /// Round every bf16 op's result, even where an explicit convert to f32 reads it (by
+        /// default such a convert reads the unrounded f32 result, as on XLA:CPU).
+        #[arg(long)]
+        strict_precision: bool,
     },
     /// Compile a module on every backend, run each on the same arguments, check the JIT tiers
     /// against the interpreter and print compile and run times. Exit code 1 if a tier
@@ -101,6 +109,10 @@ enum Command {
         /// Threads kernels run on (default: all cores).
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
         threads: Option<u32>,
+        /// Round every bf16 op's result, even where an explicit convert to f32 reads it (by
+        /// default such a convert reads the unrounded f32 result, as on XLA:CPU).
+        #[arg(long)]
+        strict_precision: bool,
     },
     /// Differential testing: generate random valid programs, run each on the interpreter and
     /// both JIT tiers (logical and physical I/O) and compare. Exit code 1 if any program
@@ -149,7 +161,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Parse { module, print } => parse_command(&module, print).map(|()| ExitCode::SUCCESS),
-        Command::Run { module, args, out, backend, time, profile, threads, physical } => {
+        Command::Run { module, args, out, backend, time, profile, threads, physical, strict_precision } => {
             run_command::run(&run_command::RunArgs {
                 module,
                 args,
@@ -159,10 +171,11 @@ fn main() -> ExitCode {
                 profile,
                 threads: threads.map(|n| n as usize),
                 physical,
+                strict_precision,
             })
             .map(|()| ExitCode::SUCCESS)
         }
-        Command::Compile { module, backend, object, header, name, target, cpu, parallel } => {
+        Command::Compile { module, backend, object, header, name, target, cpu, parallel, strict_precision } => {
             compile_command::compile(&compile_command::CompileArgs {
                 module,
                 tier: match backend {
@@ -175,16 +188,20 @@ fn main() -> ExitCode {
                 target,
                 cpu,
                 parallel,
+                strict_precision,
             })
             .map(|()| ExitCode::SUCCESS)
         }
-        Command::Compare { module, args, runs, threads } => compare_command::compare(&compare_command::CompareArgs {
-            module,
-            args,
-            runs: runs as usize,
-            threads: threads.map(|n| n as usize),
-        })
-        .map(|agree| if agree { ExitCode::SUCCESS } else { ExitCode::from(1) }),
+        Command::Compare { module, args, runs, threads, strict_precision } => {
+            compare_command::compare(&compare_command::CompareArgs {
+                module,
+                args,
+                runs: runs as usize,
+                threads: threads.map(|n| n as usize),
+                strict_precision,
+            })
+            .map(|agree| if agree { ExitCode::SUCCESS } else { ExitCode::from(1) })
+        }
         Command::Fuzz { count, seed, save, threads } => {
             fuzz_command::fuzz(&fuzz_command::FuzzArgs { count, seed, save, threads: threads.map(|n| n as usize) })
                 .map(|ok| if ok { ExitCode::SUCCESS } else { ExitCode::from(1) })

@@ -25,6 +25,7 @@ pub struct RunArgs {
     pub profile: bool,
     pub threads: Option<usize>,
     pub physical: bool,
+    pub strict_precision: bool,
 }
 
 pub fn run(a: &RunArgs) -> Result<(), String> {
@@ -36,7 +37,8 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     let client = Client::with_options(a.backend, &options).map_err(|e| e.to_string())?;
     let exe = {
         let _progress = Progress::after_a_second(format!("compiling {} with {}", a.module.display(), a.backend));
-        client.compile_text(&text, &CompileOptions::default()).map_err(|e| format!("{}: {e}", a.module.display()))?
+        let options = CompileOptions::with_excess_precision(!a.strict_precision);
+        client.compile_text(&text, &options).map_err(|e| format!("{}: {e}", a.module.display()))?
     };
 
     let args = transfer_arguments(&exe, &read_arguments(&exe, &a.args, a.physical)?)?;

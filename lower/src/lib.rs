@@ -35,6 +35,10 @@ pub struct LowerOptions {
     /// Seeds the generator the `rng` op draws from (the default matches
     /// `tessera_hlo::eval::EvalOptions`, so compiled code and the interpreter draw alike).
     pub rng_seed: u64,
+    /// bf16 as XLA:CPU computes it by default (`xla_allow_excess_precision`): an explicit
+    /// f32 convert of a bf16 op reads the op's unrounded f32 result
+    /// ([`passes::Bf16Normalization`]). Off: every bf16 op rounds its result.
+    pub excess_precision: bool,
 }
 
 impl Default for LowerOptions {
@@ -44,6 +48,7 @@ impl Default for LowerOptions {
             fusion: true,
             dump_dir: std::env::var_os("TESSERA_DUMP_PASSES").map(PathBuf::from),
             rng_seed: tessera_hlo::eval::EvalOptions::default().rng_seed,
+            excess_precision: true,
         }
     }
 }
@@ -59,7 +64,7 @@ pub const NATIVE_CUSTOM_CALLS: &[&str] = &["TopK"];
 pub fn lower_module(module: &Module, options: &LowerOptions) -> Result<Program, LowerError> {
     tessera_hlo::verify::verify(module)?;
     let mut module = module.clone();
-    let mut pipeline = passes::standard_pipeline(options.fusion);
+    let mut pipeline = passes::standard_pipeline(options.fusion, options.excess_precision);
     pipeline.dump_to(options.dump_dir.clone());
     pipeline.run(&mut module)?;
     build_program::build_program(&module, options.rng_seed)

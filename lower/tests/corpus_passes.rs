@@ -35,7 +35,7 @@ fn standard_pipeline_keeps_every_corpus_module_valid() {
         let Ok(text) = fs::read_to_string(&file) else { continue };
         let name = file.strip_prefix(&dir).unwrap_or(&file).display().to_string();
         let mut module = parse_module(&text).expect("corpus modules parse");
-        let mut pipeline = standard_pipeline(true);
+        let mut pipeline = standard_pipeline(true, true);
         if let Err(e) = pipeline.run(&mut module) {
             failures.push(format!("{name}: {e}"));
             continue;

@@ -29,7 +29,7 @@ fn run_directive(directive: &str, hlo: &str) -> Result<String, String> {
     match mode {
         "passes" => {
             let mut pipeline = match args.first() {
-                None => passes::standard_pipeline(true),
+                None => passes::standard_pipeline(true, true),
                 Some(list) => {
                     let mut p = Pipeline::new();
                     for name in list.split(',') {

@@ -132,25 +132,58 @@ impl<'m> Evaluator<'m> {
         self.run(c, args)
     }
 
+    /// Evaluates `comp` on `args`. Each value is dropped after its last use and each argument
+    /// moves into its parameter, so a large module holds only its live values.
     fn run(&self, comp: &Computation, args: Vec<Value>) -> Result<Value, EvalError> {
         let mut values: Vec<Option<Value>> = vec![None; comp.instructions.len()];
+        let mut args: Vec<Option<Value>> = args.into_iter().map(Some).collect();
+        // The root is not always last: dead instructions (a pass's leftovers) may follow it.
         let order = comp.post_order();
-        let root = order.last().copied();
-        for id in order {
-            let inst = comp.inst(id);
-            let mut ops = Vec::with_capacity(inst.operands.len());
-            for o in &inst.operands {
-                match values.get(o.index()).and_then(Option::as_ref) {
-                    Some(v) => ops.push(v),
-                    None => return Err(EvalError::invalid(inst, "operand evaluated out of order")),
+        let root = comp.get(comp.root).map(|_| comp.root);
+        let mut uses_left = vec![0usize; comp.instructions.len()];
+        let distinct = |inst: &Instruction| {
+            let mut ops = inst.operands.clone();
+            ops.sort();
+            ops.dedup();
+            ops
+        };
+        for &id in &order {
+            for o in distinct(comp.inst(id)) {
+                if let Some(n) = uses_left.get_mut(o.index()) {
+                    *n += 1;
                 }
             }
-            // bitcast reads the operand's physical buffer, so it needs the operand's layout.
-            let v = match (inst.opcode, inst.operands.first(), ops.first()) {
-                (Opcode::Bitcast, Some(&o), Some(v)) => wrappers::bitcast(inst, &comp.inst(o).shape, v)?,
-                _ => self.eval_inst(inst, &ops, &args)?,
+        }
+        for id in order {
+            let inst = comp.inst(id);
+            let v = if let (Opcode::Parameter, Payload::Parameter(n)) = (inst.opcode, &inst.payload) {
+                usize::try_from(*n)
+                    .ok()
+                    .and_then(|n| args.get_mut(n))
+                    .and_then(Option::take)
+                    .ok_or_else(|| EvalError::invalid(inst, format!("parameter {n} was not given")))?
+            } else {
+                let mut ops = Vec::with_capacity(inst.operands.len());
+                for o in &inst.operands {
+                    match values.get(o.index()).and_then(Option::as_ref) {
+                        Some(v) => ops.push(v),
+                        None => return Err(EvalError::invalid(inst, "operand evaluated out of order")),
+                    }
+                }
+                // bitcast reads the operand's physical buffer, so it needs the operand's layout.
+                match (inst.opcode, inst.operands.first(), ops.first()) {
+                    (Opcode::Bitcast, Some(&o), Some(v)) => wrappers::bitcast(inst, &comp.inst(o).shape, v)?,
+                    _ => self.eval_inst(inst, &ops, &[])?,
+                }
             };
             values[id.index()] = Some(v);
+            for o in distinct(inst) {
+                let left = &mut uses_left[o.index()];
+                *left -= 1;
+                if *left == 0 && Some(o) != root {
+                    values[o.index()] = None;
+                }
+            }
         }
         let root = root.ok_or_else(|| EvalError::Argument(format!("computation {} is empty", comp.name)))?;
         values[root.index()].take().ok_or_else(|| EvalError::Argument(format!("computation {} has no root", comp.name)))

@@ -2,6 +2,7 @@
 //! kernel lowering.
 
 mod batch_norm_expand;
+mod bf16_normalization;
 mod call_inline;
 mod dce;
 mod fusion;
@@ -14,6 +15,7 @@ mod tuple_simplify;
 mod unwrap;
 
 pub use batch_norm_expand::BatchNormExpand;
+pub use bf16_normalization::Bf16Normalization;
 pub use call_inline::CallInline;
 pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
@@ -31,6 +33,7 @@ use crate::pipeline::Pipeline;
 pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
     Some(match name {
         "batch_norm_expand" => Box::new(BatchNormExpand),
+        "bf16_normalization" => Box::new(Bf16Normalization),
         "call_inline" => Box::new(CallInline),
         "tuple_simplify" => Box::new(TupleSimplify),
         "dce" => Box::new(Dce),
@@ -51,12 +54,29 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// inlined; bounded dynamic dimensions become static at their bounds before anything else.
 /// Large full reductions split in two stages once layouts are known (the split needs the
 /// row-major order) and before fusion, which fuses the first stage's reshape into it.
-pub fn standard_pipeline(fusion: bool) -> Pipeline {
+/// bf16 excess precision follows call inlining, as in XLA:CPU, so an op and its converts in
+/// different computations are treated as one computation would be.
+pub fn standard_pipeline(fusion: bool, excess_precision: bool) -> Pipeline {
     let mut p = Pipeline::new();
     p.add(StaticBounds).add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
-    p.add(CallInline).add(TupleSimplify).add(Dce).add(LayoutNormalize).add(TreeReduction::default());
+    p.add(CallInline);
+    if excess_precision {
+        p.add(Bf16Normalization);
+    }
+    p.add(TupleSimplify).add(Dce).add(LayoutNormalize).add(TreeReduction::default());
     if fusion {
         p.add(Fusion::default()).add(Dce);
+    }
+    p
+}
+
+/// What the interpreter runs before evaluating a module so that it computes what the
+/// compiled tiers do under the same option: the passes of [`standard_pipeline`] that change
+/// values (the others only restate the module for the kernel lowering).
+pub fn numerics_pipeline(excess_precision: bool) -> Pipeline {
+    let mut p = Pipeline::new();
+    if excess_precision {
+        p.add(CallInline).add(Bf16Normalization).add(Dce);
     }
     p
 }

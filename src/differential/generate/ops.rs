@@ -53,7 +53,8 @@ const DIRECTIONS: &[&str] = &["EQ", "NE", "LT", "LE", "GT", "GE"];
 impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
-        const WEIGHTS: &[u32] = &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4];
+        const WEIGHTS: &[u32] =
+            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -82,7 +83,8 @@ impl Gen {
             24 => self.conditional(),
             25 => self.sort(),
             26 => self.topk(),
-            _ => self.row_pattern(),
+            27 => self.row_pattern(),
+            _ => self.widened_bf16(),
         }
     }
 
@@ -515,6 +517,30 @@ impl Gen {
         let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(a), self.name(b)));
         self.used(&[a, r, b]);
         Some(out)
+    }
+
+    /// A bf16 op read as f32 through an explicit convert: under the default excess precision
+    /// the convert reads the op's unrounded f32 result, and every backend must agree on it.
+    fn widened_bf16(&mut self) -> Option<usize> {
+        let bf16 = ElementType::BF16;
+        let a = match self.pick(|v| v.ty == bf16) {
+            Some(a) => a,
+            None => {
+                let rank = self.random_rank();
+                let dims = self.random_dims(rank);
+                self.param(bf16, dims)
+            }
+        };
+        let dims = self.vals[a].dims.clone();
+        let b = self.like(bf16, &dims);
+        let op = *self.rng.pick(&["add", "subtract", "multiply", "divide"]);
+        let k = kind(bf16);
+        let facts = facts::binary(op, k, self.vals[a].facts, self.vals[b].facts)?;
+        let wide = facts::convert(k, kind(ElementType::F32), facts)?;
+        let r = self.push_op(bf16, dims.clone(), facts, format!("{op}({}, {})", self.name(a), self.name(b)));
+        let c = self.push_op(ElementType::F32, dims, wide, format!("convert({})", self.name(r)));
+        self.used(&[a, b, r]);
+        Some(c)
     }
 
     /// A variadic (value, index) reduce along one dimension: argmax or argmin with the

@@ -324,7 +324,25 @@ impl Gen {
         let x = shape_text(ty, &dims, "");
         let state = format!("(s32[], {x})");
         let t = ty.name();
-        let key = format!("while_{t}_{}_{trips}_{step}_{int}", list(&dims).replace(',', "x"));
+        // A float body may clamp through a call whose parameters are declared last first, as
+        // JAX prints `clip` (an interpreter once matched call operands to declaration order).
+        let clip = !int && self.rng.chance(0.5);
+        let key = format!("while_{t}_{}_{trips}_{step}_{int}_{clip}", list(&dims).replace(',', "x"));
+        let clamp = if clip {
+            self.computation(&format!("{key}_clip"), |c| {
+                vec![
+                    format!("{c}.hi = {t}[] parameter(2)"),
+                    format!("{c}.lo = {t}[] parameter(1)"),
+                    format!("{c}.x = {x} parameter(0)"),
+                    format!("{c}.lob = {x} broadcast({c}.lo), dimensions={{}}"),
+                    format!("{c}.hib = {x} broadcast({c}.hi), dimensions={{}}"),
+                    format!("{c}.m = {x} maximum({c}.x, {c}.lob)"),
+                    format!("ROOT {c}.r = {x} minimum({c}.hib, {c}.m)"),
+                ]
+            })
+        } else {
+            String::new()
+        };
         let body = self.computation(&format!("{key}_body"), |c| {
             let mut l = vec![
                 format!("{c}.s = {state} parameter(0)"),
@@ -337,6 +355,11 @@ impl Gen {
                 l.push(format!("{c}.k = {t}[] constant({step})"));
                 l.push(format!("{c}.kb = {x} broadcast({c}.k), dimensions={{}}"));
                 l.push(format!("{c}.y = {x} add({c}.x, {c}.kb)"));
+            } else if clip {
+                l.push(format!("{c}.neg = {x} negate({c}.x)"));
+                l.push(format!("{c}.lo = {t}[] constant(-0.5)"));
+                l.push(format!("{c}.hi = {t}[] constant(0.75)"));
+                l.push(format!("{c}.y = {x} call({c}.neg, {c}.lo, {c}.hi), to_apply={clamp}"));
             } else {
                 l.push(format!("{c}.y = {x} negate({c}.x)"));
             }
