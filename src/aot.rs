@@ -10,7 +10,7 @@ use tessera_codegen::aot::{self, AotOptions};
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::verify::verify;
 use tessera_hlo::{Module, Opcode};
-use tessera_lower::{assign_buffers, lower_module, LowerOptions, NATIVE_CUSTOM_CALLS};
+use tessera_lower::{assign_buffers, implemented_custom_call, lower_module, LowerOptions};
 
 pub use tessera_codegen::aot::{is_c_identifier, AotArtifacts};
 pub use tessera_codegen::Tier;
@@ -22,7 +22,7 @@ pub fn compile(module: &Module, lower: &LowerOptions, options: &AotOptions) -> R
     verify(module)?;
     for inst in module.computations.iter().flat_map(|c| c.instructions.iter()) {
         let target = inst.attr_word("custom_call_target").unwrap_or("");
-        if inst.opcode == Opcode::CustomCall && !NATIVE_CUSTOM_CALLS.contains(&target) {
+        if inst.opcode == Opcode::CustomCall && !implemented_custom_call(target) {
             return Err(Error::CustomCall {
                 target: target.to_string(),
                 message: format!("'{}' calls it; an ahead-of-time object has no host functions", inst.name),

@@ -14,7 +14,7 @@ use tessera_hlo::ir::AttrList;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::verify::verify;
 use tessera_hlo::{Literal, Module, Opcode};
-use tessera_lower::{assign_buffers, lower_module, LowerOptions, NATIVE_CUSTOM_CALLS};
+use tessera_lower::{assign_buffers, implemented_custom_call, lower_module, LowerOptions};
 use tessera_runtime::{HostFunctions, MemorySpaces, ThreadPool};
 
 use crate::executable::{Engine, Executable, Signature};
@@ -135,7 +135,7 @@ impl Client {
         f: impl Fn(&[Literal]) -> Result<Literal, String> + Send + Sync + 'static,
     ) -> Result<(), Error> {
         let target = target.into();
-        if NATIVE_CUSTOM_CALLS.contains(&target.as_str()) {
+        if implemented_custom_call(&target) {
             return Err(Error::CustomCall { target, message: "Tessera implements this target itself".into() });
         }
         self.host.insert(target, Arc::new(f));
@@ -194,7 +194,7 @@ impl Client {
                     continue;
                 }
                 let target = inst.attr_word("custom_call_target").unwrap_or("");
-                if !self.host.contains_key(target) && !NATIVE_CUSTOM_CALLS.contains(&target) {
+                if !self.host.contains_key(target) && !implemented_custom_call(target) {
                     return Err(Error::CustomCall {
                         target: target.to_string(),
                         message: format!(

@@ -2,7 +2,8 @@
 //! dimension-size queries), collectives on one device and stochastic-convert on both JIT tiers
 //! against the interpreter, bit for bit; and the modules both refuse (groups naming other
 //! devices, a dynamic set-dimension-size, stochastic-convert to an unsigned type) refused by
-//! the tiers with an error naming the instruction.
+//! the tiers with an error naming the instruction. Sharding annotations (custom-calls JAX
+//! emits) are their operand.
 
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::text::parse_module;
@@ -127,6 +128,33 @@ fn wrappers_become_ordinary_ops() {
          g = s32[] get-dimension-size(sd), dimensions={0}\n  gf = f32[] convert(g)\n  gb = f32[4,6] broadcast(gf), dimensions={}\n  \
          sum = f32[4,6] add(sd, gb)\n  ROOT o = (f32[4], f32[4,6], f32[4,6]{0,1}) tuple(r, sum, d)\n}\n",
         0..3,
+    );
+}
+
+/// JAX writes these into single-device modules (`with_sharding_constraint`, `shard_map`);
+/// on one device each is its operand, across a layout change too.
+#[test]
+fn sharding_annotations_are_their_operand() {
+    check(
+        "HloModule m\nENTRY e {\n  p = f32[4,6]{1,0} parameter(0)\n  \
+         s = f32[4,6]{1,0} custom-call(p), custom_call_target=\"Sharding\", sharding={replicated}\n  \
+         f = f32[4,6]{0,1} custom-call(s), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n  \
+         n = f32[4,6]{0,1} negate(f)\n  \
+         ROOT r = f32[4,6]{1,0} custom-call(n), custom_call_target=\"SPMDShardToFullShape\", sharding={replicated}\n}\n",
+        0..2,
+    );
+    // The facade needs no host function for them, and refuses one.
+    let mut client = Client::new(Backend::Llvm).unwrap();
+    assert!(client.register_custom_call("Sharding", |_| Err("unused".into())).is_err());
+}
+
+#[test]
+fn a_sharding_annotation_that_changes_the_shape_is_refused() {
+    refused(
+        "HloModule m\nENTRY e {\n  p = f32[4,6] parameter(0)\n  \
+         ROOT s = f32[2,6] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n}\n",
+        "s",
+        "sharding annotation",
     );
 }
 

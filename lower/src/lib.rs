@@ -57,6 +57,13 @@ impl Default for LowerOptions {
 /// host operation calling a function the host registers.
 pub const NATIVE_CUSTOM_CALLS: &[&str] = &["TopK"];
 
+/// Whether Tessera implements custom-calls to `target` itself: as kernels
+/// ([`NATIVE_CUSTOM_CALLS`]) or, for sharding annotations, as the identity they are on one
+/// device (the `unwrap` pass). No host function is needed or accepted for them.
+pub fn implemented_custom_call(target: &str) -> bool {
+    NATIVE_CUSTOM_CALLS.contains(&target) || tessera_hlo::ir::SHARDING_ANNOTATIONS.contains(&target)
+}
+
 /// Lowers a module to a [`Program`]: verifies it, runs the standard pass pipeline on a copy,
 /// then makes one kernel per fusion or remaining instruction, with while loops and
 /// conditionals as nested steps (see `build_program` for buffers, aliasing and results).

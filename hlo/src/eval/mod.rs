@@ -251,6 +251,12 @@ impl<'m> Evaluator<'m> {
             {
                 sort::topk_custom_call(self, inst, &arrays(inst, ops)?)
             }
+            O::CustomCall
+                if crate::ir::SHARDING_ANNOTATIONS.contains(&inst.attr_word("custom_call_target").unwrap_or(""))
+                    && !host_io::is_registered(self.options, inst) =>
+            {
+                wrappers::sharding_annotation(inst, ops)
+            }
             O::CustomCall => host_io::custom_call(self.options, inst, ops),
             O::AfterAll => Ok(Value::Token),
             O::RngGetAndUpdateState => rng::get_and_update_state(inst, &self.rng),

@@ -109,3 +109,23 @@ pub(crate) fn bitcast(inst: &Instruction, operand_shape: &Shape, v: &Value) -> R
         .map_err(|e| EvalError::invalid(inst, format!("bitcast changes the buffer size: {e}")))?;
     Value::from_literal(&out, &inst.name)
 }
+
+/// A sharding annotation ([`crate::ir::SHARDING_ANNOTATIONS`]) on one device: its one
+/// operand, which must already have the result's dimensions and type (one shard of one device
+/// is the whole array).
+pub(crate) fn sharding_annotation(inst: &Instruction, ops: &[&Value]) -> Result<Value, EvalError> {
+    let [v] = ops else {
+        return Err(EvalError::invalid(inst, "a sharding annotation takes one operand"));
+    };
+    let same = match (v, &inst.shape) {
+        (Value::Arr(a), Shape::Array(s)) => a.ty == s.element_type && a.dims == s.dims,
+        _ => false,
+    };
+    if !same {
+        return Err(EvalError::invalid(
+            inst,
+            "on one device a sharding annotation's result has its operand's dimensions and type",
+        ));
+    }
+    Ok((*v).clone())
+}

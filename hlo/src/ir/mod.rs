@@ -21,6 +21,12 @@ pub use instruction::{Instruction, Payload};
 pub use module::Module;
 pub use opcode::Opcode;
 
+/// Custom-call targets that only annotate how values are split across devices (JAX emits
+/// them into single-device modules too). On the one device an executable runs on, each is its
+/// operand: a `Sharding` annotation places nothing, and a full array split into one shard is
+/// that array.
+pub const SHARDING_ANNOTATIONS: &[&str] = &["Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape"];
+
 /// A computation's index in [`Module::computations`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct CompId(pub u32);

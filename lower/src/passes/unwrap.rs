@@ -9,9 +9,12 @@
 //! - `set-dimension-size(x, n)` with `n` a constant equal to the (static) size is `x`; with `n`
 //!   known only at run time it stays, and `build_program` makes it `x` plus a run-time check.
 //!
+//! - a sharding annotation (`custom-call` to `Sharding`, `SPMDFullToShardShape` or
+//!   `SPMDShardToFullShape`) is its operand (a copy when the layouts differ).
+//!
 //! `call_inline` and `tuple_simplify` then dissolve the calls and tuples this leaves.
 
-use tessera_hlo::ir::{AttrList, AttrValue, Payload};
+use tessera_hlo::ir::{AttrList, AttrValue, Payload, SHARDING_ANNOTATIONS};
 use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode, Shape};
 
 use super::rewrite::{become_constant, become_op, forward, rewrite_each};
@@ -43,6 +46,27 @@ fn rewrite(comp: &mut Computation, id: InstId, forwarded: &mut Vec<InstId>) -> R
         O::AddDependency | O::Domain | O::AsyncUpdate => {
             let x = first_operand(&inst)?;
             forward(comp, id, x, forwarded);
+        }
+        O::CustomCall if SHARDING_ANNOTATIONS.contains(&inst.attr_word("custom_call_target").unwrap_or("")) => {
+            let [x] = inst.operands[..] else {
+                return Err(LowerError::invalid(&inst.name, "a sharding annotation takes one operand"));
+            };
+            let operand = &comp.inst(x).shape;
+            let same_array = match (operand, &inst.shape) {
+                (Shape::Array(a), Shape::Array(r)) => a.same_dims_and_type(r),
+                _ => false,
+            };
+            if !same_array {
+                return Err(LowerError::invalid(
+                    &inst.name,
+                    "on one device a sharding annotation's result has its operand's dimensions and type",
+                ));
+            }
+            if *operand == inst.shape {
+                forward(comp, id, x, forwarded);
+            } else {
+                become_op(comp, id, Opcode::Copy, vec![x]);
+            }
         }
         O::AsyncStart => {
             let callee =
