@@ -117,6 +117,20 @@ pub fn evaluate_with(module: &Module, args: &[Literal], options: &EvalOptions) -
     result.to_literal(&root_shape)
 }
 
+/// Evaluates one instruction of a verified `module` on constant operands (one literal per
+/// operand, in any layout) and returns its value in the instruction's shape: what constant
+/// folding needs. Computations the instruction calls are `module`'s.
+pub fn evaluate_instruction(module: &Module, inst: &Instruction, operands: &[Literal]) -> Result<Literal, EvalError> {
+    if inst.operands.len() != operands.len() {
+        return Err(EvalError::invalid(inst, format!("{} operands given", operands.len())));
+    }
+    let options = EvalOptions::default();
+    let evaluator = Evaluator { module, options: &options, rng: rng::RngStream::new(options.rng_seed) };
+    let values = operands.iter().map(|l| Value::from_literal(l, &inst.name)).collect::<Result<Vec<_>, _>>()?;
+    let refs: Vec<&Value> = values.iter().collect();
+    evaluator.eval_inst(inst, &refs, &[])?.to_literal(&inst.shape)
+}
+
 pub(crate) struct Evaluator<'m> {
     pub(crate) module: &'m Module,
     options: &'m EvalOptions,

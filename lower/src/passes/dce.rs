@@ -44,7 +44,7 @@ impl Pass for Dce {
 }
 
 /// XLA keeps these even when unused: removing them would change what the program does.
-fn has_side_effect(op: Opcode) -> bool {
+pub(crate) fn has_side_effect(op: Opcode) -> bool {
     use Opcode::*;
     matches!(
         op,

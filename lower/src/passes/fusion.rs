@@ -72,6 +72,7 @@ impl Pass for Fusion {
         self.decisions.clear();
         let mut changed = false;
         for comp_id in sequenced_computations(module) {
+            changed |= self.split_mixed_row_reductions(module.comp_mut(comp_id));
             let comp = module.comp(comp_id);
             let inlined = self.decide(comp, comp_id == module.entry);
             let roots: Vec<InstId> =
@@ -119,6 +120,48 @@ fn sequenced_computations(module: &Module) -> Vec<CompId> {
 }
 
 impl Fusion {
+    /// A row reduction some of whose users can carry it on their rows while others cannot
+    /// (a result tuple, a transpose) is split in two: the original stays for the others and
+    /// is materialized, a copy is fused into the kernels of the first. Each reduction then
+    /// costs one more pass over its input, but the row kernels (softmax, layer norm) stay one
+    /// kernel each, as they were before CSE merged equal reductions of different uses.
+    fn split_mixed_row_reductions(&mut self, comp: &mut Computation) -> bool {
+        let users = comp.users();
+        let mut changed = false;
+        for id in comp.post_order() {
+            if comp.inst(id).opcode != Opcode::Reduce || !is_row_reduce(comp, comp.inst(id)) || id == comp.root {
+                continue;
+            }
+            let (rows, others): (Vec<InstId>, Vec<InstId>) = users[id.index()]
+                .iter()
+                .partition(|&&u| row_consumer_accepts(comp, comp.inst(u), id, Rows::Value).is_ok());
+            if rows.is_empty() || others.is_empty() {
+                continue;
+            }
+            let mut copy = comp.inst(id).clone();
+            copy.name = comp.unique_name(&format!("{}.rows", copy.name));
+            copy.control_predecessors.clear();
+            let copy_name = copy.name.clone();
+            let copy = comp.add(copy);
+            for &u in &rows {
+                for o in comp.inst_mut(u).operands.iter_mut().filter(|o| **o == id) {
+                    *o = copy;
+                }
+            }
+            self.decisions.push(FusionDecision {
+                producer: comp.inst(id).name.clone(),
+                consumer: copy_name,
+                fused: false,
+                reason: "split: its row users fuse a copy, the users that cannot read it materialized",
+            });
+            changed = true;
+        }
+        if changed {
+            comp.order_operands_first();
+        }
+        changed
+    }
+
     /// Whether each instruction of `comp` is inlined into its users, recording a decision for
     /// every producer-consumer pair where the producer computes something.
     fn decide(&mut self, comp: &Computation, is_entry: bool) -> Vec<bool> {

@@ -1,25 +1,33 @@
 //! The HLO-to-HLO passes, one per file, and the standard pipeline that runs them before the
 //! kernel lowering.
 
+mod algebraic_simplifier;
 mod batch_norm_expand;
 mod bf16_normalization;
 mod call_inline;
+mod constant_folding;
+mod cse;
 mod dce;
 mod fusion;
 mod layout_normalize;
 mod rewrite;
+mod simplify;
 mod single_device_collectives;
 mod static_bounds;
 mod tree_reduction;
 mod tuple_simplify;
 mod unwrap;
 
+pub use algebraic_simplifier::AlgebraicSimplifier;
 pub use batch_norm_expand::BatchNormExpand;
 pub use bf16_normalization::Bf16Normalization;
 pub use call_inline::CallInline;
+pub use constant_folding::ConstantFolding;
+pub use cse::Cse;
 pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
 pub use layout_normalize::LayoutNormalize;
+pub use simplify::Simplify;
 pub use single_device_collectives::SingleDeviceCollectives;
 pub use static_bounds::StaticBounds;
 pub use tree_reduction::TreeReduction;
@@ -32,6 +40,10 @@ use crate::pipeline::Pipeline;
 /// Every pass by its name (what filetests and the `passes` directive list).
 pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
     Some(match name {
+        "algebraic_simplifier" => Box::new(AlgebraicSimplifier::default()),
+        "constant_folding" => Box::new(ConstantFolding::default()),
+        "cse" => Box::new(Cse::default()),
+        "simplify" => Box::new(Simplify::default()),
         "batch_norm_expand" => Box::new(BatchNormExpand),
         "bf16_normalization" => Box::new(Bf16Normalization),
         "call_inline" => Box::new(CallInline),
@@ -55,7 +67,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// Large full reductions split in two stages once layouts are known (the split needs the
 /// row-major order) and before fusion, which fuses the first stage's reshape into it.
 /// bf16 excess precision follows call inlining, as in XLA:CPU, so an op and its converts in
-/// different computations are treated as one computation would be.
+/// different computations are treated as one computation would be; it precedes the
+/// simplifiers so that the interpreter, which runs it too, still checks their rewrites.
 pub fn standard_pipeline(fusion: bool, excess_precision: bool) -> Pipeline {
     let mut p = Pipeline::new();
     p.add(StaticBounds).add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
@@ -63,7 +76,7 @@ pub fn standard_pipeline(fusion: bool, excess_precision: bool) -> Pipeline {
     if excess_precision {
         p.add(Bf16Normalization);
     }
-    p.add(TupleSimplify).add(Dce).add(LayoutNormalize).add(TreeReduction::default());
+    p.add(Simplify::default()).add(LayoutNormalize).add(TreeReduction::default());
     if fusion {
         p.add(Fusion::default()).add(Dce);
     }

@@ -84,7 +84,8 @@ impl Gen {
             25 => self.sort(),
             26 => self.topk(),
             27 => self.row_pattern(),
-            _ => self.widened_bf16(),
+            28 => self.widened_bf16(),
+            _ => self.simplifiable(),
         }
     }
 
@@ -517,6 +518,84 @@ impl Gen {
         let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(a), self.name(b)));
         self.used(&[a, r, b]);
         Some(out)
+    }
+
+    /// What the simplifiers rewrite: an identity with a constant the folder computes
+    /// (`x + (0 + 0)`, `x * (1 * 1)`), the same expression twice (CSE), a select on a constant
+    /// predicate, a transpose of a transpose.
+    fn simplifiable(&mut self) -> Option<usize> {
+        let a = self.pick(|v| v.ty != ElementType::Pred)?;
+        let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let k = kind(ty);
+        let t = ty.name();
+        match self.rng.range(0, 3) {
+            0 => {
+                let (op, unit) = *self.rng.pick(&[("add", "0"), ("subtract", "0"), ("multiply", "1")]);
+                let c = self.constant(ty, unit);
+                let folded = self.fresh("k");
+                let inner = if op == "multiply" { "multiply" } else { "add" };
+                self.push_line(format!("{folded} = {t}[] {inner}({c}, {c})"));
+                let b = self.push_op(
+                    ty,
+                    dims.clone(),
+                    Facts::exact(0.0, 1.0),
+                    format!("broadcast({folded}), dimensions={{}}"),
+                );
+                let r = self.push_op(ty, dims, f, format!("{op}({}, {})", self.name(a), self.name(b)));
+                self.used(&[a, b]);
+                Some(r)
+            }
+            1 if matches!(k, Kind::Float(_) | Kind::Signed(_)) => {
+                let x =
+                    self.push_op(ty, dims.clone(), facts::unary("negate", k, f)?, format!("negate({})", self.name(a)));
+                let y =
+                    self.push_op(ty, dims.clone(), facts::unary("negate", k, f)?, format!("negate({})", self.name(a)));
+                let r =
+                    self.push_op(ty, dims, self.vals[x].facts, format!("maximum({}, {})", self.name(x), self.name(y)));
+                self.used(&[a, x, y]);
+                Some(r)
+            }
+            1 => None,
+            _ if dims.len() >= 2 => {
+                let b = self.like(ty, &dims);
+                let truth = self.rng.chance(0.5);
+                let p = self.constant(ElementType::Pred, if truth { "true" } else { "false" });
+                let pb = self.push_op(
+                    ElementType::Pred,
+                    dims.clone(),
+                    Facts::exact(0.0, 1.0),
+                    format!("broadcast({p}), dimensions={{}}"),
+                );
+                let facts = if truth { f } else { self.vals[b].facts };
+                let s = self.push_op(
+                    ty,
+                    dims.clone(),
+                    facts,
+                    format!("select({}, {}, {})", self.name(pb), self.name(a), self.name(b)),
+                );
+                let mut perm: Vec<i64> = (0..dims.len() as i64).collect();
+                self.rng.shuffle(&mut perm);
+                let mid: Vec<i64> = perm.iter().map(|&p| dims[p as usize]).collect();
+                let t1 = self.push_op(
+                    ty,
+                    mid.clone(),
+                    facts,
+                    format!("transpose({}), dimensions={{{}}}", self.name(s), list(&perm)),
+                );
+                let mut back: Vec<i64> = (0..dims.len() as i64).collect();
+                self.rng.shuffle(&mut back);
+                let out: Vec<i64> = back.iter().map(|&p| mid[p as usize]).collect();
+                let r = self.push_op(
+                    ty,
+                    out,
+                    facts,
+                    format!("transpose({}), dimensions={{{}}}", self.name(t1), list(&back)),
+                );
+                self.used(&[a, b, pb, s, t1]);
+                Some(r)
+            }
+            _ => None,
+        }
     }
 
     /// A bf16 op read as f32 through an explicit convert: under the default excess precision

@@ -1,0 +1,292 @@
+//! The core of XLA's `AlgebraicSimplifier`: rewrites that never change a result beyond what
+//! XLA's own rule would, one instruction at a time, operands first. Each rule is a small
+//! function; `simplify` tries them in turn.
+//!
+//! Identities (the instruction becomes its operand when the shapes agree, layout included):
+//! `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x / 1` (XLA applies these to floats too: only
+//! the sign of a zero sum can differ), `x * 0` for integers, `negate(negate(x))`,
+//! `not(not(x))`, a convert to its operand's type, a copy, reshape, bitcast or transpose that
+//! changes nothing, a broadcast onto the same dimensions, a full slice, a zero pad, a
+//! concatenate or reverse of nothing, a select on a constant predicate.
+//!
+//! Chains merged: reshape of reshape, transpose of transpose, broadcast of broadcast, slice of
+//! slice, and convert of an exact widening convert (`convert(convert(x: bf16 -> f32) -> f64)`
+//! is `convert(x -> f64)`; a narrowing inner convert rounds, so it stays). A dot of a
+//! transpose reads the transpose's operand with its dimension numbers remapped when that keeps
+//! the dot's result order.
+
+use tessera_hlo::corpus::tolerance::values;
+use tessera_hlo::ir::{AttrList, AttrValue, SliceRange};
+use tessera_hlo::{Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
+
+use super::rewrite::{become_op, forward, rewrite_each};
+use crate::pass::Pass;
+use crate::LowerError;
+
+#[derive(Default)]
+pub struct AlgebraicSimplifier {
+    /// What the last run rewrote, one line per rule application.
+    rewrites: Vec<String>,
+}
+
+impl Pass for AlgebraicSimplifier {
+    fn name(&self) -> &'static str {
+        "algebraic_simplifier"
+    }
+
+    fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
+        self.rewrites.clear();
+        let log = &mut self.rewrites;
+        rewrite_each(module, |comp, id, forwarded| {
+            let Some(rule) = simplify(comp, id, forwarded) else { return Ok(false) };
+            log.push(format!("{}: {rule}", comp.inst(id).name));
+            Ok(true)
+        })
+    }
+
+    fn report(&self) -> Vec<String> {
+        self.rewrites.clone()
+    }
+}
+
+/// Applies the first rule that matches instruction `id`; the rule's name when one did.
+fn simplify(comp: &mut Computation, id: InstId, forwarded: &mut Vec<InstId>) -> Option<&'static str> {
+    let inst = comp.inst(id);
+    if inst.shape.as_array().is_none() || !inst.control_predecessors.is_empty() {
+        return None;
+    }
+    if let Some((to, rule)) = identity(comp, id) {
+        if same_shape(&comp.inst(to).shape, &comp.inst(id).shape) {
+            forward(comp, id, to, forwarded);
+            return Some(rule);
+        }
+    }
+    merge_chain(comp, id)
+}
+
+/// Same dimensions, type and physical layout (a missing layout is the row-major default).
+fn same_shape(a: &Shape, b: &Shape) -> bool {
+    match (a, b) {
+        (Shape::Array(x), Shape::Array(y)) => x.same_dims_and_type(y) && x.layout_or_default() == y.layout_or_default(),
+        _ => false,
+    }
+}
+
+/// The one value every element of `id` has (a constant with equal elements, or a broadcast
+/// of a scalar constant), as f64, for real element types.
+fn splat(comp: &Computation, id: InstId) -> Option<f64> {
+    let inst = comp.inst(id);
+    match inst.opcode {
+        Opcode::Broadcast => {
+            let x = *inst.operands.first()?;
+            if comp.inst(x).shape.rank() != 0 {
+                return None;
+            }
+            splat(comp, x)
+        }
+        Opcode::Constant => {
+            let lit = inst.literal()?;
+            let et = lit.element_type();
+            if et.is_complex() || et == ElementType::Token || lit.element_count() == 0 {
+                return None;
+            }
+            let bits = lit.to_bits_vec().ok()?;
+            let first = *bits.first()?;
+            if bits.iter().any(|&b| b != first) {
+                return None;
+            }
+            let one = Literal::from_bits_vec(Shape::scalar(et), vec![first]).ok()?;
+            values(&one).ok()?.first().copied()
+        }
+        _ => None,
+    }
+}
+
+fn is_value(comp: &Computation, id: InstId, v: f64) -> bool {
+    splat(comp, id) == Some(v)
+}
+
+/// The operand instruction `id` equals, if a rule says so, and the rule's name.
+fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'static str)> {
+    use Opcode as O;
+    let inst = comp.inst(id);
+    let ops = &inst.operands;
+    let et = inst.shape.element_type();
+    let int = et.is_integral();
+    Some(match (inst.opcode, ops.as_slice()) {
+        (O::Add, &[a, b]) if is_value(comp, b, 0.0) => (a, "x + 0 = x"),
+        (O::Add, &[a, b]) if is_value(comp, a, 0.0) => (b, "0 + x = x"),
+        (O::Subtract, &[a, b]) if is_value(comp, b, 0.0) => (a, "x - 0 = x"),
+        (O::Multiply, &[a, b]) if is_value(comp, b, 1.0) => (a, "x * 1 = x"),
+        (O::Multiply, &[a, b]) if is_value(comp, a, 1.0) => (b, "1 * x = x"),
+        (O::Multiply, &[_, b]) if int && is_value(comp, b, 0.0) => (b, "integer x * 0 = 0"),
+        (O::Multiply, &[a, _]) if int && is_value(comp, a, 0.0) => (a, "integer 0 * x = 0"),
+        (O::Divide, &[a, b]) if is_value(comp, b, 1.0) => (a, "x / 1 = x"),
+        (O::Negate, &[a]) if comp.inst(a).opcode == O::Negate => (comp.inst(a).operands[0], "-(-x) = x"),
+        (O::Not, &[a]) if comp.inst(a).opcode == O::Not => (comp.inst(a).operands[0], "not(not(x)) = x"),
+        (O::Convert | O::Copy | O::Reshape | O::Bitcast, &[a]) => (a, "a no-op conversion"),
+        (O::Transpose, &[a]) if inst.attr_ints("dimensions")?.iter().enumerate().all(|(i, &d)| d == i as i64) => {
+            (a, "identity transpose")
+        }
+        (O::Broadcast, &[a])
+            if comp.inst(a).shape.rank() == inst.shape.rank()
+                && inst.attr_ints("dimensions")?.iter().enumerate().all(|(i, &d)| d == i as i64) =>
+        {
+            (a, "broadcast onto the same dimensions")
+        }
+        (O::Slice, &[a]) => {
+            let full = match inst.attr("slice")? {
+                AttrValue::Slice(r) => {
+                    r.iter().zip(comp.inst(a).shape.dims()).all(|(r, &n)| r.start == 0 && r.limit == n && r.stride == 1)
+                }
+                _ => false,
+            };
+            if !full {
+                return None;
+            }
+            (a, "full slice")
+        }
+        (O::Pad, &[a, _]) => match inst.attr("padding")? {
+            AttrValue::Padding(p) if p.iter().all(|d| d.low == 0 && d.high == 0 && d.interior == 0) => (a, "zero pad"),
+            _ => return None,
+        },
+        (O::Concatenate, &[a]) => (a, "concatenate of one operand"),
+        (O::Reverse, &[a]) if inst.attr_ints("dimensions").is_none_or(|d| d.is_empty()) => (a, "reverse of nothing"),
+        (O::Select, &[p, a, b]) => match splat(comp, p)? {
+            v if v != 0.0 => (a, "select on a true constant"),
+            _ => (b, "select on a false constant"),
+        },
+        _ => return None,
+    })
+}
+
+/// Merges `id` with its operand when both are of one kind, in place.
+fn merge_chain(comp: &mut Computation, id: InstId) -> Option<&'static str> {
+    use Opcode as O;
+    let inst = comp.inst(id).clone();
+    let &[x] = inst.operands.as_slice() else {
+        return dot_of_transpose(comp, id);
+    };
+    let inner = comp.inst(x).clone();
+    if inner.opcode != inst.opcode || inner.operands.len() != 1 {
+        return None;
+    }
+    let y = inner.operands[0];
+    match inst.opcode {
+        O::Reshape => {
+            become_op(comp, id, O::Reshape, vec![y]);
+            Some("reshape of a reshape")
+        }
+        O::Transpose => {
+            let (outer, first) = (inst.attr_ints("dimensions")?, inner.attr_ints("dimensions")?);
+            let perm: Vec<i64> = outer.iter().map(|&d| first.get(d as usize).copied()).collect::<Option<_>>()?;
+            become_op(comp, id, O::Transpose, vec![y]);
+            comp.inst_mut(id).set_attr("dimensions", AttrValue::Ints(perm));
+            Some("transpose of a transpose")
+        }
+        O::Broadcast => {
+            let (outer, first) = (inst.attr_ints("dimensions")?, inner.attr_ints("dimensions")?);
+            let dims: Vec<i64> = first.iter().map(|&d| outer.get(d as usize).copied()).collect::<Option<_>>()?;
+            become_op(comp, id, O::Broadcast, vec![y]);
+            comp.inst_mut(id).set_attr("dimensions", AttrValue::Ints(dims));
+            Some("broadcast of a broadcast")
+        }
+        O::Slice => {
+            let (AttrValue::Slice(outer), AttrValue::Slice(first)) = (inst.attr("slice")?, inner.attr("slice")?) else {
+                return None;
+            };
+            let ranges: Vec<SliceRange> = outer
+                .iter()
+                .zip(first)
+                .map(|(o, f)| {
+                    let n = if o.limit > o.start { (o.limit - o.start + o.stride - 1) / o.stride } else { 0 };
+                    let start = f.start + o.start * f.stride;
+                    let stride = f.stride * o.stride;
+                    SliceRange { start, limit: if n == 0 { start } else { start + (n - 1) * stride + 1 }, stride }
+                })
+                .collect();
+            become_op(comp, id, O::Slice, vec![y]);
+            comp.inst_mut(id).set_attr("slice", AttrValue::Slice(ranges));
+            Some("slice of a slice")
+        }
+        O::Convert if widens_exactly(comp.inst(y).shape.element_type(), inner.shape.element_type()) => {
+            become_op(comp, id, O::Convert, vec![y]);
+            Some("convert of an exact widening convert")
+        }
+        _ => None,
+    }
+}
+
+/// Whether every value of type `from` is exactly a value of type `to`, so a convert to `to`
+/// and on equals a convert straight on.
+fn widens_exactly(from: ElementType, to: ElementType) -> bool {
+    use ElementType as E;
+    if from == to {
+        return true;
+    }
+    let float_bits = |t: E| match t {
+        E::F16 => Some((11, 5)),
+        E::BF16 => Some((8, 8)),
+        E::F32 => Some((24, 8)),
+        E::F64 => Some((53, 11)),
+        _ => None,
+    };
+    match (float_bits(from), float_bits(to)) {
+        // Significand and exponent range both at least as wide.
+        (Some((fm, fe)), Some((tm, te))) => tm >= fm && te >= fe,
+        (None, Some((tm, _))) if from.is_integral() && from != E::U64 && from != E::S64 => {
+            let bits = from.bit_width() - u32::from(from.is_signed_integral());
+            bits <= tm
+        }
+        (None, None) if from.is_integral() && to.is_integral() => {
+            let signed = (from.is_signed_integral(), to.is_signed_integral());
+            match signed {
+                (false, false) | (true, true) => to.bit_width() >= from.bit_width(),
+                (false, true) => to.bit_width() > from.bit_width(),
+                (true, false) => false,
+            }
+        }
+        _ => false,
+    }
+}
+
+/// `dot(transpose(a), b)` reads `a` directly, its dimension numbers mapped through the
+/// permutation, when `a`'s free dimensions keep their order (the dot's result lists free
+/// dimensions in operand order, so another order would permute the result). Likewise for the
+/// right operand.
+fn dot_of_transpose(comp: &mut Computation, id: InstId) -> Option<&'static str> {
+    let inst = comp.inst(id).clone();
+    if inst.opcode != Opcode::Dot || inst.operands.len() != 2 {
+        return None;
+    }
+    for (side, batch, contracting) in
+        [(0, "lhs_batch_dims", "lhs_contracting_dims"), (1, "rhs_batch_dims", "rhs_contracting_dims")]
+    {
+        let t = inst.operands[side];
+        let tinst = comp.inst(t);
+        if tinst.opcode != Opcode::Transpose {
+            continue;
+        }
+        let perm = tinst.attr_ints("dimensions")?.to_vec();
+        let a = tinst.operands[0];
+        let b: Vec<i64> = inst.attr_ints(batch).unwrap_or(&[]).to_vec();
+        let c: Vec<i64> = inst.attr_ints(contracting).unwrap_or(&[]).to_vec();
+        let free: Vec<i64> = (0..perm.len() as i64).filter(|d| !b.contains(d) && !c.contains(d)).collect();
+        let mapped_free: Vec<i64> = free.iter().map(|&d| perm[d as usize]).collect();
+        if mapped_free.windows(2).any(|w| w[0] > w[1]) {
+            continue;
+        }
+        let map = |dims: &[i64]| AttrValue::Ints(dims.iter().map(|&d| perm[d as usize]).collect());
+        let (new_b, new_c) = (map(&b), map(&c));
+        let i = comp.inst_mut(id);
+        i.operands[side] = a;
+        if !b.is_empty() {
+            i.set_attr(batch, new_b);
+        }
+        if !c.is_empty() {
+            i.set_attr(contracting, new_c);
+        }
+        return Some("dot of a transpose");
+    }
+    None
+}
