@@ -201,7 +201,9 @@ impl Fusion {
                 } else {
                     "a computation's result is materialized"
                 })
-            } else if let Some(reason) = producer_blocker(p).filter(|_| rows[id.index()] != Rows::Value) {
+            } else if let Some(reason) =
+                producer_blocker(p).filter(|_| rows[id.index()] != Rows::Value && !is_small_full_reduce(comp, p))
+            {
                 Some(reason)
             } else if !p.control_predecessors.is_empty() || control.contains(&id) {
                 Some("control dependencies pin it")
@@ -289,6 +291,8 @@ fn is_loop_fusible(inst: &Instruction) -> bool {
                 | Convert
                 | BitcastConvert
                 | Copy
+                | Gather
+                | DynamicSlice
         )
 }
 
@@ -402,8 +406,25 @@ fn expands_rows(u: &Instruction, p: &Instruction) -> bool {
         && is_row_major(p)
 }
 
-/// Whether consumer `u` can absorb producer `p` (already known loop-fusible).
+/// Largest input a full reduction may have to be fused into its scalar consumers (beyond it,
+/// the reduction keeps its own kernel, which `tree_reduction` may have split across threads).
+const MAX_FUSED_FULL_REDUCE_ELEMENTS: i64 = 1 << 14;
+
+/// A reduce to a scalar of a small input: fused into scalar consumers it runs once, as XLA's
+/// reduction epilogue fusion (`compare(reduce(x), c)` as one kernel).
+fn is_small_full_reduce(comp: &Computation, p: &Instruction) -> bool {
+    p.opcode == Opcode::Reduce
+        && is_array(p)
+        && p.shape.rank() == 0
+        && max_operand_elements(comp, p).is_some_and(|n| n <= MAX_FUSED_FULL_REDUCE_ELEMENTS)
+}
+
+/// Whether consumer `u` can absorb producer `p` (already known loop-fusible, or a small full
+/// reduction).
 fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Result<(), &'static str> {
+    if p.opcode == Opcode::Reduce && elements(u) != Some(1) {
+        return Err("a full reduction fuses only into scalar consumers, which evaluate it once");
+    }
     match u.opcode {
         Opcode::Broadcast if p_expensive && repeats_elements(u, p) => {
             Err("a broadcast would recompute an expensive producer for every repeated element")
@@ -411,15 +432,20 @@ fn consumer_accepts(u: &Instruction, p: &Instruction, p_expensive: bool) -> Resu
         Opcode::Tuple | Opcode::GetTupleElement => Err("consumed by a tuple: the value is materialized"),
         Opcode::OptimizationBarrier => Err("an opt-barrier passes on materialized values"),
         Opcode::Dot => Err("a dot keeps plain parameters"),
-        Opcode::Reduce if !is_array(u) => Err("a variadic reduce is not fused"),
-        Opcode::Reduce if p.opcode.is_elementwise() || is_scalar_constant(p) => Ok(()),
+        Opcode::Reduce if p.opcode.is_elementwise() || is_scalar_constant(p) || p.opcode == Opcode::Iota => Ok(()),
+        // An argmax's index operand: a broadcast iota.
+        Opcode::Reduce if p.opcode == Opcode::Broadcast && !p_expensive => Ok(()),
         // A row-major reshape keeps the reduce's reads contiguous (tree_reduction's rows).
         Opcode::Reduce if p.opcode == Opcode::Reshape && is_row_major_reshape(p) => Ok(()),
-        Opcode::Reduce => Err("a reduce absorbs only elementwise producers and row-major reshapes"),
+        Opcode::Reduce => Err("a reduce absorbs only elementwise producers, cheap broadcasts and row-major reshapes"),
         Opcode::ReduceWindow if !is_array(u) => Err("a variadic reduce-window is not fused"),
         Opcode::ReduceWindow if is_scalar_constant(p) || (p.opcode.is_elementwise() && !p_expensive) => Ok(()),
         Opcode::ReduceWindow => {
             Err("a reduce-window reads each operand element once per window: only cheap elementwise producers")
+        }
+        // A gather or dynamic slice may read one operand element for many of its own.
+        Opcode::Gather | Opcode::DynamicSlice if p_expensive && repeats_elements(u, p) => {
+            Err("an indexed read would recompute an expensive producer for every repeated element")
         }
         _ if is_loop_fusible(u) && !is_scalar_constant(u) => Ok(()),
         _ => Err("the consumer's op is never fused"),
