@@ -30,8 +30,15 @@ pub fn compile(module: &Module, lower: &LowerOptions, options: &AotOptions) -> R
         }
     }
     let backend = options.tier.name();
-    let mut program = lower_module(module, lower).map_err(|source| Error::Lower { backend, source })?;
+    let mut lower = lower.clone();
+    if options.dump_dir.is_some() {
+        lower.dump_dir.clone_from(&options.dump_dir);
+    }
+    let mut program = lower_module(module, &lower).map_err(|source| Error::Lower { backend, source })?;
     assign_buffers(&mut program, &Default::default())?;
+    if let Some(dir) = &options.dump_dir {
+        tessera_lower::dump_program(&program, dir);
+    }
     Ok(aot::compile(&program, options)?)
 }
 

@@ -6,6 +6,7 @@
 //! backend answers through the same [`Executable`] API.
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -73,6 +74,11 @@ pub struct CompileOptions {
     /// needing a feature the host lacks fails to compile with an unsupported-target-feature
     /// error.
     pub target_cpu: Option<CpuTarget>,
+    /// Write what the compiler makes of the module into this folder: the module after every
+    /// pass (`NN-pass.hlo`), the fusion decisions (`fusion.txt`), the program with every
+    /// kernel's IR (`program.txt`) and the tier's code (`llvm.ll`, `llvm-opt.ll`, `llvm.s`, or
+    /// `cranelift.clif`). Overrides `lower.dump_dir`.
+    pub dump_dir: Option<PathBuf>,
 }
 
 impl CompileOptions {
@@ -163,13 +169,20 @@ impl Client {
             }
             Backend::Cranelift | Backend::Llvm => {
                 let backend = self.backend.name();
-                let mut program =
-                    lower_module(module, &options.lower).map_err(|source| Error::Lower { backend, source })?;
+                let mut lower = options.lower.clone();
+                if options.dump_dir.is_some() {
+                    lower.dump_dir.clone_from(&options.dump_dir);
+                }
+                let mut program = lower_module(module, &lower).map_err(|source| Error::Lower { backend, source })?;
                 assign_buffers(&mut program, &self.spaces.capacities())?;
+                let dump = options.dump_dir.as_deref();
+                if let Some(dir) = dump {
+                    tessera_lower::dump_program(&program, dir);
+                }
                 let cpu = options.target_cpu.clone().unwrap_or_else(CpuTarget::from_env);
                 let compiled: CompiledKernels = match self.backend {
-                    Backend::Cranelift => tessera_codegen::cranelift::compile_for(&program.kernels, &cpu)?,
-                    _ => tessera_codegen::llvm::compile_for(&program.kernels, &cpu)?,
+                    Backend::Cranelift => tessera_codegen::cranelift::compile_dumping(&program.kernels, &cpu, dump)?,
+                    _ => tessera_codegen::llvm::compile_dumping(&program.kernels, &cpu, dump)?,
                 };
                 let executable = tessera_codegen::assemble_with_host(
                     &program,

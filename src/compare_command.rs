@@ -30,6 +30,7 @@ pub struct CompareArgs {
     pub runs: usize,
     pub threads: Option<usize>,
     pub strict_precision: bool,
+    pub dump: Option<PathBuf>,
 }
 
 const BACKENDS: [Backend; 3] = [Backend::Interp, Backend::Cranelift, Backend::Llvm];
@@ -67,7 +68,11 @@ pub fn compare(a: &CompareArgs) -> Result<bool, String> {
         }
         let compiled = {
             let _progress = Progress::after_a_second(format!("compiling {} with {backend}", a.module.display()));
-            client.compile(&module, &CompileOptions::with_excess_precision(!a.strict_precision))
+            let options = CompileOptions {
+                dump_dir: a.dump.as_ref().map(|d| d.join(backend.name())),
+                ..CompileOptions::with_excess_precision(!a.strict_precision)
+            };
+            client.compile(&module, &options)
         };
         let exe = match compiled {
             Ok(exe) => exe,

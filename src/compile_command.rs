@@ -17,6 +17,7 @@ pub struct CompileArgs {
     pub cpu: Option<String>,
     pub parallel: bool,
     pub strict_precision: bool,
+    pub dump: Option<PathBuf>,
 }
 
 pub fn compile(args: &CompileArgs) -> Result<(), String> {
@@ -44,6 +45,7 @@ pub fn compile(args: &CompileArgs) -> Result<(), String> {
         cpu: CpuTarget::parse(args.cpu.as_deref().unwrap_or(""), ""),
         source: args.module.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         parallel: args.parallel,
+        dump_dir: args.dump.clone(),
         object_name: args.object.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
     };
     let lower = LowerOptions { excess_precision: !args.strict_precision, ..LowerOptions::default() };

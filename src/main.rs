@@ -62,6 +62,10 @@ enum Command {
         /// default such a convert reads the unrounded f32 result, as on XLA:CPU).
         #[arg(long)]
         strict_precision: bool,
+        /// Write the module after every pass, the fusion decisions, the program with each
+        /// kernel's IR, and the tier's IR and assembly into DIR.
+        #[arg(long, value_name = "DIR")]
+        dump: Option<PathBuf>,
     },
     /// Compile a module ahead of time into a relocatable object and a C header that any C or
     /// Rust program links (with libtessera_rt.a when the header says so).
@@ -93,6 +97,10 @@ enum Command {
         /// default such a convert reads the unrounded f32 result, as on XLA:CPU).
         #[arg(long)]
         strict_precision: bool,
+        /// Write the module after every pass, the fusion decisions, the program with each
+        /// kernel's IR, and the tier's IR and assembly into DIR.
+        #[arg(long, value_name = "DIR")]
+        dump: Option<PathBuf>,
     },
     /// Compile a module on every backend, run each on the same arguments, check the JIT tiers
     /// against the interpreter and print compile and run times. Exit code 1 if a tier
@@ -113,6 +121,10 @@ enum Command {
         /// default such a convert reads the unrounded f32 result, as on XLA:CPU).
         #[arg(long)]
         strict_precision: bool,
+        /// Write the module after every pass, the fusion decisions, the program with each
+        /// kernel's IR, and the tier's IR and assembly into DIR.
+        #[arg(long, value_name = "DIR")]
+        dump: Option<PathBuf>,
     },
     /// Differential testing: generate random valid programs, run each on the interpreter and
     /// both JIT tiers (logical and physical I/O) and compare. Exit code 1 if any program
@@ -161,7 +173,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Parse { module, print } => parse_command(&module, print).map(|()| ExitCode::SUCCESS),
-        Command::Run { module, args, out, backend, time, profile, threads, physical, strict_precision } => {
+        Command::Run { module, args, out, backend, time, profile, threads, physical, strict_precision, dump } => {
             run_command::run(&run_command::RunArgs {
                 module,
                 args,
@@ -172,10 +184,11 @@ fn main() -> ExitCode {
                 threads: threads.map(|n| n as usize),
                 physical,
                 strict_precision,
+                dump,
             })
             .map(|()| ExitCode::SUCCESS)
         }
-        Command::Compile { module, backend, object, header, name, target, cpu, parallel, strict_precision } => {
+        Command::Compile { module, backend, object, header, name, target, cpu, parallel, strict_precision, dump } => {
             compile_command::compile(&compile_command::CompileArgs {
                 module,
                 tier: match backend {
@@ -189,16 +202,18 @@ fn main() -> ExitCode {
                 cpu,
                 parallel,
                 strict_precision,
+                dump,
             })
             .map(|()| ExitCode::SUCCESS)
         }
-        Command::Compare { module, args, runs, threads, strict_precision } => {
+        Command::Compare { module, args, runs, threads, strict_precision, dump } => {
             compare_command::compare(&compare_command::CompareArgs {
                 module,
                 args,
                 runs: runs as usize,
                 threads: threads.map(|n| n as usize),
                 strict_precision,
+                dump,
             })
             .map(|agree| if agree { ExitCode::SUCCESS } else { ExitCode::from(1) })
         }

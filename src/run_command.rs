@@ -26,6 +26,7 @@ pub struct RunArgs {
     pub threads: Option<usize>,
     pub physical: bool,
     pub strict_precision: bool,
+    pub dump: Option<PathBuf>,
 }
 
 pub fn run(a: &RunArgs) -> Result<(), String> {
@@ -37,7 +38,8 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     let client = Client::with_options(a.backend, &options).map_err(|e| e.to_string())?;
     let exe = {
         let _progress = Progress::after_a_second(format!("compiling {} with {}", a.module.display(), a.backend));
-        let options = CompileOptions::with_excess_precision(!a.strict_precision);
+        let options =
+            CompileOptions { dump_dir: a.dump.clone(), ..CompileOptions::with_excess_precision(!a.strict_precision) };
         client.compile_text(&text, &options).map_err(|e| format!("{}: {e}", a.module.display()))?
     };
 

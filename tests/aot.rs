@@ -174,6 +174,7 @@ fn aot_case(case: &Case, tier: Tier, parallel: bool, dir: &Path, lib: &Path) -> 
         cpu: CpuTarget::host(),
         source: format!("{}/module.hlo", case.name),
         parallel,
+        dump_dir: None,
         object_name: format!("{symbol}.o"),
     };
     let artifacts = aot::compile(&case.module, &LowerOptions::default(), &options).map_err(|e| e.to_string())?;
@@ -382,6 +383,7 @@ fn headers_spell_out_tiled_offsets() {
         cpu: CpuTarget::host(),
         source: "inline".into(),
         parallel: false,
+        dump_dir: None,
         object_name: "neg.o".into(),
     };
     let header = aot::compile(&module, &LowerOptions::default(), &options).unwrap().header;
@@ -415,6 +417,7 @@ fn run_time_dimension_sizes_are_checked_and_runtime_free_objects_link_alone() {
             cpu: CpuTarget::host(),
             source: "inline".into(),
             parallel: false,
+            dump_dir: None,
             object_name: format!("{symbol}.o"),
         };
         let artifacts = aot::compile(&module, &LowerOptions::default(), &options).unwrap();

@@ -297,6 +297,74 @@ fn profile_prints_where_the_time_went() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("--profile needs a compiled backend"), "{run:?}");
 }
 
+/// `--dump DIR` writes what the compiler made of the module: every pass's module, the fusion
+/// decisions, the program with its kernels' IR, and the tier's code (for `run`, `compare`,
+/// which dumps each tier into its own folder, and `compile`).
+#[test]
+fn dump_writes_every_stage() {
+    let dir = case_dir("model_softmax");
+    let module = dir.join("module.hlo");
+    let out = temp_dir("dump");
+    let has = |d: &Path, file: &str, needle: &str| {
+        let t = std::fs::read_to_string(d.join(file)).unwrap_or_else(|e| panic!("{}/{file}: {e}", d.display()));
+        assert!(t.contains(needle), "{}/{file} lacks {needle:?}:\n{t}", d.display());
+    };
+    let common = |d: &Path| {
+        has(d, "00-input.hlo", "HloModule");
+        let fusion = std::fs::read_dir(d)
+            .unwrap()
+            .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+            .find(|n| n.ends_with("-fusion.hlo"))
+            .expect("a dump after fusion");
+        has(d, &fusion, "calls=fused_computation");
+        has(d, "fusion.txt", "fusion: %");
+        has(d, "program.txt", "kernel ");
+    };
+    for backend in ["cranelift", "llvm"] {
+        let d = out.join(backend);
+        let run = tessera(&[
+            "run",
+            text(&module),
+            "--args",
+            text(&dir.join("args")),
+            "--out",
+            text(&out.join("results")),
+            "--backend",
+            backend,
+            "--dump",
+            text(&d),
+        ]);
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        common(&d);
+        if backend == "llvm" {
+            has(&d, "llvm.ll", "define");
+            has(&d, "llvm-opt.ll", "define");
+            has(&d, "llvm.s", "ret");
+        } else {
+            has(&d, "cranelift.clif", "; machine code");
+        }
+    }
+    let compare = tessera(&["compare", text(&module), "--runs", "1", "--dump", text(&out.join("compare"))]);
+    assert!(compare.status.success(), "{}", String::from_utf8_lossy(&compare.stderr));
+    common(&out.join("compare/llvm"));
+    has(&out.join("compare/cranelift"), "cranelift.clif", "; machine code");
+    let aot = out.join("aot");
+    let compile = tessera(&[
+        "compile",
+        text(&module),
+        "-o",
+        text(&out.join("m.o")),
+        "--header",
+        text(&out.join("m.h")),
+        "--dump",
+        text(&aot),
+    ]);
+    assert!(compile.status.success(), "{}", String::from_utf8_lossy(&compile.stderr));
+    common(&aot);
+    has(&aot, "llvm.s", "ret");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 #[test]
 fn usage_errors_exit_with_2() {
     let dir = case_dir("binary_arith_f32");

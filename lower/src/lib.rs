@@ -30,7 +30,8 @@ pub struct LowerOptions {
     /// Run fusion (off: one kernel per computing instruction, which is slower but makes
     /// each op's kernel easy to inspect).
     pub fusion: bool,
-    /// Write the module after every pass into this folder (see [`Pipeline::dump_to`]).
+    /// Write the module after every pass into this folder (see [`Pipeline::dump_to`]), with
+    /// the fusion decisions and their reasons (`fusion.txt`).
     pub dump_dir: Option<PathBuf>,
     /// Seeds the generator the `rng` op draws from (the default matches
     /// `tessera_hlo::eval::EvalOptions`, so compiled code and the interpreter draw alike).
@@ -74,5 +75,24 @@ pub fn lower_module(module: &Module, options: &LowerOptions) -> Result<Program, 
     let mut pipeline = passes::standard_pipeline(options.fusion, options.excess_precision);
     pipeline.dump_to(options.dump_dir.clone());
     pipeline.run(&mut module)?;
+    if let Some(dir) = &options.dump_dir {
+        let fusion: Vec<String> =
+            pipeline.reports().into_iter().filter(|(name, _)| *name == "fusion").flat_map(|(_, lines)| lines).collect();
+        write_dump(dir, "fusion.txt", &(fusion.join("\n") + "\n"));
+    }
     build_program::build_program(&module, options.rng_seed)
+}
+
+/// Writes `program` (its buffers with their arena offsets once assigned, kernels in kernel IR,
+/// and the step tree) to `dir/program.txt`.
+pub fn dump_program(program: &Program, dir: &std::path::Path) {
+    write_dump(dir, "program.txt", &program.to_string());
+}
+
+/// Dumps are a debugging aid: one that cannot be written is reported, never fatal.
+fn write_dump(dir: &std::path::Path, file: &str, text: &str) {
+    let path = dir.join(file);
+    if let Err(e) = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, text)) {
+        eprintln!("tessera: dump {}: {e}", path.display());
+    }
 }

@@ -45,6 +45,9 @@ pub struct AotOptions {
     /// `tessera_rt_set_threads` starts (the object then always needs `libtessera_rt.a`);
     /// otherwise the entry calls every kernel directly on the calling thread.
     pub parallel: bool,
+    /// Write the tier's code into this folder: `llvm.ll`, `llvm-opt.ll` and `llvm.s`, or
+    /// `cranelift.clif` (IR and machine code).
+    pub dump_dir: Option<std::path::PathBuf>,
 }
 
 /// An object file's bytes and its header's text.

@@ -39,6 +39,7 @@ pub(crate) fn object(
     let mut ctx = module.make_context();
     let mut builder_ctx = FunctionBuilderContext::new();
     let mut kernels = Vec::with_capacity(program.kernels.len());
+    let mut dump = options.dump_dir.as_ref().map(|dir| (dir.join("cranelift.clif"), String::new()));
     for kernel in &program.kernels {
         // Anonymous: local to the object, so kernels of several objects never clash.
         let id = module.declare_anonymous_function(&sig).map_err(|e| backend(&kernel.name, e.to_string()))?;
@@ -46,8 +47,18 @@ pub(crate) fn object(
         ctx.func.signature = sig.clone();
         function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
             .map_err(|f| f.for_kernel(&kernel.name))?;
+        ctx.set_disasm(dump.is_some());
         define(&mut module, id, &mut ctx).map_err(|m| backend(&kernel.name, m))?;
+        if let Some((_, text)) = dump.as_mut() {
+            let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
+            text.push_str(&format!("; kernel {}\n{}\n; machine code\n{asm}\n", kernel.name, ctx.func.display()));
+        }
         kernels.push(id);
+    }
+    if let Some((path, text)) = dump {
+        if let Err(e) = std::fs::write(&path, text) {
+            eprintln!("tessera: dump {}: {e}", path.display());
+        }
     }
 
     let mut constants = Vec::with_capacity(plan.constants.len());

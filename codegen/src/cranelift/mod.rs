@@ -152,6 +152,17 @@ pub fn compile(kernels: &[Kernel]) -> std::result::Result<CompiledKernels, Codeg
 
 /// [`compile`] for the CPU `cpu` (which the host must support: the code runs here).
 pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> std::result::Result<CompiledKernels, CodegenError> {
+    compile_dumping(kernels, cpu, None)
+}
+
+/// [`compile_for`], writing every kernel's optimized Cranelift IR and machine code into
+/// `dump/cranelift.clif` when given (or, with no folder and `TESSERA_DUMP_CLIF=FILE` set, into
+/// FILE).
+pub fn compile_dumping(
+    kernels: &[Kernel],
+    cpu: &CpuTarget,
+    dump: Option<&std::path::Path>,
+) -> std::result::Result<CompiledKernels, CodegenError> {
     let started = Instant::now();
     let mut module = host_module(&cpu.resolve(TIER)?)?;
     if module.target_config().pointer_type() != types::I64 {
@@ -162,7 +173,10 @@ pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> std::result::Result<C
     let mut ctx = module.make_context();
     let mut builder_ctx = FunctionBuilderContext::new();
     let mut ids: Vec<FuncId> = Vec::with_capacity(kernels.len());
-    let mut dump = std::env::var_os("TESSERA_DUMP_CLIF").map(|path| (path, String::new()));
+    let mut dump = match dump {
+        Some(dir) => Some((dir.join("cranelift.clif").into_os_string(), String::new())),
+        None => std::env::var_os("TESSERA_DUMP_CLIF").map(|path| (path, String::new())),
+    };
     for kernel in kernels {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
         // Anonymous, so a kernel's name can never clash with a runtime symbol.
@@ -179,11 +193,9 @@ pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> std::result::Result<C
         }
         ids.push(id);
     }
-    // With `TESSERA_DUMP_CLIF=FILE` set, every kernel's optimized Cranelift IR and machine
-    // code, as `TESSERA_DUMP_LLVM` gives the LLVM tier's IR.
     if let Some((path, text)) = dump {
         if let Err(e) = std::fs::write(&path, text) {
-            eprintln!("tessera: TESSERA_DUMP_CLIF: {}: {e}", std::path::Path::new(&path).display());
+            eprintln!("tessera: dump {}: {e}", std::path::Path::new(&path).display());
         }
     }
     module.finalize_definitions().map_err(|e| CodegenError::Backend {

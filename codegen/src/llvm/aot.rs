@@ -91,10 +91,12 @@ pub(crate) fn object(
     entry.emit(plan).map_err(backend)?;
 
     module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
-    super::dump_ir(&module);
+    let dump = options.dump_dir.as_deref();
+    super::dump_ir(&module, dump);
     module
         .run_passes("default<O3>", &machine, PassBuilderOptions::create())
         .map_err(|e| backend(format!("O3 pipeline: {e}")))?;
+    super::dump_optimized(&module, &machine, dump);
     let buffer = machine
         .write_to_memory_buffer(&module, FileType::Object)
         .map_err(|e| backend(format!("writing the object: {e}")))?;

@@ -11,6 +11,7 @@ mod target;
 mod vector;
 
 use std::collections::HashSet;
+use std::path::Path;
 use std::time::Instant;
 
 use inkwell::context::Context;
@@ -30,13 +31,23 @@ pub fn compile(kernels: &[Kernel]) -> Result<CompiledKernels, CodegenError> {
 
 /// [`compile`] for the CPU `cpu` (which the host must support: the code runs here).
 pub fn compile_for(kernels: &[Kernel], cpu: &CpuTarget) -> Result<CompiledKernels, CodegenError> {
+    compile_dumping(kernels, cpu, None)
+}
+
+/// [`compile_for`], writing the module's IR before and after optimization and its assembly
+/// into `dump` (`llvm.ll`, `llvm-opt.ll`, `llvm.s`) when given.
+pub fn compile_dumping(
+    kernels: &[Kernel],
+    cpu: &CpuTarget,
+    dump: Option<&Path>,
+) -> Result<CompiledKernels, CodegenError> {
     let start = Instant::now();
     let host = target::target_cpu(&cpu.resolve("llvm")?)?;
     let context = Box::new(Context::create());
     // SAFETY: the reference outlives every use: `build` drops all it creates from the context
     // except the engine, which `LlvmCode` disposes of before the context.
     let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
-    let (engine, functions) = build(ctx, &host, kernels)?;
+    let (engine, functions) = build(ctx, &host, kernels, dump)?;
     // SAFETY: `engine` comes from a module of `context`, and `build` returned nothing else
     // made from it.
     let code = unsafe { LlvmCode::new(engine, context) };
@@ -47,6 +58,7 @@ fn build(
     ctx: &'static Context,
     host: &target::TargetCpu,
     kernels: &[Kernel],
+    dump: Option<&Path>,
 ) -> Result<(inkwell::execution_engine::ExecutionEngine<'static>, Vec<crate::KernelFn>), CodegenError> {
     let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message };
     let symbols = tessera_runtime::abi::symbols();
@@ -59,10 +71,11 @@ fn build(
         function::translate(ctx, &module, host, kernel, &names)?;
     }
     module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
-    dump_ir(&module);
+    dump_ir(&module, dump);
     module
         .run_passes("default<O3>", &machine, PassBuilderOptions::create())
         .map_err(|e| backend(format!("O3 pipeline: {e}")))?;
+    dump_optimized(&module, &machine, dump);
     let kernel_names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
     let (engine, functions) = engine::jit(&module, &kernel_names, &symbols)?;
     // The module's own clone of the engine goes with it, leaving `engine` the only one.
@@ -70,12 +83,36 @@ fn build(
     Ok((engine, functions))
 }
 
-/// With `TESSERA_DUMP_LLVM=FILE` set, writes the module's IR before optimization to FILE (to
-/// reproduce an LLVM problem with `opt-22 -passes='default<O3>'`).
-pub(crate) fn dump_ir(module: &inkwell::module::Module<'_>) {
-    if let Some(path) = std::env::var_os("TESSERA_DUMP_LLVM") {
-        if let Err(e) = module.print_to_file(&path) {
-            eprintln!("tessera: TESSERA_DUMP_LLVM: {e}");
-        }
+/// Writes the module's IR before optimization to `dump/llvm.ll`, or with no folder given and
+/// `TESSERA_DUMP_LLVM=FILE` set, to FILE (to reproduce an LLVM problem with
+/// `opt-22 -passes='default<O3>'`). A dump that cannot be written is reported, never fatal.
+pub(crate) fn dump_ir(module: &inkwell::module::Module<'_>, dump: Option<&Path>) {
+    let path = match dump {
+        Some(dir) => dir.join("llvm.ll"),
+        None => match std::env::var_os("TESSERA_DUMP_LLVM") {
+            Some(file) => file.into(),
+            None => return,
+        },
+    };
+    if let Err(e) = module.print_to_file(&path) {
+        eprintln!("tessera: dump {}: {e}", path.display());
+    }
+}
+
+/// Writes the optimized IR (`llvm-opt.ll`) and the assembly the target machine makes of it
+/// (`llvm.s`) into `dump`, when given.
+pub(crate) fn dump_optimized(
+    module: &inkwell::module::Module<'_>,
+    machine: &inkwell::targets::TargetMachine,
+    dump: Option<&Path>,
+) {
+    let Some(dir) = dump else { return };
+    let ir = dir.join("llvm-opt.ll");
+    if let Err(e) = module.print_to_file(&ir) {
+        eprintln!("tessera: dump {}: {e}", ir.display());
+    }
+    let asm = dir.join("llvm.s");
+    if let Err(e) = machine.write_to_file(module, inkwell::targets::FileType::Assembly, &asm) {
+        eprintln!("tessera: dump {}: {e}", asm.display());
     }
 }

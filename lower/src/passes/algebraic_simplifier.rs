@@ -11,7 +11,9 @@
 //!
 //! Chains merged: reshape of reshape, transpose of transpose, broadcast of broadcast, slice of
 //! slice, and convert of an exact widening convert (`convert(convert(x: bf16 -> f32) -> f64)`
-//! is `convert(x -> f64)`; a narrowing inner convert rounds, so it stays). A dot of a
+//! is `convert(x -> f64)`; a narrowing inner convert rounds, so it stays, and an integer
+//! through a float to an integer stays, since float-to-integer saturates where integer
+//! conversion wraps). A dot of a
 //! transpose reads the transpose's operand with its dimension numbers remapped when that keeps
 //! the dot's result order.
 
@@ -209,7 +211,13 @@ fn merge_chain(comp: &mut Computation, id: InstId) -> Option<&'static str> {
             comp.inst_mut(id).set_attr("slice", AttrValue::Slice(ranges));
             Some("slice of a slice")
         }
-        O::Convert if widens_exactly(comp.inst(y).shape.element_type(), inner.shape.element_type()) => {
+        O::Convert
+            if widens_exactly(comp.inst(y).shape.element_type(), inner.shape.element_type())
+                // An integer through a float to an integer would saturate; straight it wraps.
+                && !(comp.inst(y).shape.element_type().is_integral()
+                    && inner.shape.element_type().is_float()
+                    && inst.shape.element_type().is_integral()) =>
+        {
             become_op(comp, id, O::Convert, vec![y]);
             Some("convert of an exact widening convert")
         }

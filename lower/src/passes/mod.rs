@@ -6,6 +6,7 @@ mod batch_norm_expand;
 mod bf16_normalization;
 mod call_inline;
 mod constant_folding;
+mod control_flow_simplifier;
 mod cse;
 mod dce;
 mod fusion;
@@ -23,6 +24,7 @@ pub use batch_norm_expand::BatchNormExpand;
 pub use bf16_normalization::Bf16Normalization;
 pub use call_inline::CallInline;
 pub use constant_folding::ConstantFolding;
+pub use control_flow_simplifier::ControlFlowSimplifier;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
@@ -42,6 +44,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
     Some(match name {
         "algebraic_simplifier" => Box::new(AlgebraicSimplifier::default()),
         "constant_folding" => Box::new(ConstantFolding::default()),
+        "control_flow_simplifier" => Box::new(ControlFlowSimplifier::default()),
         "cse" => Box::new(Cse::default()),
         "simplify" => Box::new(Simplify::default()),
         "batch_norm_expand" => Box::new(BatchNormExpand),

@@ -1,12 +1,13 @@
 //! The simplification group, run to a fixed point as XLA iterates its simplifiers: the
-//! algebraic simplifier, constant folding, CSE, tuple simplification and DCE, repeated until
-//! a round changes nothing. The module is re-verified after every member that changed it, so
+//! algebraic simplifier, constant folding, the conditional and while simplifier (with call
+//! inlining for the branches it turns into calls), CSE, tuple simplification and DCE,
+//! repeated until a round changes nothing. The module is re-verified after every member that changed it, so
 //! a broken rewrite is named at once, as between pipeline passes.
 
 use tessera_hlo::verify::verify;
 use tessera_hlo::Module;
 
-use super::{AlgebraicSimplifier, ConstantFolding, Cse, Dce, TupleSimplify};
+use super::{AlgebraicSimplifier, CallInline, ConstantFolding, ControlFlowSimplifier, Cse, Dce, TupleSimplify};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -26,6 +27,8 @@ impl Default for Simplify {
             members: vec![
                 Box::new(AlgebraicSimplifier::default()),
                 Box::new(ConstantFolding::default()),
+                Box::new(ControlFlowSimplifier::default()),
+                Box::new(CallInline),
                 Box::new(Cse::default()),
                 Box::new(TupleSimplify),
                 Box::new(Dce),

@@ -406,10 +406,17 @@ impl Gen {
         };
         // Every branch takes its own operand: here all of them `a`.
         let (selector, attrs, branches) = if self.rng.chance(0.5) {
-            let s = self.int_param(ElementType::S32, -1, 3);
-            self.used(&[s]);
+            // A constant index (in range or not) is what the conditional simplifier folds.
+            let selector = if self.rng.chance(0.3) {
+                let k = self.rng.range(-1, 3);
+                self.constant(ElementType::S32, &k.to_string())
+            } else {
+                let s = self.int_param(ElementType::S32, -1, 3);
+                self.used(&[s]);
+                self.vals[s].name.clone()
+            };
             let names: Vec<String> = (0..3).map(|i| branch(self, ops[i % ops.len()])).collect();
-            (self.vals[s].name.clone(), format!("branch_computations={{{}}}", names.join(", ")), 3)
+            (selector, format!("branch_computations={{{}}}", names.join(", ")), 3)
         } else {
             let p = self.pick(|v| v.ty == ElementType::Pred && v.dims.is_empty() && v.facts.exact);
             let p = match p {
