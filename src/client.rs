@@ -77,7 +77,8 @@ pub struct CompileOptions {
     /// Write what the compiler makes of the module into this folder: the module after every
     /// pass (`NN-pass.hlo`), the fusion decisions (`fusion.txt`), the program with every
     /// kernel's IR (`program.txt`) and the tier's code (`llvm.ll`, `llvm-opt.ll`, `llvm.s`, or
-    /// `cranelift.clif`). Overrides `lower.dump_dir`.
+    /// `cranelift.clif`). Overrides `lower.dump_dir`. The interpreter writes the module after
+    /// each of the passes it runs (those that change values).
     pub dump_dir: Option<PathBuf>,
 }
 
@@ -162,7 +163,10 @@ impl Client {
         let engine = match self.backend {
             Backend::Interp => {
                 let mut module = module.clone();
+                // The interpreter's dump is the module it evaluates, after the passes that
+                // change values.
                 tessera_lower::passes::numerics_pipeline(options.lower.excess_precision)
+                    .dump_to(options.dump_dir.clone())
                     .run(&mut module)
                     .map_err(|source| Error::Lower { backend: self.backend.name(), source })?;
                 Engine::Interp { module: Box::new(module), host: self.host.clone(), rng_seed: options.lower.rng_seed }

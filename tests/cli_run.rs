@@ -347,6 +347,8 @@ fn dump_writes_every_stage() {
     let compare = tessera(&["compare", text(&module), "--runs", "1", "--dump", text(&out.join("compare"))]);
     assert!(compare.status.success(), "{}", String::from_utf8_lossy(&compare.stderr));
     common(&out.join("compare/llvm"));
+    // The interpreter's folder holds the module it evaluated.
+    has(&out.join("compare/interp"), "00-input.hlo", "HloModule");
     has(&out.join("compare/cranelift"), "cranelift.clif", "; machine code");
     let aot = out.join("aot");
     let compile = tessera(&[
