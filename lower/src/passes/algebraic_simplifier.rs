@@ -4,7 +4,8 @@
 //!
 //! Identities (the instruction becomes its operand when the shapes agree, layout included):
 //! `x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x`, `x / 1` (XLA applies these to floats too: only
-//! the sign of a zero sum can differ), `x * 0` for integers, `negate(negate(x))`,
+//! the sign of a zero sum can differ), `x * 0` for integers, `max(x, x)`, `min(x, x)`,
+//! `and(x, x)`, `or(x, x)`, `negate(negate(x))`,
 //! `not(not(x))`, a convert to its operand's type, a copy, reshape, bitcast or transpose that
 //! changes nothing, a broadcast onto the same dimensions, a full slice, a zero pad, a
 //! concatenate or reverse of nothing, a select on a constant predicate.
@@ -124,6 +125,7 @@ fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'static str)> {
         (O::Multiply, &[_, b]) if int && is_value(comp, b, 0.0) => (b, "integer x * 0 = 0"),
         (O::Multiply, &[a, _]) if int && is_value(comp, a, 0.0) => (a, "integer 0 * x = 0"),
         (O::Divide, &[a, b]) if is_value(comp, b, 1.0) => (a, "x / 1 = x"),
+        (O::Maximum | O::Minimum | O::And | O::Or, &[a, b]) if a == b => (a, "an idempotent op of x and x is x"),
         (O::Negate, &[a]) if comp.inst(a).opcode == O::Negate => (comp.inst(a).operands[0], "-(-x) = x"),
         (O::Not, &[a]) if comp.inst(a).opcode == O::Not => (comp.inst(a).operands[0], "not(not(x)) = x"),
         (O::Convert | O::Copy | O::Reshape | O::Bitcast, &[a]) => (a, "a no-op conversion"),
