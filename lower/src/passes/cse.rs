@@ -3,7 +3,8 @@
 //! move to the earlier. Operands of commutative ops are compared as a set, so `add(a, b)` and
 //! `add(b, a)` merge. Equal constants merge too (up to a size, to keep the comparison cheap).
 //! Ops with side effects or run-time state never merge, nor do loops, conditionals and
-//! calls (their bodies would have to be compared).
+//! calls (their bodies would have to be compared), opt-barriers and tokens (they order work),
+//! rng-bit-generators, and iotas (free to recompute in any kernel that reads them).
 
 use std::collections::HashMap;
 
