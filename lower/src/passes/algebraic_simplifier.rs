@@ -93,9 +93,10 @@ fn splat(comp: &Computation, id: InstId) -> Option<f64> {
             if et.is_complex() || et == ElementType::Token || lit.element_count() == 0 {
                 return None;
             }
-            let bits = lit.to_bits_vec().ok()?;
-            let first = *bits.first()?;
-            if bits.iter().any(|&b| b != first) {
+            // Element by element, so a large constant (a weight) costs no copy and usually
+            // only a few reads before two elements differ.
+            let first = lit.get_bits(0)?;
+            if (1..lit.element_count()).any(|i| lit.get_bits(i) != Some(first)) {
                 return None;
             }
             let one = Literal::from_bits_vec(Shape::scalar(et), vec![first]).ok()?;
@@ -167,6 +168,10 @@ fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'static str)> {
 /// Merges `id` with its operand when both are of one kind, in place.
 fn merge_chain(comp: &mut Computation, id: InstId) -> Option<&'static str> {
     use Opcode as O;
+    // Only these ops have a rule; nothing else (a large constant above all) is cloned.
+    if !matches!(comp.inst(id).opcode, O::Reshape | O::Transpose | O::Broadcast | O::Slice | O::Convert | O::Dot) {
+        return None;
+    }
     let inst = comp.inst(id).clone();
     let &[x] = inst.operands.as_slice() else {
         return dot_of_transpose(comp, id);
