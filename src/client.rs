@@ -15,7 +15,7 @@ use tessera_hlo::ir::AttrList;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::verify::verify;
 use tessera_hlo::{Literal, Module, Opcode};
-use tessera_lower::{assign_buffers, implemented_custom_call, lower_module, LowerOptions};
+use tessera_lower::{assign_buffers, implemented_custom_call, lower_module_timed, LowerOptions, Timings};
 use tessera_runtime::{HostFunctions, MemorySpaces, ThreadPool};
 
 use crate::executable::{Engine, Executable, Signature};
@@ -150,14 +150,25 @@ impl Client {
     }
 
     /// Parses HLO text and compiles it.
+    /// Its compile time counts parsing too: end to end, from text to a runnable executable.
     pub fn compile_text(&self, text: &str, options: &CompileOptions) -> Result<Executable, Error> {
-        self.compile(&parse_module(text)?, options)
+        let start = Instant::now();
+        let module = parse_module(text)?;
+        let parsed = start.elapsed();
+        let mut executable = self.compile(&module, options)?;
+        executable.compile_time = start.elapsed();
+        let mut timings = Timings::new();
+        timings.add("parse", parsed);
+        timings.extend(&executable.compile_timings);
+        executable.compile_timings = timings;
+        Ok(executable)
     }
 
     /// Compiles a module (parsed or built with `tessera_hlo::builder`).
     pub fn compile(&self, module: &Module, options: &CompileOptions) -> Result<Executable, Error> {
         let start = Instant::now();
-        verify(module)?;
+        let mut timings = Timings::new();
+        timings.time("verify", || verify(module))?;
         self.check_custom_calls(module)?;
         let signature = Signature::of_module(module)?;
         let engine = match self.backend {
@@ -177,8 +188,10 @@ impl Client {
                 if options.dump_dir.is_some() {
                     lower.dump_dir.clone_from(&options.dump_dir);
                 }
-                let mut program = lower_module(module, &lower).map_err(|source| Error::Lower { backend, source })?;
-                assign_buffers(&mut program, &self.spaces.capacities())?;
+                let (mut program, lowering) =
+                    lower_module_timed(module, &lower).map_err(|source| Error::Lower { backend, source })?;
+                timings.extend(&lowering);
+                timings.time("buffer assignment", || assign_buffers(&mut program, &self.spaces.capacities()))?;
                 let dump = options.dump_dir.as_deref();
                 if let Some(dir) = dump {
                     tessera_lower::dump_program(&program, dir);
@@ -188,18 +201,15 @@ impl Client {
                     Backend::Cranelift => tessera_codegen::cranelift::compile_dumping(&program.kernels, &cpu, dump)?,
                     _ => tessera_codegen::llvm::compile_dumping(&program.kernels, &cpu, dump)?,
                 };
-                let executable = tessera_codegen::assemble_with_host(
-                    &program,
-                    compiled,
-                    &self.spaces,
-                    self.pool.clone(),
-                    &self.host,
-                )?;
+                timings.extend(&compiled.timings);
+                let executable = timings.time("assembly", || {
+                    tessera_codegen::assemble_with_host(&program, compiled, &self.spaces, self.pool.clone(), &self.host)
+                })?;
                 signature.check_program(&program)?;
                 Engine::Compiled(Box::new(executable))
             }
         };
-        Ok(Executable::new(self.backend, engine, signature, start.elapsed()))
+        Ok(Executable::new(self.backend, engine, signature, start.elapsed(), timings))
     }
 
     /// Every custom-call must go to a registered host function or a target Tessera

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use tessera_hlo::eval::{evaluate_with, CustomCallRegistry, EvalOptions};
 use tessera_hlo::{ArrayShape, LayoutMap, Literal, LiteralError, Module, Shape};
-use tessera_lower::Program;
+use tessera_lower::{Program, Timings};
 use tessera_runtime::{HostFunctions, RuntimeError};
 
 use crate::device_buffer::{physical_bytes, shape_text};
@@ -137,13 +137,20 @@ pub struct Executable {
     backend: Backend,
     engine: Engine,
     signature: Signature,
-    compile_time: Duration,
+    pub(crate) compile_time: Duration,
+    pub(crate) compile_timings: Timings,
     queues: InterpQueues,
 }
 
 impl Executable {
-    pub(crate) fn new(backend: Backend, engine: Engine, signature: Signature, compile_time: Duration) -> Executable {
-        Executable { backend, engine, signature, compile_time, queues: InterpQueues::default() }
+    pub(crate) fn new(
+        backend: Backend,
+        engine: Engine,
+        signature: Signature,
+        compile_time: Duration,
+        compile_timings: Timings,
+    ) -> Executable {
+        Executable { backend, engine, signature, compile_time, compile_timings, queues: InterpQueues::default() }
     }
 
     /// Queues a literal for the module's next `infeed` (first in, first out), on every
@@ -206,9 +213,16 @@ impl Executable {
         self.backend
     }
 
-    /// Wall time of `Client::compile` (verification through assembly).
+    /// Wall time of `Client::compile` (verification through assembly), and of parsing too when
+    /// compiled from text (`Client::compile_text`).
     pub fn compile_time(&self) -> Duration {
         self.compile_time
+    }
+
+    /// Where the compile time went, phase by phase (parsing, verification, each pass,
+    /// lowering, code generation, assembly).
+    pub fn compile_timings(&self) -> &Timings {
+        &self.compile_timings
     }
 
     /// Entry parameter shapes with their layouts.

@@ -30,4 +30,4 @@ pub use device_buffer::DeviceBuffer;
 pub use error::Error;
 pub use executable::Executable;
 pub use tessera_codegen::CpuTarget;
-pub use tessera_lower::LowerOptions;
+pub use tessera_lower::{LowerOptions, Timings};

@@ -62,6 +62,7 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
         time_runs(&exe, &arg_refs, &mut results, a.time.unwrap_or(1))?;
         let profile = runtime.profile().unwrap_or_default();
         runtime.set_profiling(false);
+        eprintln!("compile time by phase:\n{}\n", exe.compile_timings());
         eprint!("{}", profile_table(runtime, &profile));
     }
     Ok(())

@@ -286,7 +286,7 @@ mod tests {
     }
 
     fn compiled(count: usize) -> CompiledKernels {
-        CompiledKernels { functions: vec![add_i32; count], code: Box::new(()), compile_time: Duration::ZERO }
+        CompiledKernels { functions: vec![add_i32; count], code: Box::new(()), timings: Default::default() }
     }
 
     fn pool() -> Arc<ThreadPool> {

@@ -9,6 +9,7 @@ pub mod aot;
 pub mod assemble;
 pub mod cranelift;
 pub mod llvm;
+mod partition;
 pub mod target;
 
 use std::any::Any;
@@ -16,6 +17,7 @@ use std::time::Duration;
 
 pub use assemble::{assemble, assemble_with_host};
 pub use target::{CpuTarget, ResolvedTarget};
+pub use tessera_lower::Timings;
 pub use tessera_runtime::KernelFn;
 
 /// The code generator that compiles kernels.
@@ -40,8 +42,15 @@ pub struct CompiledKernels {
     pub functions: Vec<KernelFn>,
     /// Owns the executable memory behind `functions`; dropping it frees the code.
     pub code: Box<dyn Any + Send + Sync>,
-    /// Wall time spent in the tier (IR translation, optimization, machine code).
-    pub compile_time: Duration,
+    /// Where the tier's time went (IR translation, optimization, machine code), by phase.
+    pub timings: Timings,
+}
+
+impl CompiledKernels {
+    /// Wall time spent in the tier.
+    pub fn compile_time(&self) -> Duration {
+        self.timings.total()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]

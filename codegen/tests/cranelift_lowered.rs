@@ -110,7 +110,7 @@ fn lowered_corpus_kernels_match_the_interpreter() {
                 continue;
             }
         };
-        compile_us.push((name.clone(), compiled.compile_time.as_micros()));
+        compile_us.push((name.clone(), compiled.compile_time().as_micros()));
         let mid = kernel.grid.extent / 2;
         call(&compiled, 0, &mut bufs, mid, kernel.grid.extent);
         call(&compiled, 0, &mut bufs, 0, mid);

@@ -18,7 +18,7 @@ fn thread_cpu() -> Option<Duration> {
 /// Wall and CPU time of one compile.
 fn timed(kernel: &Kernel) -> (Duration, Option<Duration>) {
     let before = thread_cpu();
-    let wall = common::compile(std::slice::from_ref(kernel)).compile_time;
+    let wall = common::compile(std::slice::from_ref(kernel)).compile_time();
     let cpu = before.and_then(|b| Some(thread_cpu()? - b));
     (wall, cpu)
 }

@@ -18,7 +18,7 @@ fn random_kernels_match_the_interpreter() {
         let seeds: Vec<u64> = (batch * PER_MODULE..(batch + 1) * PER_MODULE).collect();
         let kernels: Vec<_> = seeds.iter().map(|s| random_kernel(*s)).collect();
         let compiled = common::compile(&kernels);
-        compile_time += compiled.compile_time;
+        compile_time += compiled.compile_time();
         for ((seed, kernel), f) in seeds.iter().zip(&kernels).zip(&compiled.functions) {
             let initial = random_buffers(kernel, seed.wrapping_mul(31));
             let mut want = initial.clone();

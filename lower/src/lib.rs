@@ -12,6 +12,7 @@ pub mod passes;
 pub mod pipeline;
 pub mod program;
 mod program_text;
+pub mod timings;
 
 pub use buffer_assign::{assign_buffers, CapacityError};
 pub use emit::emit_kernel;
@@ -19,6 +20,7 @@ pub use error::LowerError;
 pub use pass::Pass;
 pub use pipeline::Pipeline;
 pub use program::{walk_steps, Buffer, BufferId, BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
+pub use timings::Timings;
 
 use std::path::PathBuf;
 
@@ -40,6 +42,10 @@ pub struct LowerOptions {
     /// f32 convert of a bf16 op reads the op's unrounded f32 result
     /// ([`passes::Bf16Normalization`]). Off: every bf16 op rounds its result.
     pub excess_precision: bool,
+    /// Re-verify the module after every pass that changed it, naming a pass that breaks it
+    /// (a debugging aid: it costs a verification per pass). Off, the module is verified once
+    /// after the pipeline. Default: [`pipeline::verify_each_by_default`].
+    pub verify_passes: bool,
 }
 
 impl Default for LowerOptions {
@@ -50,6 +56,7 @@ impl Default for LowerOptions {
             dump_dir: std::env::var_os("TESSERA_DUMP_PASSES").map(PathBuf::from),
             rng_seed: tessera_hlo::eval::EvalOptions::default().rng_seed,
             excess_precision: true,
+            verify_passes: pipeline::verify_each_by_default(),
         }
     }
 }
@@ -70,17 +77,27 @@ pub fn implemented_custom_call(target: &str) -> bool {
 /// conditionals as nested steps (see `build_program` for buffers, aliasing and results).
 /// Buffer assignment (arenas, offsets) is left to the caller.
 pub fn lower_module(module: &Module, options: &LowerOptions) -> Result<Program, LowerError> {
-    tessera_hlo::verify::verify(module)?;
+    lower_module_timed(module, options).map(|(program, _)| program)
+}
+
+/// [`lower_module`], saying where its time went: verification, each pass, and the kernels'
+/// lowering (`lower kernels`).
+pub fn lower_module_timed(module: &Module, options: &LowerOptions) -> Result<(Program, Timings), LowerError> {
+    let mut timings = Timings::new();
+    timings.time("verify", || tessera_hlo::verify::verify(module))?;
     let mut module = module.clone();
-    let mut pipeline = passes::standard_pipeline(options.fusion, options.excess_precision);
+    let mut pipeline =
+        passes::standard_pipeline_verifying(options.fusion, options.excess_precision, options.verify_passes);
     pipeline.dump_to(options.dump_dir.clone());
     pipeline.run(&mut module)?;
+    timings.extend(pipeline.timings());
     if let Some(dir) = &options.dump_dir {
         let fusion: Vec<String> =
             pipeline.reports().into_iter().filter(|(name, _)| *name == "fusion").flat_map(|(_, lines)| lines).collect();
         write_dump(dir, "fusion.txt", &(fusion.join("\n") + "\n"));
     }
-    build_program::build_program(&module, options.rng_seed)
+    let program = timings.time("lower kernels", || build_program::build_program(&module, options.rng_seed))?;
+    Ok((program, timings))
 }
 
 /// Writes `program` (its buffers with their arena offsets once assigned, kernels in kernel IR,

@@ -2,6 +2,8 @@
 
 use tessera_hlo::Module;
 
+use crate::timings::Timings;
+
 use crate::LowerError;
 
 pub trait Pass {
@@ -15,5 +17,12 @@ pub trait Pass {
     /// choices to explain). Dumps and filetests print it.
     fn report(&self) -> Vec<String> {
         Vec::new()
+    }
+
+    /// For a pass that runs other passes (a group), the time of each member (and of
+    /// verification) over its runs so far; the pipeline then shows those instead of the
+    /// group's total. Empty for ordinary passes.
+    fn timings(&self) -> Timings {
+        Timings::new()
     }
 }

@@ -1,26 +1,56 @@
-//! Runs passes in order and re-verifies the module after every pass that changed it, so a
-//! pass that breaks the IR is named at once instead of surfacing as a wrong kernel later.
+//! Runs passes in order. With `verify_each` (the default of [`Pipeline::new`], and of the
+//! standard pipeline in builds with debug assertions or under `TESSERA_VERIFY_PASSES=1`) it
+//! re-verifies the module after every pass that changed it, so a pass that breaks the IR is
+//! named at once; otherwise it verifies once at the end, which keeps compile time linear in
+//! the module instead of proportional to passes x module.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
 use tessera_hlo::text::{print_module, PrintOptions};
 use tessera_hlo::verify::verify;
 use tessera_hlo::Module;
 
 use crate::pass::Pass;
+use crate::timings::Timings;
 use crate::LowerError;
 
-#[derive(Default)]
 pub struct Pipeline {
     passes: Vec<Box<dyn Pass>>,
+    verify_each: bool,
+    timings: Timings,
     /// When set, the module is written to `NN-<pass>.hlo` there after every pass (with the
     /// pass's report as trailing comments), and before the first as `00-input.hlo`.
     dump_dir: Option<PathBuf>,
 }
 
+impl Default for Pipeline {
+    fn default() -> Pipeline {
+        Pipeline { passes: Vec::new(), verify_each: true, timings: Timings::new(), dump_dir: None }
+    }
+}
+
+/// Whether compiles re-verify the module after every pass by default: in builds with debug
+/// assertions (the test suite's), or when `TESSERA_VERIFY_PASSES` is set to anything but `0`.
+pub fn verify_each_by_default() -> bool {
+    cfg!(debug_assertions) || std::env::var("TESSERA_VERIFY_PASSES").is_ok_and(|v| v != "0")
+}
+
 impl Pipeline {
     pub fn new() -> Pipeline {
         Pipeline::default()
+    }
+
+    /// Re-verify after every changing pass (true), or once after the last pass (false).
+    pub fn verify_each(&mut self, on: bool) -> &mut Pipeline {
+        self.verify_each = on;
+        self
+    }
+
+    /// Time per pass (a group's members by their own names) and verification, of the runs so
+    /// far.
+    pub fn timings(&self) -> &Timings {
+        &self.timings
     }
 
     pub fn add(&mut self, pass: impl Pass + 'static) -> &mut Pipeline {
@@ -52,15 +82,29 @@ impl Pipeline {
         self.dump(0, "input", module, &[]);
         let mut changed_any = false;
         for (i, pass) in self.passes.iter_mut().enumerate() {
+            let start = Instant::now();
             let changed = pass.run(module)?;
-            if changed {
-                verify(module)
+            let members = pass.timings();
+            if members.phases().is_empty() {
+                self.timings.add(pass.name(), start.elapsed());
+            } else {
+                self.timings.extend(&members);
+            }
+            if changed && self.verify_each {
+                self.timings
+                    .time("verify", || verify(module))
                     .map_err(|e| LowerError::Pipeline { pass: pass.name().to_string(), message: e.to_string() })?;
             }
             changed_any |= changed;
             let report = pass.report();
             let name = pass.name();
             Self::dump_with(&self.dump_dir, i + 1, name, module, &report);
+        }
+        if changed_any && !self.verify_each {
+            self.timings.time("verify", || verify(module)).map_err(|e| LowerError::Pipeline {
+                pass: "(one of the pipeline's passes; TESSERA_VERIFY_PASSES=1 names it)".to_string(),
+                message: e.to_string(),
+            })?;
         }
         Ok(changed_any)
     }

@@ -12,17 +12,16 @@ mod memory;
 mod ops;
 mod vector;
 
-use std::time::Instant;
-
 use cranelift_codegen::ir::{types, AbiParam, Signature};
+use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Module};
+use cranelift_module::{FuncId, Module, ModuleReloc};
 use tessera_lower::kernel::Kernel;
 
-use crate::{CodegenError, CompiledKernels, CpuTarget, KernelFn, ResolvedTarget};
+use crate::{CodegenError, CompiledKernels, CpuTarget, KernelFn, ResolvedTarget, Timings};
 
 pub(crate) const TIER: &str = "cranelift";
 
@@ -163,46 +162,61 @@ pub fn compile_dumping(
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
 ) -> std::result::Result<CompiledKernels, CodegenError> {
-    let started = Instant::now();
-    let mut module = host_module(&cpu.resolve(TIER)?)?;
+    let mut timings = Timings::new();
+    let mut module = timings.time("cranelift: module setup", || host_module(&cpu.resolve(TIER)?))?;
     if module.target_config().pointer_type() != types::I64 {
         return Err(CodegenError::Target { tier: TIER, message: "the kernel ABI needs 64-bit pointers".into() });
     }
     let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
     let sig = kernel_signature(&module);
-    let mut ctx = module.make_context();
     let mut builder_ctx = FunctionBuilderContext::new();
-    let mut ids: Vec<FuncId> = Vec::with_capacity(kernels.len());
-    let mut dump = match dump {
-        Some(dir) => Some((dir.join("cranelift.clif").into_os_string(), String::new())),
-        None => std::env::var_os("TESSERA_DUMP_CLIF").map(|path| (path, String::new())),
+    let dump_path = match dump {
+        Some(dir) => Some(dir.join("cranelift.clif").into_os_string()),
+        None => std::env::var_os("TESSERA_DUMP_CLIF"),
     };
+    // Translation declares runtime functions in the module, so it runs here, kernel by kernel;
+    // machine code needs only the ISA, so the translated functions compile side by side.
+    let mut translated: Vec<(FuncId, Context)> = Vec::with_capacity(kernels.len());
     for kernel in kernels {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
         // Anonymous, so a kernel's name can never clash with a runtime symbol.
         let id = module.declare_anonymous_function(&sig).map_err(|e| backend(e.to_string()))?;
-        module.clear_context(&mut ctx);
+        let mut ctx = module.make_context();
         ctx.func.signature = sig.clone();
-        function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
+        timings
+            .time("cranelift: translate", || {
+                function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
+            })
             .map_err(|f| f.for_kernel(&kernel.name))?;
-        ctx.set_disasm(dump.is_some());
-        define(&mut module, id, &mut ctx).map_err(backend)?;
-        if let Some((_, text)) = dump.as_mut() {
-            let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
-            text.push_str(&format!("; kernel {}\n{}\n; machine code\n{asm}\n", kernel.name, ctx.func.display()));
-        }
-        ids.push(id);
+        ctx.set_disasm(dump_path.is_some());
+        translated.push((id, ctx));
     }
-    if let Some((path, text)) = dump {
-        if let Err(e) = std::fs::write(&path, text) {
+    let groups = crate::partition::partition(kernels, crate::partition::compile_threads());
+    let machine_code =
+        timings.time("cranelift: machine code", || machine_code_in_parallel(module.isa(), &mut translated, &groups));
+    let mut listing = String::new();
+    for ((kernel, (id, ctx)), code) in kernels.iter().zip(&translated).zip(machine_code) {
+        let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
+        let code = code.map_err(backend)?;
+        module
+            .define_function_bytes(*id, code.alignment, &code.bytes, &code.relocs)
+            .map_err(|e| backend(e.to_string()))?;
+        if dump_path.is_some() {
+            let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
+            listing.push_str(&format!("; kernel {}\n{}\n; machine code\n{asm}\n", kernel.name, ctx.func.display()));
+        }
+    }
+    if let Some(path) = dump_path {
+        if let Err(e) = std::fs::write(&path, listing) {
             eprintln!("tessera: dump {}: {e}", std::path::Path::new(&path).display());
         }
     }
-    module.finalize_definitions().map_err(|e| CodegenError::Backend {
+    timings.time("cranelift: finalize", || module.finalize_definitions()).map_err(|e| CodegenError::Backend {
         tier: TIER,
         kernel: kernels.first().map(|k| k.name.clone()).unwrap_or_default(),
         message: format!("finalizing the module: {e}"),
     })?;
+    let ids: Vec<FuncId> = translated.iter().map(|(id, _)| *id).collect();
     let functions = ids
         .iter()
         .map(|&id| {
@@ -211,7 +225,7 @@ pub fn compile_dumping(
             unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
         })
         .collect();
-    Ok(CompiledKernels { functions, code: Box::new(JitCode { module: Some(module) }), compile_time: started.elapsed() })
+    Ok(CompiledKernels { functions, code: Box::new(JitCode { module: Some(module) }), timings })
 }
 
 /// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for
@@ -227,6 +241,64 @@ pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
     // SAFETY: nothing was defined in this module, so no code pointer into it exists.
     unsafe { module.free_memory() };
     Ok(text)
+}
+
+/// One function's machine code, ready for `Module::define_function_bytes`.
+struct MachineCode {
+    alignment: u64,
+    bytes: Vec<u8>,
+    relocs: Vec<ModuleReloc>,
+}
+
+/// Compiles every translated function, the groups (indices into `functions`) on threads of
+/// their own; result `i` is function `i`'s code or the error that stopped it.
+fn machine_code_in_parallel(
+    isa: &dyn TargetIsa,
+    functions: &mut [(FuncId, Context)],
+    groups: &[Vec<usize>],
+) -> Vec<std::result::Result<MachineCode, String>> {
+    type Job<'f> = Vec<(usize, &'f mut (FuncId, Context))>;
+    let count = functions.len();
+    let mut slots: Vec<Option<&mut (FuncId, Context)>> = functions.iter_mut().map(Some).collect();
+    let jobs: Vec<Job> = groups
+        .iter()
+        .map(|group| group.iter().filter_map(|&i| Some((i, slots.get_mut(i)?.take()?))).collect())
+        .collect();
+    let run = |job: Job| job.into_iter().map(|(i, (id, ctx))| (i, machine_code(isa, *id, ctx))).collect::<Vec<_>>();
+    let finished = std::thread::scope(|s| {
+        let mut jobs = jobs.into_iter();
+        let first = jobs.next();
+        let handles: Vec<_> = jobs.map(|job| s.spawn(move || run(job))).collect();
+        let mut finished = first.map(run).unwrap_or_default();
+        for handle in handles {
+            // A panicking compile thread leaves its functions "not compiled" (an error below).
+            finished.extend(handle.join().unwrap_or_default());
+        }
+        finished
+    });
+    let mut results: Vec<std::result::Result<MachineCode, String>> =
+        (0..count).map(|_| Err("not compiled (a compile thread failed)".to_string())).collect();
+    for (i, result) in finished {
+        results[i] = result;
+    }
+    results
+}
+
+/// One translated function's machine code (what `JITModule::define_function` does before it
+/// copies the code into the module's memory).
+fn machine_code(isa: &dyn TargetIsa, id: FuncId, ctx: &mut Context) -> std::result::Result<MachineCode, String> {
+    ctx.compile(isa, &mut Default::default()).map_err(|e| match e.inner {
+        cranelift_codegen::CodegenError::Verifier(errors) => format!(
+            "Cranelift rejected the function:\n{}",
+            cranelift_codegen::print_errors::pretty_verifier_error(e.func, None, errors)
+        ),
+        other => other.to_string(),
+    })?;
+    let compiled = ctx.compiled_code().ok_or("Cranelift returned no code")?;
+    let alignment = compiled.buffer.alignment as u64;
+    let bytes = compiled.code_buffer().to_vec();
+    let relocs = compiled.buffer.relocs().iter().map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id)).collect();
+    Ok(MachineCode { alignment, bytes, relocs })
 }
 
 fn define(module: &mut dyn Module, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {

@@ -8,7 +8,6 @@ use inkwell::attributes::{Attribute, AttributeLoc};
 use inkwell::builder::Builder;
 use inkwell::context::Context;
 use inkwell::module::Linkage;
-use inkwell::passes::PassBuilderOptions;
 use inkwell::targets::FileType;
 use inkwell::values::{FunctionValue, GlobalValue, IntValue, PointerValue};
 use inkwell::{AddressSpace, IntPredicate};
@@ -94,7 +93,7 @@ pub(crate) fn object(
     let dump = options.dump_dir.as_deref();
     super::dump_ir(&module, dump);
     module
-        .run_passes("default<O3>", &machine, PassBuilderOptions::create())
+        .run_passes("default<O3>", &machine, super::pass_options())
         .map_err(|e| backend(format!("O3 pipeline: {e}")))?;
     super::dump_optimized(&module, &machine, dump);
     let buffer = machine

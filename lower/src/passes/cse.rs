@@ -54,9 +54,11 @@ fn mergeable(op: Opcode) -> bool {
         && !matches!(op, While | Conditional | Call | Fusion | AfterAll | RngBitGenerator | Iota | OptimizationBarrier)
 }
 
-/// A key equal for exactly the instructions that compute the same value. Metadata is not
-/// part of it.
-fn key(comp: &Computation, id: InstId, resolve: impl Fn(InstId) -> InstId) -> Option<String> {
+/// What decides whether two instructions compute the same value: op, operands (through the
+/// merges already decided; as a set for commutative ops), result shape, attributes other than
+/// metadata, and payload (constants compared bit for bit). `None` for instructions that never
+/// merge.
+fn operands_key(comp: &Computation, id: InstId, target: &[InstId]) -> Option<Vec<InstId>> {
     let inst = comp.inst(id);
     if !mergeable(inst.opcode) || !inst.control_predecessors.is_empty() {
         return None;
@@ -66,31 +68,37 @@ fn key(comp: &Computation, id: InstId, resolve: impl Fn(InstId) -> InstId) -> Op
             return None;
         }
     }
-    let mut operands: Vec<InstId> = inst.operands.iter().map(|&o| resolve(o)).collect();
+    let mut operands: Vec<InstId> = inst.operands.iter().map(|&o| target[o.index()]).collect();
     if commutative(inst.opcode) {
         operands.sort();
     }
-    let attrs: Vec<_> = inst.attrs.iter().filter(|a| a.name != "metadata").collect();
-    Some(format!("{:?}|{:?}|{:?}|{:?}|{:?}", inst.opcode, operands, inst.shape, attrs, inst.payload))
+    Some(operands)
+}
+
+fn same_value(comp: &Computation, a: InstId, b: InstId) -> bool {
+    let (a, b) = (comp.inst(a), comp.inst(b));
+    let significant_a = a.attrs.iter().filter(|attr| attr.name != "metadata");
+    let significant_b = b.attrs.iter().filter(|attr| attr.name != "metadata");
+    a.shape == b.shape && a.payload == b.payload && significant_a.eq(significant_b)
 }
 
 fn cse(comp: &mut Computation, log: &mut Vec<String>) -> bool {
-    let mut seen: HashMap<String, InstId> = HashMap::new();
+    // Candidates by op and resolved operands (cheap to hash); the rest is compared directly.
+    let mut seen: HashMap<(Opcode, Vec<InstId>), Vec<InstId>> = HashMap::new();
     // Operands first, keyed through the merges already decided, so chains of duplicates
     // merge in one run; uses move all at once at the end.
     let mut target: Vec<InstId> = comp.ids().collect();
     let mut merged = Vec::new();
     for id in comp.post_order() {
-        let Some(k) = key(comp, id, |o| target[o.index()]) else { continue };
-        match seen.get(&k) {
-            Some(&first) => {
+        let Some(operands) = operands_key(comp, id, &target) else { continue };
+        let candidates = seen.entry((comp.inst(id).opcode, operands)).or_default();
+        match candidates.iter().copied().find(|&first| same_value(comp, first, id)) {
+            Some(first) => {
                 target[id.index()] = first;
                 merged.push(id);
                 log.push(format!("{}: the same as {}", comp.inst(id).name, comp.inst(first).name));
             }
-            None => {
-                seen.insert(k, id);
-            }
+            None => candidates.push(id),
         }
     }
     if merged.is_empty() {

@@ -72,14 +72,21 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// bf16 excess precision follows call inlining, as in XLA:CPU, so an op and its converts in
 /// different computations are treated as one computation would be; it precedes the
 /// simplifiers so that the interpreter, which runs it too, still checks their rewrites.
+/// It re-verifies the module after every pass, as tests want.
 pub fn standard_pipeline(fusion: bool, excess_precision: bool) -> Pipeline {
+    standard_pipeline_verifying(fusion, excess_precision, true)
+}
+
+/// [`standard_pipeline`], re-verifying after every pass (`verify_each`) or once at the end.
+pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_each: bool) -> Pipeline {
     let mut p = Pipeline::new();
+    p.verify_each(verify_each);
     p.add(StaticBounds).add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
     p.add(CallInline);
     if excess_precision {
         p.add(Bf16Normalization);
     }
-    p.add(Simplify::default()).add(LayoutNormalize).add(TreeReduction::default());
+    p.add(Simplify::new(verify_each)).add(LayoutNormalize).add(TreeReduction::default());
     if fusion {
         p.add(Fusion::default()).add(Dce);
     }

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Compile time, end to end (HLO text to something that runs), of Tessera's tiers against
+XLA:CPU, each in a fresh process, with run times beside them.
+
+usage: python3 benches/compile_times.py [--rounds R] [--runs N] [--backends cranelift,llvm]
+                                        FOLDER...
+Each FOLDER holds module.hlo and args/ (a corpus case, or what benches/models/programs.py
+writes); a folder of such folders is expanded. Every round compiles every module on XLA:CPU and
+on each Tessera backend, alternately, each in its own process; a cell is the median over
+rounds. Tessera's time is `compile_us` of `tessera run --time` (parse, verify, passes, lowering,
+code generation, assembly); XLA's is the construction of xla_run.py's `Module` (parse, the
+StableHLO round trip jax makes, compile). The run columns are the medians of N executions
+(`--time N` on both sides). With TESSERA_CACHE unset the compile cache is off for these runs
+(a cold compile is what is measured); `--cached` measures a second, cached compile instead.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.environ.get("TESSERA_SHARED", os.path.join(ROOT, "..", "shared"))
+TESSERA = os.path.join(os.environ.get("CARGO_TARGET_DIR", os.path.join(ROOT, "target")), "release", "tessera")
+
+XLA_TIMER = r"""
+import json, os, sys, time
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+sys.path.insert(0, sys.argv[1])
+import numpy as np
+import xla_run
+text = open(sys.argv[2]).read()
+xla_run._backend()  # client start-up is not compilation
+start = time.perf_counter()
+m = xla_run.Module(text)
+compile_us = (time.perf_counter() - start) * 1e6
+print(json.dumps({"compile_us": compile_us}))
+"""
+
+
+def modules(folders):
+    for folder in folders:
+        if os.path.isfile(os.path.join(folder, "module.hlo")):
+            yield folder
+        else:
+            for sub in sorted(os.listdir(folder)):
+                path = os.path.join(folder, sub)
+                if os.path.isfile(os.path.join(path, "module.hlo")):
+                    yield path
+
+
+def args_dir(folder):
+    return os.path.join(folder, "args")
+
+
+def tessera(folder, backend, runs, cache_dir):
+    env = dict(os.environ)
+    if cache_dir is None:
+        env["TESSERA_CACHE"] = "off"
+    else:
+        env["TESSERA_CACHE_DIR"] = cache_dir
+    out = subprocess.run(
+        [TESSERA, "run", os.path.join(folder, "module.hlo"), "--args", args_dir(folder),
+         "--backend", backend, "--time", str(runs)],
+        capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        return None, None, out.stderr.strip().splitlines()[-1:] or ["failed"]
+    line = json.loads(out.stdout.strip().splitlines()[-1])
+    return line["compile_us"], line["median_us"], None
+
+
+def xla(folder, runs):
+    tools = os.path.join(SHARED, "tools")
+    out = subprocess.run([sys.executable, "-c", XLA_TIMER, tools, os.path.join(folder, "module.hlo")],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        return None, None, out.stderr.strip().splitlines()[-1:] or ["failed"]
+    compile_us = json.loads(out.stdout.strip().splitlines()[-1])["compile_us"]
+    run = subprocess.run([sys.executable, os.path.join(tools, "xla_run.py"), os.path.join(folder, "module.hlo"),
+                          "--args", args_dir(folder), "--time", str(runs)], capture_output=True, text=True)
+    median = json.loads(run.stdout.strip().splitlines()[-1])["median_us"] if run.returncode == 0 else None
+    return compile_us, median, None
+
+
+def fmt_ms(us):
+    return "-" if us is None else f"{us / 1000:.1f}"
+
+
+def ratio(a, b):
+    return "-" if a is None or b is None or b == 0 else f"{a / b:.1f}x"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("folders", nargs="+")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--backends", default="cranelift,llvm")
+    p.add_argument("--cached", action="store_true",
+                   help="measure a second compile with the cache on (a fresh cache per module)")
+    a = p.parse_args()
+    if not os.access(TESSERA, os.X_OK):
+        sys.exit(f"{TESSERA} is missing: cargo build --release --bin tessera")
+    backends = a.backends.split(",")
+    rows = []
+    for folder in modules(a.folders):
+        name = os.path.basename(folder.rstrip("/"))
+        cells = {b: ([], []) for b in ["xla"] + backends}
+        errors = []
+        for r in range(a.rounds):
+            print(f"  {name}: round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
+            c, m, err = xla(folder, a.runs)
+            errors += err or []
+            if c is not None:
+                cells["xla"][0].append(c)
+            if m is not None:
+                cells["xla"][1].append(m)
+            for b in backends:
+                cache = None
+                if a.cached:
+                    cache = os.path.join("/tmp", f"tessera-compile-times-{os.getpid()}-{name}-{b}")
+                    tessera(folder, b, 1, cache)  # fills the cache
+                c, m, err = tessera(folder, b, a.runs, cache)
+                errors += err or []
+                if c is not None:
+                    cells[b][0].append(c)
+                    cells[b][1].append(m)
+        med = {k: (statistics.median(v[0]) if v[0] else None, statistics.median(v[1]) if v[1] else None)
+               for k, v in cells.items()}
+        rows.append((name, med, sorted(set(errors))))
+
+    header = ["module", "XLA compile ms"]
+    for b in backends:
+        header += [f"{b} ms", f"XLA/{b}"]
+    header += ["XLA run ms"] + [f"{b} run ms" for b in backends]
+    table = [header]
+    for name, med, _ in rows:
+        line = [name, fmt_ms(med["xla"][0])]
+        for b in backends:
+            line += [fmt_ms(med[b][0]), ratio(med["xla"][0], med[b][0])]
+        line += [fmt_ms(med["xla"][1])] + [fmt_ms(med[b][1]) for b in backends]
+        table.append(line)
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    for r in table:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    for name, _, errors in rows:
+        for e in errors:
+            print(f"{name}: {e}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
