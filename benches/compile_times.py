@@ -10,8 +10,7 @@ on each Tessera backend, alternately, each in its own process; a cell is the med
 rounds. Tessera's time is `compile_us` of `tessera run --time` (parse, verify, passes, lowering,
 code generation, assembly); XLA's is the construction of xla_run.py's `Module` (parse, the
 StableHLO round trip jax makes, compile). The run columns are the medians of N executions
-(`--time N` on both sides). With TESSERA_CACHE unset the compile cache is off for these runs
-(a cold compile is what is measured); `--cached` measures a second, cached compile instead.
+(`--time N` on both sides).
 """
 import argparse
 import json
@@ -54,16 +53,11 @@ def args_dir(folder):
     return os.path.join(folder, "args")
 
 
-def tessera(folder, backend, runs, cache_dir):
-    env = dict(os.environ)
-    if cache_dir is None:
-        env["TESSERA_CACHE"] = "off"
-    else:
-        env["TESSERA_CACHE_DIR"] = cache_dir
+def tessera(folder, backend, runs):
     out = subprocess.run(
         [TESSERA, "run", os.path.join(folder, "module.hlo"), "--args", args_dir(folder),
          "--backend", backend, "--time", str(runs)],
-        capture_output=True, text=True, env=env)
+        capture_output=True, text=True)
     if out.returncode != 0:
         return None, None, out.stderr.strip().splitlines()[-1:] or ["failed"]
     line = json.loads(out.stdout.strip().splitlines()[-1])
@@ -97,8 +91,6 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--backends", default="cranelift,llvm")
-    p.add_argument("--cached", action="store_true",
-                   help="measure a second compile with the cache on (a fresh cache per module)")
     a = p.parse_args()
     if not os.access(TESSERA, os.X_OK):
         sys.exit(f"{TESSERA} is missing: cargo build --release --bin tessera")
@@ -117,11 +109,7 @@ def main():
             if m is not None:
                 cells["xla"][1].append(m)
             for b in backends:
-                cache = None
-                if a.cached:
-                    cache = os.path.join("/tmp", f"tessera-compile-times-{os.getpid()}-{name}-{b}")
-                    tessera(folder, b, 1, cache)  # fills the cache
-                c, m, err = tessera(folder, b, a.runs, cache)
+                c, m, err = tessera(folder, b, a.runs)
                 errors += err or []
                 if c is not None:
                     cells[b][0].append(c)

@@ -23,7 +23,13 @@ fn executable(launches: usize) -> Executable {
             entry("r", BufferRole::Result(0)),
         ],
         launches: (0..launches)
-            .map(|_| LaunchEntry { name: "empty".into(), function: empty, extent: 1, buffers: vec![0, 1, 2, 3] })
+            .map(|_| LaunchEntry {
+                name: "empty".into(),
+                function: empty,
+                extent: 1,
+                buffers: vec![0, 1, 2, 3],
+                traffic: None,
+            })
             .collect(),
         steps: StepEntry::in_order(launches),
         arenas: vec![(0, 64)],

@@ -19,6 +19,7 @@ use tessera_lower::{assign_buffers, implemented_custom_call, lower_module_timed,
 use tessera_runtime::{HostFunctions, MemorySpaces, ThreadPool};
 
 use crate::executable::{Engine, Executable, Signature};
+use crate::tiered::{PeakJob, Tiered};
 use crate::Error;
 
 /// Which engine runs compiled modules.
@@ -30,6 +31,9 @@ pub enum Backend {
     Cranelift,
     /// LLVM JIT: peak speed.
     Llvm,
+    /// Cranelift's code at once, LLVM's (compiled on a background thread) once it is ready;
+    /// the same results on either (see `Executable::active_tier`).
+    Tiered,
 }
 
 impl Backend {
@@ -38,12 +42,13 @@ impl Backend {
             Backend::Interp => "interp",
             Backend::Cranelift => "cranelift",
             Backend::Llvm => "llvm",
+            Backend::Tiered => "tiered",
         }
     }
 
-    /// The backend called `name` (`interp`, `cranelift`, `llvm`).
+    /// The backend called `name` (`interp`, `cranelift`, `llvm`, `tiered`).
     pub fn from_name(name: &str) -> Option<Backend> {
-        [Backend::Interp, Backend::Cranelift, Backend::Llvm].into_iter().find(|b| b.name() == name)
+        [Backend::Interp, Backend::Cranelift, Backend::Llvm, Backend::Tiered].into_iter().find(|b| b.name() == name)
     }
 }
 
@@ -182,7 +187,7 @@ impl Client {
                     .map_err(|source| Error::Lower { backend: self.backend.name(), source })?;
                 Engine::Interp { module: Box::new(module), host: self.host.clone(), rng_seed: options.lower.rng_seed }
             }
-            Backend::Cranelift | Backend::Llvm => {
+            Backend::Cranelift | Backend::Llvm | Backend::Tiered => {
                 let backend = self.backend.name();
                 let mut lower = options.lower.clone();
                 if options.dump_dir.is_some() {
@@ -198,15 +203,26 @@ impl Client {
                 }
                 let cpu = options.target_cpu.clone().unwrap_or_else(CpuTarget::from_env);
                 let compiled: CompiledKernels = match self.backend {
-                    Backend::Cranelift => tessera_codegen::cranelift::compile_dumping(&program.kernels, &cpu, dump)?,
-                    _ => tessera_codegen::llvm::compile_dumping(&program.kernels, &cpu, dump)?,
+                    Backend::Llvm => tessera_codegen::llvm::compile_dumping(&program.kernels, &cpu, dump)?,
+                    _ => tessera_codegen::cranelift::compile_dumping(&program.kernels, &cpu, dump)?,
                 };
                 timings.extend(&compiled.timings);
                 let executable = timings.time("assembly", || {
                     tessera_codegen::assemble_with_host(&program, compiled, &self.spaces, self.pool.clone(), &self.host)
                 })?;
                 signature.check_program(&program)?;
-                Engine::Compiled(Box::new(executable))
+                if self.backend == Backend::Tiered {
+                    let job = PeakJob {
+                        program,
+                        cpu,
+                        spaces: self.spaces.clone(),
+                        pool: self.pool.clone(),
+                        host: self.host.clone(),
+                    };
+                    Engine::Tiered(Box::new(Tiered::start(executable, job)))
+                } else {
+                    Engine::Compiled(Box::new(executable))
+                }
             }
         };
         Ok(Executable::new(self.backend, engine, signature, start.elapsed(), timings))

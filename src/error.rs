@@ -22,6 +22,9 @@ pub enum Error {
     /// A codegen tier refused a kernel (the message names the tier).
     #[error(transparent)]
     Codegen(#[from] CodegenError),
+    /// The tiered backend's background LLVM compile failed (runs stay on Cranelift's code).
+    #[error("the tiered backend's LLVM compile failed: {0}")]
+    PeakTier(String),
     #[error(transparent)]
     Capacity(#[from] CapacityError),
     /// A custom-call target without a host function, or a registration Tessera refuses.

@@ -8,6 +8,7 @@
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use tessera_lower::{Program, Timings};
 use tessera_runtime::{HostFunctions, RuntimeError};
 
 use crate::device_buffer::{physical_bytes, shape_text};
+use crate::tiered::Tiered;
 use crate::{Backend, DeviceBuffer, Error};
 
 /// The entry computation's parameters and result, with the layouts callers see.
@@ -119,6 +121,19 @@ pub(crate) enum Engine {
         rng_seed: u64,
     },
     Compiled(Box<tessera_runtime::Executable>),
+    Tiered(Box<Tiered>),
+}
+
+impl Engine {
+    /// The runtime executable runs use now, and the tier whose code it holds (`None` for the
+    /// interpreter).
+    fn compiled(&self, backend: Backend) -> Option<(&tessera_runtime::Executable, Backend)> {
+        match self {
+            Engine::Interp { .. } => None,
+            Engine::Compiled(exe) => Some((exe, backend)),
+            Engine::Tiered(tiered) => Some(tiered.current()),
+        }
+    }
 }
 
 /// The interpreter's infeed and outfeed queues (a compiled executable keeps its own).
@@ -140,6 +155,8 @@ pub struct Executable {
     pub(crate) compile_time: Duration,
     pub(crate) compile_timings: Timings,
     queues: InterpQueues,
+    /// Kernel launches of the last run to finish (on whichever tier ran it).
+    last_run_launches: AtomicU64,
 }
 
 impl Executable {
@@ -150,44 +167,51 @@ impl Executable {
         compile_time: Duration,
         compile_timings: Timings,
     ) -> Executable {
-        Executable { backend, engine, signature, compile_time, compile_timings, queues: InterpQueues::default() }
+        Executable {
+            backend,
+            engine,
+            signature,
+            compile_time,
+            compile_timings,
+            queues: InterpQueues::default(),
+            last_run_launches: AtomicU64::new(0),
+        }
     }
 
     /// Queues a literal for the module's next `infeed` (first in, first out), on every
     /// backend. An `infeed` that runs with nothing queued fails the run with an error naming
     /// the instruction; the queue persists across runs.
     pub fn push_infeed(&self, literal: Literal) {
-        match &self.engine {
-            Engine::Compiled(exe) => exe.push_infeed(literal),
-            Engine::Interp { .. } => lock(&self.queues.infeed).push_back(literal),
+        match self.engine.compiled(self.backend) {
+            Some((exe, _)) => exe.push_infeed(literal),
+            None => lock(&self.queues.infeed).push_back(literal),
         }
     }
 
     /// Literals queued for infeed and not read yet.
     pub fn infeed_len(&self) -> usize {
-        match &self.engine {
-            Engine::Compiled(exe) => exe.infeed_len(),
-            Engine::Interp { .. } => lock(&self.queues.infeed).len(),
+        match self.engine.compiled(self.backend) {
+            Some((exe, _)) => exe.infeed_len(),
+            None => lock(&self.queues.infeed).len(),
         }
     }
 
     /// The oldest value an `outfeed` sent and nobody took yet (in the layout the outfeed's
     /// operand has).
     pub fn pop_outfeed(&self) -> Option<Literal> {
-        match &self.engine {
-            Engine::Compiled(exe) => exe.pop_outfeed(),
-            Engine::Interp { .. } => lock(&self.queues.outfeed).pop_front(),
+        match self.engine.compiled(self.backend) {
+            Some((exe, _)) => exe.pop_outfeed(),
+            None => lock(&self.queues.outfeed).pop_front(),
         }
     }
 
     /// Runs the interpreter with the client's host functions and this executable's queues.
-    fn evaluate(
-        &self,
-        module: &Module,
-        host: &HostFunctions,
-        rng_seed: u64,
-        args: &[Literal],
-    ) -> Result<Literal, Error> {
+    /// The interpreter's run (with its host functions and rng seed) on entry arguments.
+    fn evaluate(&self, args: &[Literal]) -> Result<Literal, Error> {
+        let Engine::Interp { module, host, rng_seed } = &self.engine else {
+            return Err(RuntimeError::Invalid("only the interpreter evaluates a module".into()).into());
+        };
+        let rng_seed = *rng_seed;
         let mut registry = CustomCallRegistry::new();
         for (target, f) in host {
             let f = f.clone();
@@ -247,11 +271,44 @@ impl Executable {
         self.signature.result_leaves.iter().map(|l| &l.shape)
     }
 
-    /// The runtime executable of a compiled backend (`None` for the interpreter).
+    /// The runtime executable of a compiled backend (`None` for the interpreter); for the
+    /// tiered backend, the one runs use now.
     pub fn runtime(&self) -> Option<&tessera_runtime::Executable> {
+        self.engine.compiled(self.backend).map(|(exe, _)| exe)
+    }
+
+    /// The backend whose code runs now: the executable's own, except for the tiered backend,
+    /// where it is Cranelift until LLVM's code is ready and LLVM from then on.
+    pub fn active_tier(&self) -> Backend {
+        self.engine.compiled(self.backend).map_or(self.backend, |(_, tier)| tier)
+    }
+
+    /// For the tiered backend, waits until LLVM's code is ready (every later run uses it) and
+    /// returns the background compile's error if it failed (runs then stay on Cranelift's
+    /// code). Returns at once on every other backend.
+    pub fn wait_for_peak_tier(&self) -> Result<(), Error> {
         match &self.engine {
-            Engine::Compiled(e) => Some(e),
-            Engine::Interp { .. } => None,
+            Engine::Tiered(tiered) => tiered.wait().map_err(Error::PeakTier),
+            _ => Ok(()),
+        }
+    }
+
+    /// Kernels in the compiled program (`None` for the interpreter).
+    pub fn kernel_count(&self) -> Option<usize> {
+        self.runtime().map(|exe| exe.launches().len())
+    }
+
+    /// Kernel launches the last run to finish made (`None` for the interpreter, which runs
+    /// no kernels).
+    pub fn last_run_launches(&self) -> Option<u64> {
+        self.runtime().map(|_| self.last_run_launches.load(Ordering::Relaxed))
+    }
+
+    /// For the tiered backend, how long LLVM took on its background thread, once it is done.
+    pub fn peak_compile_time(&self) -> Option<Duration> {
+        match &self.engine {
+            Engine::Tiered(tiered) => tiered.peak_compile_time(),
+            _ => None,
         }
     }
 
@@ -267,28 +324,25 @@ impl Executable {
                 return Err(Error::argument(i, format!("expected {}, got {}", shape.without_layout(), arg.shape())));
             }
         }
-        match &self.engine {
-            Engine::Interp { module, host, rng_seed } => {
-                let result = self.evaluate(module, host, *rng_seed, args)?;
-                let mut out = Vec::new();
-                flatten_owned(result, &mut out);
-                Ok(out)
-            }
-            Engine::Compiled(exe) => {
-                let mut leaves = Vec::new();
-                args.iter().for_each(|a| flatten(a, &mut leaves));
-                let bytes = leaves
-                    .iter()
-                    .zip(&self.signature.parameter_leaves)
-                    .map(|(lit, leaf)| leaf_bytes(lit, leaf))
-                    .collect::<Result<Vec<_>, _>>()?;
-                let inputs: Vec<&[u8]> = bytes.iter().map(|b| b.as_ref()).collect();
-                let mut results = self.new_results()?;
-                let mut outputs: Vec<&mut [u8]> = results.iter_mut().map(|r| r.bytes_mut()).collect();
-                exe.run(&inputs, &mut outputs)?;
-                results.iter().map(DeviceBuffer::to_literal).collect()
-            }
-        }
+        let Some((exe, _)) = self.engine.compiled(self.backend) else {
+            let result = self.evaluate(args)?;
+            let mut out = Vec::new();
+            flatten_owned(result, &mut out);
+            return Ok(out);
+        };
+        let mut leaves = Vec::new();
+        args.iter().for_each(|a| flatten(a, &mut leaves));
+        let bytes = leaves
+            .iter()
+            .zip(&self.signature.parameter_leaves)
+            .map(|(lit, leaf)| leaf_bytes(lit, leaf))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inputs: Vec<&[u8]> = bytes.iter().map(|b| b.as_ref()).collect();
+        let mut results = self.new_results()?;
+        let mut outputs: Vec<&mut [u8]> = results.iter_mut().map(|r| r.bytes_mut()).collect();
+        exe.run(&inputs, &mut outputs)?;
+        self.last_run_launches.store(exe.last_run_launches(), Ordering::Relaxed);
+        results.iter().map(DeviceBuffer::to_literal).collect()
     }
 
     /// Lays `literal` out for parameter leaf `index` (its layout and memory space) in a
@@ -321,6 +375,12 @@ impl Executable {
     /// [`Executable::execute`] into result buffers the caller keeps (made once with
     /// [`Executable::new_results`]): a warmed-up call allocates nothing.
     pub fn execute_into(&self, args: &[&DeviceBuffer], results: &mut [DeviceBuffer]) -> Result<(), Error> {
+        self.execute_into_tier(args, results).map(|_| ())
+    }
+
+    /// [`Executable::execute_into`], returning the backend whose code ran (for the tiered
+    /// backend, Cranelift or LLVM; see [`Executable::active_tier`]).
+    pub fn execute_into_tier(&self, args: &[&DeviceBuffer], results: &mut [DeviceBuffer]) -> Result<Backend, Error> {
         let leaves = &self.signature.parameter_leaves;
         if args.len() != leaves.len() {
             return Err(RuntimeError::Count { what: "parameters", expected: leaves.len(), found: args.len() }.into());
@@ -352,7 +412,7 @@ impl Executable {
         }
         let inputs: Vec<&[u8]> = args.iter().map(|a| a.bytes()).collect();
         let mut outputs: Vec<&mut [u8]> = results.iter_mut().map(|r| r.bytes_mut()).collect();
-        self.run_raw(&inputs, &mut outputs)
+        self.run_raw_on_tier(&inputs, &mut outputs)
     }
 
     /// Zeroed result buffers in the result layouts.
@@ -363,6 +423,10 @@ impl Executable {
     /// Runs on caller-owned physical buffers: `args[i]` holds parameter leaf `i` laid out in
     /// its layout, `results[i]` receives result leaf `i`. Sizes must match exactly.
     pub fn run_raw(&self, args: &[&[u8]], results: &mut [&mut [u8]]) -> Result<(), Error> {
+        self.run_raw_on_tier(args, results).map(|_| ())
+    }
+
+    fn run_raw_on_tier(&self, args: &[&[u8]], results: &mut [&mut [u8]]) -> Result<Backend, Error> {
         let leaves = &self.signature.parameter_leaves;
         if args.len() != leaves.len() {
             return Err(RuntimeError::Count { what: "parameters", expected: leaves.len(), found: args.len() }.into());
@@ -386,26 +450,26 @@ impl Executable {
                 return Err(Error::Result { index: i, message });
             }
         }
-        match &self.engine {
-            Engine::Compiled(exe) => Ok(exe.run(args, results)?),
-            Engine::Interp { module, host, rng_seed } => {
-                let mut literals = args
-                    .iter()
-                    .zip(leaves)
-                    .map(|(bytes, leaf)| Literal::from_physical_bytes(Shape::Array(leaf.shape.clone()), *bytes))
-                    .collect::<Result<Vec<_>, _>>()?
-                    .into_iter();
-                let entry_args: Vec<Literal> =
-                    self.signature.parameters.iter().map(|shape| regroup(shape, &mut literals)).collect();
-                let mut out = Vec::new();
-                flatten_owned(self.evaluate(module, host, *rng_seed, &entry_args)?, &mut out);
-                for (i, (lit, r)) in out.iter().zip(results.iter_mut()).enumerate() {
-                    let bytes = leaf_bytes(lit, &result_leaves[i])?;
-                    r.copy_from_slice(&bytes);
-                }
-                Ok(())
-            }
+        if let Some((exe, tier)) = self.engine.compiled(self.backend) {
+            exe.run(args, results)?;
+            self.last_run_launches.store(exe.last_run_launches(), Ordering::Relaxed);
+            return Ok(tier);
         }
+        let mut literals = args
+            .iter()
+            .zip(leaves)
+            .map(|(bytes, leaf)| Literal::from_physical_bytes(Shape::Array(leaf.shape.clone()), *bytes))
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter();
+        let entry_args: Vec<Literal> =
+            self.signature.parameters.iter().map(|shape| regroup(shape, &mut literals)).collect();
+        let mut out = Vec::new();
+        flatten_owned(self.evaluate(&entry_args)?, &mut out);
+        for (i, (lit, r)) in out.iter().zip(results.iter_mut()).enumerate() {
+            let bytes = leaf_bytes(lit, &result_leaves[i])?;
+            r.copy_from_slice(&bytes);
+        }
+        Ok(Backend::Interp)
     }
 }
 

@@ -24,6 +24,7 @@ pub mod differential;
 mod error;
 mod executable;
 pub mod table;
+mod tiered;
 
 pub use client::{Backend, Client, ClientOptions, CompileOptions};
 pub use device_buffer::DeviceBuffer;

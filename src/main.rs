@@ -156,6 +156,8 @@ enum BackendArg {
     Interp,
     Cranelift,
     Llvm,
+    /// Cranelift's code at once, LLVM's once it is ready (compiled in the background)
+    Tiered,
 }
 
 impl From<BackendArg> for Backend {
@@ -164,6 +166,7 @@ impl From<BackendArg> for Backend {
             BackendArg::Interp => Backend::Interp,
             BackendArg::Cranelift => Backend::Cranelift,
             BackendArg::Llvm => Backend::Llvm,
+            BackendArg::Tiered => Backend::Tiered,
         }
     }
 }

@@ -52,11 +52,18 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
     }
 
     if let Some(runs) = a.time {
-        let times = time_runs(&exe, &arg_refs, &mut results, runs)?;
-        let counts = exe.runtime().map(|r| (r.launches().len(), r.last_run_launches()));
-        println!("{}", timing_json(a.backend, exe.compile_time(), &times, counts));
+        let (times, tiers) = time_runs_on_tiers(&exe, &arg_refs, &mut results, runs)?;
+        let counts = exe.kernel_count().zip(exe.last_run_launches());
+        let mut line = timing_json(a.backend, exe.compile_time(), &times, counts);
+        if a.backend == Backend::Tiered {
+            line.pop();
+            line.push_str(&tiers_json(&tiers, exe.peak_compile_time()));
+        }
+        println!("{line}");
     }
     if a.profile {
+        // The tiered backend profiles the code it settles on.
+        exe.wait_for_peak_tier().map_err(|e| e.to_string())?;
         let runtime = exe.runtime().ok_or("--profile needs a compiled backend")?;
         runtime.set_profiling(true);
         time_runs(&exe, &arg_refs, &mut results, a.time.unwrap_or(1))?;
@@ -174,19 +181,49 @@ pub fn time_runs(
     results: &mut [DeviceBuffer],
     runs: usize,
 ) -> Result<Vec<Duration>, String> {
+    time_runs_on_tiers(exe, args, results, runs).map(|(times, _)| times)
+}
+
+/// [`time_runs`], with the backend whose code ran each run (they differ on the tiered
+/// backend, which switches from Cranelift to LLVM when LLVM's code is ready).
+pub fn time_runs_on_tiers(
+    exe: &Executable,
+    args: &[&DeviceBuffer],
+    results: &mut [DeviceBuffer],
+    runs: usize,
+) -> Result<(Vec<Duration>, Vec<Backend>), String> {
     let done = Arc::new(AtomicUsize::new(0));
     let _progress = {
         let done = done.clone();
         Progress::periodic(move || format!("timing: {}/{runs} runs", done.load(Ordering::Relaxed)))
     };
     let mut times = Vec::with_capacity(runs);
+    let mut tiers = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
-        exe.execute_into(args, results).map_err(|e| e.to_string())?;
+        let tier = exe.execute_into_tier(args, results).map_err(|e| e.to_string())?;
         times.push(start.elapsed());
+        tiers.push(tier);
         done.fetch_add(1, Ordering::Relaxed);
     }
-    Ok(times)
+    Ok((times, tiers))
+}
+
+/// The tiered backend's extra keys (a JSON object's tail, from the comma to the closing
+/// brace): which tier ran the timed runs, in order, as runs of one tier
+/// (`"tiers":[["cranelift",3],["llvm",17]]`), and how long LLVM's background compile took
+/// (null while it is still compiling).
+pub fn tiers_json(tiers: &[Backend], peak_compile: Option<Duration>) -> String {
+    let mut spans: Vec<(Backend, usize)> = Vec::new();
+    for &t in tiers {
+        match spans.last_mut() {
+            Some((last, n)) if *last == t => *n += 1,
+            _ => spans.push((t, 1)),
+        }
+    }
+    let spans: Vec<String> = spans.iter().map(|(t, n)| format!("[\"{}\",{n}]", t.name())).collect();
+    let peak = peak_compile.map_or("null".to_string(), |d| format!("{:.1}", d.as_secs_f64() * 1e6));
+    format!(",\"tiers\":[{}],\"llvm_compile_us\":{peak}}}", spans.join(","))
 }
 
 /// The one JSON line `--time` prints (same keys as `xla_run.py --time`, plus backend, compile
@@ -216,6 +253,16 @@ pub fn timing_json(backend: Backend, compile: Duration, times: &[Duration], coun
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiered_runs_are_reported_as_spans_of_one_tier() {
+        let tiers = [Backend::Cranelift, Backend::Cranelift, Backend::Llvm, Backend::Llvm, Backend::Llvm];
+        assert_eq!(
+            tiers_json(&tiers, Some(Duration::from_micros(2500))),
+            r#","tiers":[["cranelift",2],["llvm",3]],"llvm_compile_us":2500.0}"#
+        );
+        assert_eq!(tiers_json(&[Backend::Cranelift], None), r#","tiers":[["cranelift",1]],"llvm_compile_us":null}"#);
+    }
 
     #[test]
     fn timing_json_has_the_contract_keys_and_a_true_median() {

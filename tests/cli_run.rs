@@ -218,7 +218,7 @@ fn physical_files_of_a_tiled_layout_are_one_dimensional_with_padding() {
 #[test]
 fn time_prints_one_json_line() {
     let dir = case_dir("binary_arith_f32");
-    for backend in BACKENDS {
+    for backend in BACKENDS.into_iter().chain(["tiered"]) {
         let run = tessera(&[
             "run",
             text(&dir.join("module.hlo")),
@@ -241,7 +241,16 @@ fn time_prints_one_json_line() {
         assert!(min > 0.0 && min <= median, "{json}");
         assert!(json["compile_us"].as_f64().unwrap() > 0.0);
         let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
-        assert_eq!(keys.len(), 7, "{json}");
+        if backend == "tiered" {
+            // Which tier ran the timed runs, as spans that add up to all of them.
+            assert_eq!(keys.len(), 9, "{json}");
+            let spans = json["tiers"].as_array().unwrap();
+            let runs: u64 = spans.iter().map(|s| s[1].as_u64().unwrap()).sum();
+            assert_eq!(runs, 5, "{json}");
+            assert!(spans.iter().all(|s| s[0] == "cranelift" || s[0] == "llvm"), "{json}");
+        } else {
+            assert_eq!(keys.len(), 7, "{json}");
+        }
         // One kernel for the module's one fused computation, launched once; the interpreter
         // runs no kernels.
         if backend == "interp" {
@@ -272,6 +281,9 @@ fn profile_prints_where_the_time_went() {
         // stdout keeps only the --time line; the tables go to stderr.
         assert_eq!(String::from_utf8(run.stdout).unwrap().lines().count(), 1);
         let stderr = String::from_utf8(run.stderr).unwrap();
+        let phases = stderr.lines().skip_while(|l| !l.starts_with("compile time by phase")).collect::<Vec<_>>();
+        assert!(phases.iter().any(|l| l.starts_with("parse ")), "{stderr}");
+        assert!(phases.iter().any(|l| l.starts_with(&format!("{backend}: "))), "{stderr}");
         let kinds = stderr.lines().skip_while(|l| !l.starts_with("kind ")).collect::<Vec<_>>();
         assert!(kinds.len() > 2, "{stderr}");
         // Each kernel ran once per profiled run; the shares add up to the whole.

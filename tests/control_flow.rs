@@ -10,7 +10,7 @@ use tessera::{Backend, Client, ClientOptions, CompileOptions, Error, Executable}
 use tessera_hlo::Literal;
 
 const TIERS: [Backend; 2] = [Backend::Cranelift, Backend::Llvm];
-const BACKENDS: [Backend; 3] = [Backend::Interp, Backend::Cranelift, Backend::Llvm];
+const BACKENDS: [Backend; 4] = [Backend::Interp, Backend::Cranelift, Backend::Llvm, Backend::Tiered];
 
 fn compile(backend: Backend, text: &str) -> Executable {
     match Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()) {
@@ -488,5 +488,82 @@ ENTRY main {
             want = -want.exp();
         }
         assert!(f32s(&out[0]).iter().all(|&v| (v - want).abs() <= 1e-6), "{backend}: want {want}");
+    }
+}
+
+/// Dynamic-update-slices that write into their operand's buffer (a scan's loop state, a
+/// kernel result nobody else reads) beside ones that must not (an entry parameter, a value
+/// read again, a branch's parameter): `lower/tests/filetests/program_in_place_update.hlo`
+/// shows which is which; here every result must still be the interpreter's.
+const IN_PLACE: &str = "\
+HloModule in_place
+
+body {
+  s = (s32[], f32[8,4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ys = f32[8,4] get-tuple-element(s), index=1
+  x = f32[4] get-tuple-element(s), index=2
+  fi = f32[] convert(i)
+  b = f32[4] broadcast(fi), dimensions={}
+  y = f32[4] multiply(x, b)
+  row = f32[1,4] reshape(y)
+  zero = s32[] constant(0)
+  ys2 = f32[8,4] dynamic-update-slice(ys, row, i, zero)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (s32[], f32[8,4], f32[4]) tuple(i2, ys2, x)
+}
+
+cond {
+  s = (s32[], f32[8,4], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(8)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+branch {
+  a = f32[8,4] parameter(0)
+  v = f32[1,4] constant({{9, 9, 9, 9}})
+  z = s32[] constant(0)
+  ROOT d = f32[8,4] dynamic-update-slice(a, v, z, z)
+}
+
+other {
+  a = f32[8,4] parameter(0)
+  ROOT n = f32[8,4] negate(a)
+}
+
+ENTRY main {
+  p = f32[8,4] parameter(0)
+  x = f32[4] parameter(1)
+  k = s32[] parameter(2)
+  c = pred[] parameter(3)
+  zero = s32[] constant(0)
+  init = (s32[], f32[8,4], f32[4]) tuple(zero, p, x)
+  w = (s32[], f32[8,4], f32[4]) while(init), condition=cond, body=body
+  ys = f32[8,4] get-tuple-element(w), index=1
+  u = f32[1,4] reshape(x)
+  t = f32[8,4] negate(p)
+  d = f32[8,4] dynamic-update-slice(t, u, k, zero)
+  e = f32[8,4] dynamic-update-slice(p, u, k, zero)
+  u2 = f32[8,4] add(p, p)
+  f = f32[8,4] dynamic-update-slice(u2, u, k, zero)
+  g = f32[8,4] add(f, u2)
+  h = f32[8,4] conditional(c, ys, ys), true_computation=branch, false_computation=other
+  ROOT r = (f32[8,4], f32[8,4], f32[8,4], f32[8,4], f32[8,4], f32[8,4]) tuple(ys, d, e, g, h, p)
+}
+";
+
+#[test]
+fn dynamic_update_slices_in_place_agree_with_the_interpreter() {
+    let p = Literal::from_vec(&[8, 4], (0..32).map(|v| v as f32 * 0.25).collect()).unwrap();
+    let x = Literal::from_vec(&[4], vec![1f32, -2.0, 3.5, 0.5]).unwrap();
+    // In range, the last row, and out of range (clamped to the last row, and to the first).
+    for (k, c) in [(3, true), (7, false), (100, true), (-5, false)] {
+        let out = agree(IN_PLACE, &[p.clone(), x.clone(), Literal::scalar(k as i32), Literal::scalar(c)]);
+        // The parameter itself is returned untouched: nothing wrote into the caller's buffer.
+        assert_eq!(f32s(&out[5]), f32s(&p), "k {k}");
+        let row = k.clamp(0, 7) as usize;
+        assert_eq!(&f32s(&out[2])[row * 4..row * 4 + 4], &[1.0, -2.0, 3.5, 0.5], "k {k}");
     }
 }

@@ -74,3 +74,17 @@ fn every_regression_agrees_on_every_backend() {
     println!("{} regressions", files.len());
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// The generator makes the patterns the passes and the lowering rewrite; this one, a scan
+/// writing its loop state in place, must keep turning up in the seeds CI runs.
+#[test]
+fn generated_programs_include_scans_of_loop_state() {
+    let first = env_u64("TESSERA_FUZZ_SEED", 0x5eed);
+    let scans = (first..first + COUNT)
+        .filter_map(|seed| generate(seed, &Options::default()).ok())
+        // A while body's name ends in its scan flag (`while_..._{scan}_body`).
+        .filter(|p| p.text.contains("_true_body"))
+        .count();
+    eprintln!("{scans} of {COUNT} generated programs have a scan loop");
+    assert!(scans > 0, "no generated program of {COUNT} has a scan loop");
+}

@@ -175,6 +175,7 @@ impl Translator<'_> {
             function: self.compiled.functions[launch.kernel],
             extent: kernel.grid.extent,
             buffers: launch.args.iter().map(|id| id.0 as usize).collect(),
+            traffic: kernel.traffic_bytes(),
         })
     }
 }
@@ -220,7 +221,6 @@ fn addressed_bytes(mem: MemType, len: i64) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
     use tessera_hlo::{ArrayShape, ElementType};
     use tessera_lower::kernel::{Grid, Kernel, KernelBuffer, Ty, VarId};
     use tessera_lower::{assign_buffers, Buffer, BufferId};

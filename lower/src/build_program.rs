@@ -71,6 +71,7 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64) -> Result<Program, L
         steps: Vec::new(),
         rng_seed,
         rng_state: None,
+        loop_body: None,
     };
     let entry = module.entry_comp();
     let mut args = Vec::new();
@@ -105,6 +106,9 @@ struct Builder<'m> {
     rng_seed: u64,
     /// The generator state `rng` draws from, once something draws.
     rng_state: Option<BufferId>,
+    /// The while body being lowered (not the computations it calls): its parameter's leaves
+    /// are the loop state, which the body may update in place.
+    loop_body: Option<*const Computation>,
 }
 
 /// Ops that are not data-parallel array computations: control flow, side effects, tokens
@@ -407,6 +411,20 @@ impl<'m> Builder<'m> {
             }
         }
         let name = self.kernel_name(&inst.name);
+        // A dynamic-update-slice whose operand dies here writes its window into the
+        // operand's buffer, which becomes its result.
+        if let Some(k) = crate::emit::in_place_operand(&kernel_comp) {
+            // The operand must reach the kernel only as the updated parameter: read through
+            // another one, its elements would change under the kernel's feet.
+            let sole = |o: InstId| inputs.iter().filter(|&&i| i == o).count() == 1;
+            if inputs.get(k).is_some_and(|&o| sole(o) && self.may_overwrite(comp, values, o)) {
+                let kernel = checked(crate::emit::emit_in_place_kernel(self.module, &kernel_comp, &name)?)?;
+                let target = args[k];
+                args.push(target);
+                self.launch(kernel, args);
+                return Ok(Value::Array(target));
+            }
+        }
         let kernel = checked(emit_kernel(self.module, &kernel_comp, &name)?)?;
         let value = match &inst.shape {
             Shape::Tuple(elems) => {
@@ -435,6 +453,51 @@ impl<'m> Builder<'m> {
         }
         self.launch(kernel, args);
         Ok(value)
+    }
+
+    /// Whether the only user of `operand` (an instruction of `comp`, already lowered) may
+    /// overwrite its buffer: a temp nothing else reads afterwards. That holds for the result
+    /// of a kernel whose one user this is, and, in a while body, for a loop-state element
+    /// read once (the body's result replaces the state anyway). Parameters of other
+    /// computations (calls, branches) alias their caller's values, so they never qualify.
+    fn may_overwrite(&self, comp: &Computation, values: &HashMap<InstId, Value>, operand: InstId) -> bool {
+        let Some(Value::Array(b)) = values.get(&operand) else { return false };
+        if self.program.buffers[b.0 as usize].kind != BufferKind::Temp || comp.root == operand {
+            return false;
+        }
+        let uses = |id: InstId| comp.instructions.iter().filter(|i| i.operands.contains(&id)).count();
+        if uses(operand) != 1 {
+            return false;
+        }
+        let inst = comp.inst(operand);
+        match inst.opcode {
+            Opcode::GetTupleElement => {
+                let in_body = self.loop_body.is_some_and(|body| std::ptr::eq(body, comp));
+                let Some(&tuple) = inst.operands.first() else { return false };
+                let index = inst.attr_int("index");
+                // The state tuple is only taken apart, and element `index` is read here alone.
+                in_body
+                    && comp.inst(tuple).opcode == Opcode::Parameter
+                    && comp.root != tuple
+                    && comp.instructions.iter().filter(|i| i.operands.contains(&tuple)).all(|i| {
+                        i.opcode == Opcode::GetTupleElement && (i.attr_int("index") != index || std::ptr::eq(i, inst))
+                    })
+            }
+            // Values that alias another computation's (parameters, calls, branches, loops,
+            // tuples) or that the host writes.
+            Opcode::Parameter
+            | Opcode::Constant
+            | Opcode::Tuple
+            | Opcode::OptimizationBarrier
+            | Opcode::AddDependency
+            | Opcode::While
+            | Opcode::Conditional
+            | Opcode::Call
+            | Opcode::CustomCall
+            | Opcode::SetDimensionSize
+            | Opcode::Infeed => false,
+            _ => true,
+        }
     }
 
     /// The program's `rng` generator state (key, counter): one `u64[2]` temp for the whole
@@ -631,8 +694,10 @@ impl<'m> Builder<'m> {
             _ => return Err(LowerError::invalid(&inst.name, "the while condition does not return a scalar")),
         };
         let (body_steps, ()) = self.nested(|b| {
-            let next = b.lower_computation(body, vec![state.clone()])?;
-            b.write_back(&next, &state, &inst.name)
+            let outer = b.loop_body.replace(body as *const Computation);
+            let next = b.lower_computation(body, vec![state.clone()]);
+            b.loop_body = outer;
+            b.write_back(&next?, &state, &inst.name)
         })?;
         self.steps.push(Step::While { cond: cond_steps, pred, body: body_steps });
         Ok(state)

@@ -4,18 +4,24 @@
 //! queues, and the owner of the kernels' machine code.
 //!
 //! Everything that does not depend on the caller's buffers is done once, in
-//! [`Executable::new`]: arenas are allocated, constants placed, each launch's pointer table
-//! built with the fixed addresses filled in, and every step checked against the buffer table.
-//! A run only writes the caller's parameter and result addresses into the slots that name
-//! them, so a warmed-up run allocates nothing (host operations aside: they hand literals to
-//! the host). Caller buffers that are not 64-byte aligned (kernels may assume
-//! `Program::ALIGNMENT`) go through a staging copy kept per parameter/result.
+//! [`Executable::new`]: constants placed, every step checked against the buffer table, and one
+//! run state built. A **run state** is what one run needs for itself: the temp arenas and each
+//! launch's pointer table with the fixed addresses filled in. A run takes an idle state (or
+//! builds one), writes the caller's parameter and result addresses into the slots that name
+//! them, and returns the state when done, so a warmed-up run allocates nothing (host
+//! operations aside: they hand literals to the host). Caller buffers that are not 64-byte
+//! aligned (kernels may assume `Program::ALIGNMENT`) go through a staging copy kept per
+//! parameter/result in the state.
 //!
-//! Runs are serialized by a mutex; a host function must not run the executable that calls
-//! it.
+//! Runs from several threads proceed side by side, each in its own state; at most
+//! [`Executable::max_concurrent_runs`] states exist (so memory stays bounded: that many
+//! arenas), and a run finding them all busy waits for one. An executable whose temps live in a
+//! memory space with a registered capacity has one state: its runs take turns, since a second
+//! arena would not fit the space.
 
 use std::any::Any;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::buffer::{is_aligned, AlignedBuffer, ALIGNMENT};
@@ -60,6 +66,9 @@ pub struct LaunchEntry {
     pub extent: i64,
     /// `buffers[i]` (an index into the buffer table) is bound to the kernel's buffer `i`.
     pub buffers: Vec<usize>,
+    /// Bytes one launch loads and stores, when known (`Kernel::traffic_bytes`): the thread
+    /// pool splits a launch by it. `None`: the sizes of its buffers stand in.
+    pub traffic: Option<u64>,
 }
 
 /// What an executable is made of, before validation.
@@ -81,19 +90,22 @@ enum Bound {
     Result(usize),
 }
 
-/// Mutable state of runs: the pointer tables and the staging copies.
+/// What one run owns while it runs: its temps, pointer tables and staging copies.
 struct RunState {
+    /// Owned memory the pointer tables point into; kept alive, never read directly.
+    _arenas: Vec<Arena>,
     /// Every launch's pointer table, back to back.
     tables: Vec<*mut u8>,
-    /// Base address of every buffer the executable owns (null for caller buffers).
+    /// Base address of every buffer that does not come from the caller (its temps in this
+    /// state's arenas, the executable's constants); null for caller buffers.
     fixed: Vec<*mut u8>,
     /// Caller addresses of this run: parameters then results.
     bound: Vec<*mut u8>,
     /// Aligned stand-ins for unaligned caller buffers, parameters then results.
     staging: Vec<Option<AlignedBuffer>>,
-    /// Per-launch time while profiling is on (`Executable::set_profiling`).
+    /// Per-launch time of this run while profiling is on (`Executable::set_profiling`).
     profile: Option<Profile>,
-    /// Kernel launches of the current (or last) run.
+    /// Kernel launches of the current run.
     launches_run: u64,
 }
 
@@ -107,15 +119,50 @@ pub struct Profile {
     pub host: (u64, Duration),
 }
 
-// SAFETY: the pointers are into memory the executable owns (arenas, constants) or that a run
-// borrows from its caller for its duration; the mutex serializes runs.
+// SAFETY: the pointers are into memory the state owns (arenas), the executable owns
+// (constants, read only) or a run borrows from its caller for its duration; a state is used by
+// one run at a time (taken out of the idle list for the run).
 unsafe impl Send for RunState {}
+
+/// The run states: idle ones, and how many exist.
+struct States {
+    idle: Vec<RunState>,
+    live: usize,
+}
+
+/// An executable's infeed and outfeed queues, to share with another executable.
+#[derive(Clone)]
+pub struct SharedQueues(Arc<HostQueues>);
+
+/// A state out of the idle list for one run; dropping it (also when a host function panics)
+/// gives the state back, so runs never wait for a state nobody will return.
+struct TakenState<'a> {
+    exe: &'a Executable,
+    state: Option<RunState>,
+}
+
+impl Drop for TakenState<'_> {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            self.exe.return_state(state);
+        }
+    }
+}
+
+/// Addresses of the executable's constants (null elsewhere): the start of every state's
+/// `fixed` table.
+struct ConstantAddresses(Vec<*mut u8>);
+// SAFETY: the addresses point into constant buffers the executable owns and never writes
+// after `new`; they are only copied into run states.
+unsafe impl Send for ConstantAddresses {}
+unsafe impl Sync for ConstantAddresses {}
 
 pub struct Executable {
     buffers: Vec<BufferEntry>,
     launches: Vec<LaunchEntry>,
     steps: Vec<StepEntry>,
-    queues: HostQueues,
+    /// Shared with another executable of the same program (`share_host_queues`).
+    queues: Arc<HostQueues>,
     /// `table_start[j]`: where launch `j`'s pointer table starts in `RunState::tables`.
     table_start: Vec<usize>,
     /// Bytes each launch's buffers span (the thread pool's size heuristic).
@@ -126,9 +173,19 @@ pub struct Executable {
     parameters: Vec<usize>,
     results: Vec<usize>,
     arenas: Vec<(i64, u64)>,
-    // Owned memory the pointer tables point into; kept alive, never read directly.
-    _arena_memory: Vec<Arena>,
-    state: Mutex<RunState>,
+    /// Allocates the arenas of new run states.
+    spaces: MemorySpaces,
+    constants: ConstantAddresses,
+    /// `table_buffers[slot]`: the buffer pointer-table slot `slot` holds.
+    table_buffers: Vec<usize>,
+    states: Mutex<States>,
+    /// Signalled when a run returns its state.
+    state_returned: Condvar,
+    max_states: usize,
+    profiling: AtomicBool,
+    /// The profile of the runs since profiling was turned on.
+    profile: Mutex<Option<Profile>>,
+    last_run_launches: AtomicU64,
     pool: Arc<ThreadPool>,
     /// Declared last so the code is freed after everything that could call it.
     _code: Box<dyn Any + Send + Sync>,
@@ -170,48 +227,42 @@ impl Executable {
             return invalid(format!("no buffer is result {n}"));
         }
 
-        let mut arena_memory = Vec::with_capacity(arenas.len());
         for (k, &(space, bytes)) in arenas.iter().enumerate() {
             if arenas[..k].iter().any(|&(s, _)| s == space) {
                 return invalid(format!("two arenas for memory space S({space})"));
             }
-            arena_memory.push(spaces.allocate(space, bytes)?);
+            spaces.check(space, bytes)?;
         }
 
-        // Base address of every buffer that does not come from the caller.
-        let mut fixed: Vec<*mut u8> = vec![std::ptr::null_mut(); buffers.len()];
+        let mut constants = vec![std::ptr::null_mut(); buffers.len()];
         for (i, b) in buffers.iter_mut().enumerate() {
             match &mut b.role {
                 BufferRole::Temp { space, offset } => {
-                    let Some(arena) = arena_memory.iter_mut().find(|a| a.space == *space) else {
+                    let Some(&(_, arena_bytes)) = arenas.iter().find(|(s, _)| s == space) else {
                         return invalid(format!("temp '{}' is in S({space}), which has no arena", b.name));
                     };
                     let end = offset.checked_add(b.bytes);
-                    if end.is_none_or(|e| e > arena.memory.len() as u64) {
+                    if end.is_none_or(|e| e > arena_bytes) {
                         return invalid(format!(
-                            "temp '{}' ({} bytes at offset {offset}) does not fit the {}-byte arena of S({space})",
-                            b.name,
-                            b.bytes,
-                            arena.memory.len()
+                            "temp '{}' ({} bytes at offset {offset}) does not fit the {arena_bytes}-byte arena of S({space})",
+                            b.name, b.bytes,
                         ));
                     }
                     if *offset % ALIGNMENT as u64 != 0 {
                         return invalid(format!("temp '{}' is at unaligned offset {offset}", b.name));
                     }
-                    // SAFETY: in bounds of the arena, checked above.
-                    fixed[i] = unsafe { arena.memory.as_mut_ptr().add(*offset as usize) };
                 }
                 BufferRole::Constant(data) => {
                     if data.len() as u64 != b.bytes {
                         return invalid(format!("constant '{}' has {} bytes, not {}", b.name, data.len(), b.bytes));
                     }
-                    fixed[i] = data.as_mut_ptr();
+                    constants[i] = data.as_mut_ptr();
                 }
                 BufferRole::Parameter(_) | BufferRole::Result(_) => {}
             }
         }
 
-        let mut tables = Vec::new();
+        let mut table_buffers = Vec::new();
         let mut table_start = Vec::with_capacity(launches.len());
         let mut work_bytes = Vec::with_capacity(launches.len());
         let mut patches = Vec::new();
@@ -219,7 +270,7 @@ impl Executable {
             if launch.extent < 0 {
                 return invalid(format!("launch of '{}' has grid extent {}", launch.name, launch.extent));
             }
-            table_start.push(tables.len());
+            table_start.push(table_buffers.len());
             let mut bytes = 0u64;
             for &i in &launch.buffers {
                 let Some(b) = buffers.get(i) else {
@@ -227,42 +278,126 @@ impl Executable {
                 };
                 bytes = bytes.saturating_add(b.bytes);
                 match b.role {
-                    BufferRole::Parameter(n) => patches.push((tables.len(), Bound::Parameter(n))),
-                    BufferRole::Result(n) => patches.push((tables.len(), Bound::Result(n))),
+                    BufferRole::Parameter(n) => patches.push((table_buffers.len(), Bound::Parameter(n))),
+                    BufferRole::Result(n) => patches.push((table_buffers.len(), Bound::Result(n))),
                     _ => {}
                 }
-                tables.push(fixed[i]);
+                table_buffers.push(i);
             }
-            work_bytes.push(bytes);
+            work_bytes.push(launch.traffic.map_or(bytes, |t| t.min(bytes)));
         }
 
         check_steps(&steps, &buffers, launches.len())?;
 
-        let callers = parameters.len() + results.len();
-        let state = RunState {
-            tables,
-            fixed,
-            bound: vec![std::ptr::null_mut(); callers],
-            staging: vec![None; callers],
-            profile: None,
-            launches_run: 0,
-        };
-        Ok(Executable {
+        // A second arena in a space with a capacity would not fit it (buffer assignment sized
+        // one arena against it): such executables keep one state.
+        let bounded = arenas.iter().any(|&(space, _)| spaces.get(space).capacity.is_some());
+        let max_states = if bounded { 1 } else { Executable::max_concurrent_runs_default() };
+        let exe = Executable {
             buffers,
             launches,
             steps,
-            queues: HostQueues::default(),
+            queues: Arc::default(),
             table_start,
             work_bytes,
             patches,
             parameters,
             results,
             arenas,
-            _arena_memory: arena_memory,
-            state: Mutex::new(state),
+            spaces: spaces.clone(),
+            constants: ConstantAddresses(constants),
+            table_buffers,
+            states: Mutex::new(States { idle: Vec::new(), live: 0 }),
+            state_returned: Condvar::new(),
+            max_states,
+            profiling: AtomicBool::new(false),
+            profile: Mutex::new(None),
+            last_run_launches: AtomicU64::new(0),
             pool,
             _code: code,
+        };
+        // The first state is built now, so an arena that cannot be allocated fails the
+        // compile, not the first run.
+        let first = exe.new_state()?;
+        let mut states = exe.states.lock().unwrap_or_else(|e| e.into_inner());
+        states.idle.push(first);
+        states.live = 1;
+        drop(states);
+        Ok(exe)
+    }
+
+    /// How many runs may proceed at once by default: two per core, at least 8 (callers
+    /// beyond that wait for a state, which bounds the memory runs hold).
+    fn max_concurrent_runs_default() -> usize {
+        std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_mul(2).max(8)
+    }
+
+    /// How many runs may proceed at once (each holds its own temp arenas); more wait.
+    pub fn max_concurrent_runs(&self) -> usize {
+        self.max_states
+    }
+
+    /// A fresh run state: arenas allocated, pointer tables filled with the fixed addresses.
+    fn new_state(&self) -> Result<RunState, RuntimeError> {
+        let mut arenas = Vec::with_capacity(self.arenas.len());
+        for &(space, bytes) in &self.arenas {
+            arenas.push(self.spaces.allocate(space, bytes)?);
+        }
+        let mut fixed = self.constants.0.clone();
+        for (i, b) in self.buffers.iter().enumerate() {
+            if let BufferRole::Temp { space, offset } = b.role {
+                let arena = arenas.iter_mut().find(|a| a.space == space).expect("every temp's arena exists (new)");
+                // SAFETY: `offset + bytes` lies inside the arena (checked in `new`).
+                fixed[i] = unsafe { arena.memory.as_mut_ptr().add(offset as usize) };
+            }
+        }
+        let tables = self.table_buffers.iter().map(|&i| fixed[i]).collect();
+        let callers = self.parameters.len() + self.results.len();
+        Ok(RunState {
+            _arenas: arenas,
+            tables,
+            fixed,
+            bound: vec![std::ptr::null_mut(); callers],
+            staging: vec![None; callers],
+            profile: None,
+            launches_run: 0,
         })
+    }
+
+    /// An idle state, a new one while fewer than `max_states` exist, or else the next one a
+    /// run returns.
+    fn take_state(&self) -> Result<RunState, RuntimeError> {
+        // A poisoned lock only means a caller panicked while holding it; the list itself is
+        // always consistent.
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(state) = states.idle.pop() {
+                return Ok(state);
+            }
+            if states.live < self.max_states {
+                states.live += 1;
+                drop(states);
+                let state = self.new_state();
+                if state.is_err() {
+                    self.states.lock().unwrap_or_else(|e| e.into_inner()).live -= 1;
+                    // A waiting run may now build a state of its own.
+                    self.state_returned.notify_one();
+                }
+                return state;
+            }
+            states = self.state_returned.wait(states).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn return_state(&self, mut state: RunState) {
+        self.last_run_launches.store(state.launches_run, Ordering::Relaxed);
+        if let Some(run) = state.profile.take() {
+            if let Some(total) = self.profile.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+                total.absorb(&run);
+            }
+        }
+        self.states.lock().unwrap_or_else(|e| e.into_inner()).idle.push(state);
+        self.state_returned.notify_one();
     }
 
     pub fn parameter_count(&self) -> usize {
@@ -301,6 +436,19 @@ impl Executable {
         self.queues.push_infeed(literal);
     }
 
+    /// A handle on this executable's infeed and outfeed queues, for
+    /// [`Executable::use_host_queues`].
+    pub fn host_queues(&self) -> SharedQueues {
+        SharedQueues(self.queues.clone())
+    }
+
+    /// Makes `queues` (another executable's) this one's infeed and outfeed queues, so both
+    /// push and pop the same values: two executables of one program, one replacing the other,
+    /// as the tiered backend switches from Cranelift's code to LLVM's.
+    pub fn use_host_queues(&mut self, queues: SharedQueues) {
+        self.queues = queues.0;
+    }
+
     /// Literals queued and not yet read.
     pub fn infeed_len(&self) -> usize {
         self.queues.infeed_len()
@@ -327,30 +475,47 @@ impl Executable {
     /// Starts (or stops) timing every step of the following runs, from a fresh [`Profile`].
     /// Timing a launch adds two clock reads to it; leave it off when measuring whole runs.
     pub fn set_profiling(&self, on: bool) {
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.profile =
-            on.then(|| Profile { launches: vec![Default::default(); self.launches.len()], ..Profile::default() });
+        let mut profile = self.profile.lock().unwrap_or_else(|e| e.into_inner());
+        *profile = on.then(|| self.empty_profile());
+        self.profiling.store(on, Ordering::Relaxed);
     }
 
-    /// How many kernel launches the last run made (loops and conditionals decide how many).
+    fn empty_profile(&self) -> Profile {
+        Profile { launches: vec![Default::default(); self.launches.len()], ..Profile::default() }
+    }
+
+    /// How many kernel launches the last run to finish made (loops and conditionals decide
+    /// how many).
     pub fn last_run_launches(&self) -> u64 {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).launches_run
+        self.last_run_launches.load(Ordering::Relaxed)
     }
 
     /// What the runs since `set_profiling(true)` spent where (`None` when profiling is off).
     pub fn profile(&self) -> Option<Profile> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).profile.clone()
+        self.profile.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Runs every launch in order on the caller's buffers: `parameters[n]` holds parameter
     /// `n`'s physical bytes, `results[n]` receives result `n`'s. Sizes must match exactly.
+    /// Runs from several threads proceed side by side (see the module documentation); a host
+    /// function must not run the executable that calls it while its memory space limits the
+    /// executable to one state.
     pub fn run(&self, parameters: &[&[u8]], results: &mut [&mut [u8]]) -> Result<(), RuntimeError> {
         self.check("parameters", parameters.len(), &self.parameters, parameters.iter().map(|p| p.len()))?;
         self.check("results", results.len(), &self.results, results.iter().map(|r| r.len()))?;
-        // A poisoned lock only means an earlier run's caller panicked; the state is rebuilt
-        // from scratch by every run, so it is still sound to use.
-        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        let state = &mut *guard;
+        let mut taken = TakenState { exe: self, state: Some(self.take_state()?) };
+        let state = taken.state.as_mut().expect("taken above");
+        self.run_in(state, parameters, results)
+    }
+
+    /// A run in `state`: every address a run binds is rewritten here, so a state that an
+    /// earlier run left (even by an error) is sound to use.
+    fn run_in(
+        &self,
+        state: &mut RunState,
+        parameters: &[&[u8]],
+        results: &mut [&mut [u8]],
+    ) -> Result<(), RuntimeError> {
         let np = parameters.len();
 
         for (n, p) in parameters.iter().enumerate() {
@@ -377,6 +542,7 @@ impl Executable {
         }
 
         state.launches_run = 0;
+        state.profile = self.profiling.load(Ordering::Relaxed).then(|| self.empty_profile());
         {
             let _gemm = GemmThreads::enter(&self.pool);
             self.run_steps(&self.steps, state)?;
@@ -547,14 +713,28 @@ impl Executable {
     }
 }
 
-/// Checks every step against the buffer table: indices in range, copies between equal sizes
-/// into writable buffers, predicates and selectors of the right size, host values whose
-/// buffers match their shapes.
 fn add(slot: &mut (u64, Duration), start: Instant) {
     slot.0 += 1;
     slot.1 += start.elapsed();
 }
 
+impl Profile {
+    /// Adds another run's counts and times to these.
+    fn absorb(&mut self, run: &Profile) {
+        for (total, part) in self.launches.iter_mut().zip(&run.launches) {
+            total.0 += part.0;
+            total.1 += part.1;
+        }
+        for (total, part) in [(&mut self.copies, run.copies), (&mut self.host, run.host)] {
+            total.0 += part.0;
+            total.1 += part.1;
+        }
+    }
+}
+
+/// Checks every step against the buffer table: indices in range, copies between equal sizes
+/// into writable buffers, predicates and selectors of the right size, host values whose
+/// buffers match their shapes.
 fn check_steps(steps: &[StepEntry], buffers: &[BufferEntry], launches: usize) -> Result<(), RuntimeError> {
     let invalid = |m: String| Err(RuntimeError::Invalid(m));
     let get = |i: usize| {
@@ -692,8 +872,20 @@ mod tests {
                 entry("out", bytes, BufferRole::Result(0)),
             ],
             launches: vec![
-                LaunchEntry { name: "add".into(), function: add, extent: n as i64, buffers: vec![0, 1, 2] },
-                LaunchEntry { name: "double".into(), function: double, extent: n as i64, buffers: vec![2, 3] },
+                LaunchEntry {
+                    name: "add".into(),
+                    function: add,
+                    extent: n as i64,
+                    buffers: vec![0, 1, 2],
+                    traffic: None,
+                },
+                LaunchEntry {
+                    name: "double".into(),
+                    function: double,
+                    extent: n as i64,
+                    buffers: vec![2, 3],
+                    traffic: None,
+                },
             ],
             steps: StepEntry::in_order(2),
             arenas: vec![(space, 64 + bytes)],
@@ -786,13 +978,72 @@ mod tests {
         assert_eq!(exe.arenas(), &[(1, 128)]);
     }
 
+    /// Runs `runs` times on each of `threads` threads, each thread with its own input, and
+    /// checks every result: runs sharing temps would mix their sums.
+    fn run_concurrently(exe: &Executable, n: usize, threads: usize, runs: usize) {
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || {
+                    let input: Vec<f32> = (0..n).map(|i| (t * 1000 + i) as f32).collect();
+                    let expect: Vec<f32> = input.iter().enumerate().map(|(i, x)| 2.0 * (x + i as f32)).collect();
+                    let input = f32_bytes(&input);
+                    for run in 0..runs {
+                        let mut out = vec![0u8; 4 * n];
+                        exe.run(&[&input], &mut [&mut out]).unwrap();
+                        assert_eq!(floats(&out), expect, "thread {t}, run {run}");
+                    }
+                });
+            }
+        });
+    }
+
+    #[test]
+    fn concurrent_runs_each_get_their_own_temps() {
+        let exe = two_step(4096, 0, 1, &MemorySpaces::new()).unwrap();
+        assert!(exe.max_concurrent_runs() >= 8);
+        run_concurrently(&exe, 4096, 6, 300);
+        assert_eq!(exe.last_run_launches(), 2);
+        let states = exe.states.lock().unwrap();
+        assert!(
+            states.live <= 6 && states.idle.len() == states.live,
+            "{} live, {} idle",
+            states.live,
+            states.idle.len()
+        );
+    }
+
+    #[test]
+    fn a_space_with_a_capacity_keeps_one_state_and_runs_take_turns() {
+        let mut spaces = MemorySpaces::new();
+        spaces.register(1, 64 + 4 * 512);
+        let exe = two_step(512, 1, 1, &spaces).unwrap();
+        assert_eq!(exe.max_concurrent_runs(), 1);
+        run_concurrently(&exe, 512, 4, 200);
+        assert_eq!(exe.states.lock().unwrap().live, 1);
+    }
+
+    #[test]
+    fn profiles_of_concurrent_runs_add_up() {
+        let exe = two_step(256, 0, 1, &MemorySpaces::new()).unwrap();
+        exe.set_profiling(true);
+        run_concurrently(&exe, 256, 3, 50);
+        let profile = exe.profile().unwrap();
+        assert_eq!(profile.launches.iter().map(|l| l.0).collect::<Vec<_>>(), vec![150, 150]);
+    }
+
     #[test]
     fn malformed_parts_are_rejected() {
         let pool = Arc::new(ThreadPool::new(Some(1)).unwrap());
         let spaces = MemorySpaces::new();
         let make = |buffers: Vec<BufferEntry>, launch: Vec<usize>, arenas: Vec<(i64, u64)>| ExecutableParts {
             buffers,
-            launches: vec![LaunchEntry { name: "k".into(), function: double, extent: 1, buffers: launch }],
+            launches: vec![LaunchEntry {
+                name: "k".into(),
+                function: double,
+                extent: 1,
+                buffers: launch,
+                traffic: None,
+            }],
             steps: StepEntry::in_order(1),
             arenas,
             code: Box::new(()),
@@ -851,6 +1102,7 @@ mod tests {
                     function: gemm_kernel,
                     extent: 1,
                     buffers: vec![0, 1, 2],
+                    traffic: None,
                 }],
                 steps: StepEntry::in_order(1),
                 arenas: vec![],
@@ -924,8 +1176,8 @@ mod tests {
                 i32_entry("fed", BufferRole::Result(2)),
             ],
             launches: vec![
-                LaunchEntry { name: "inc".into(), function: increment, extent: 1, buffers: vec![2] },
-                LaunchEntry { name: "lt".into(), function: less, extent: 1, buffers: vec![2, 1, 3] },
+                LaunchEntry { name: "inc".into(), function: increment, extent: 1, buffers: vec![2], traffic: None },
+                LaunchEntry { name: "lt".into(), function: less, extent: 1, buffers: vec![2, 1, 3], traffic: None },
             ],
             steps,
             arenas: vec![(0, 128)],

@@ -19,7 +19,7 @@ pub mod thread_pool;
 pub use abi::KernelFn;
 pub use buffer::AlignedBuffer;
 pub use error::RuntimeError;
-pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, Profile};
+pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, Profile, SharedQueues};
 pub use memory_space::{MemorySpace, MemorySpaces};
 pub use step::{HostEntry, HostFunctions, HostValueEntry, Selector, StepEntry};
 pub use thread_pool::ThreadPool;

@@ -159,7 +159,9 @@ impl Planner<'_> {
             Step::Launch(launch) => {
                 let kernel = check_launch(self.program, launch)?;
                 let buffers = launch.args.iter().map(|&a| self.addr(a)).collect::<Result<_, _>>()?;
-                let work_bytes = launch.args.iter().map(|&a| self.bytes(a)).fold(0u64, u64::saturating_add);
+                let spanned = launch.args.iter().map(|&a| self.bytes(a)).fold(0u64, u64::saturating_add);
+                // What the kernel moves, when the IR shows it (as the JIT's runtime measures).
+                let work_bytes = kernel.traffic_bytes().map_or(spanned, |t| t.min(spanned));
                 EntryStep::Launch { kernel: launch.kernel, buffers, extent: kernel.grid.extent, work_bytes }
             }
             Step::Copy { src, dst } => {

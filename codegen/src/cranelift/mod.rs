@@ -211,10 +211,12 @@ pub fn compile_dumping(
             eprintln!("tessera: dump {}: {e}", std::path::Path::new(&path).display());
         }
     }
-    timings.time("cranelift: finalize", || module.finalize_definitions()).map_err(|e| CodegenError::Backend {
-        tier: TIER,
-        kernel: kernels.first().map(|k| k.name.clone()).unwrap_or_default(),
-        message: format!("finalizing the module: {e}"),
+    timings.time("cranelift: finalize", || {
+        module.finalize_definitions().map_err(|e| CodegenError::Backend {
+            tier: TIER,
+            kernel: kernels.first().map(|k| k.name.clone()).unwrap_or_default(),
+            message: format!("finalizing the module: {e}"),
+        })
     })?;
     let ids: Vec<FuncId> = translated.iter().map(|(id, _)| *id).collect();
     let functions = ids

@@ -59,7 +59,7 @@ pub fn compile_dumping(
     // A dump is one module's IR and assembly, so it is made from one module.
     let threads = if dump.is_some() { 1 } else { crate::partition::compile_threads() };
     let groups = crate::partition::partition(kernels, threads);
-    let compiled: Vec<Result<(LlvmCode, Vec<crate::KernelFn>, Timings), CodegenError>> = std::thread::scope(|s| {
+    let compiled: Vec<Result<CompiledModule, CodegenError>> = std::thread::scope(|s| {
         let host = &host;
         let handles: Vec<_> = groups[1..]
             .iter()
@@ -100,6 +100,10 @@ pub fn compile_dumping(
     Ok(CompiledKernels { functions, code: Box::new(code), timings })
 }
 
+/// One module's machine code, its kernels' entry points (in the group's order) and where its
+/// time went.
+type CompiledModule = (LlvmCode, Vec<crate::KernelFn>, Timings);
+
 /// `kernels[i]` for each `i` of `group`, in order.
 fn pick<'k>(kernels: &'k [Kernel], group: &[usize]) -> Vec<&'k Kernel> {
     group.iter().map(|&i| &kernels[i]).collect()
@@ -111,7 +115,7 @@ fn compile_module(
     host: &target::TargetCpu,
     kernels: &[&Kernel],
     dump: Option<&Path>,
-) -> Result<(LlvmCode, Vec<crate::KernelFn>, Timings), CodegenError> {
+) -> Result<CompiledModule, CodegenError> {
     let mut timings = Timings::new();
     let context = Box::new(Context::create());
     // SAFETY: the reference outlives every use: `build` drops all it creates from the context

@@ -398,7 +398,7 @@ impl<'m> Emitter<'m> {
 
     /// XLA's start indices of a dynamic slice or update (operands `first..` of `id`), each
     /// clamped so the window of `sizes` fits `dims`, as `I64` index values.
-    fn clamped_starts(
+    pub(super) fn clamped_starts(
         &mut self,
         f: &Frame<'m>,
         id: InstId,

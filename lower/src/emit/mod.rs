@@ -9,6 +9,7 @@
 mod complex;
 mod conv;
 mod dot;
+mod dus_in_place;
 mod elemental;
 mod fft;
 mod gather;
@@ -39,6 +40,7 @@ use tessera_hlo::{ArrayShape, Computation, ElementType, InstId, LayoutMap, Modul
 
 use crate::kernel::{BufId, CmpOp, Const, IndexExpr, Kernel, KernelBuilder, MemType, Op, Tail, ValueId};
 use crate::LowerError;
+pub use dus_in_place::{emit_in_place_kernel, in_place_operand};
 use index::Bounds;
 use nest::Digit;
 pub(crate) use sort::is_topk_custom_call;

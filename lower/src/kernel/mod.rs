@@ -42,6 +42,7 @@ pub mod interp;
 pub mod random;
 /// The text form (`Display` for kernels, statements, ops and index expressions).
 mod text;
+mod traffic;
 /// The verifier of this module's contract.
 pub mod verify;
 

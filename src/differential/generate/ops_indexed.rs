@@ -303,14 +303,25 @@ impl Gen {
     }
 
     /// A counted while loop carrying `(i, x)`: the body negates `x` (or, for integers, adds
-    /// a loop-invariant value) and increments `i` until it reaches a trip count of 0 to 4.
+    /// a loop-invariant value; or, as a scan does, writes `i` into row `i` of `x` with a
+    /// dynamic-update-slice, which updates the loop state in place) and increments `i` until it
+    /// reaches a trip count of 0 to 4.
     pub(super) fn while_loop(&mut self) -> Option<usize> {
         let a = self.pick(|v| v.ty != ElementType::Pred)?;
         let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
         let trips = self.rng.range(0, 4);
         let int = !ty.is_float();
         let step = self.rng.range(if ty.is_unsigned_integral() { 0 } else { -2 }, 2);
-        let facts = if int {
+        let scan = !dims.is_empty() && dims[0] >= 1 && self.rng.chance(0.3);
+        let facts = if scan {
+            // Rows keep their values or become a row index (clamped below the row count).
+            let (lo, hi) = (f.lo.min(0.0), f.hi.max(trips as f64));
+            if int {
+                Facts::exact(lo, hi)
+            } else {
+                Facts { lo, hi, exact: f.exact }
+            }
+        } else if int {
             let (lo, hi) = (f.lo + (step.min(0) * trips) as f64, f.hi + (step.max(0) * trips) as f64);
             let (tlo, thi) = kind(ty).bounds();
             if lo >= tlo && hi <= thi {
@@ -327,7 +338,7 @@ impl Gen {
         // A float body may clamp through a call whose parameters are declared last first, as
         // JAX prints `clip` (an interpreter once matched call operands to declaration order).
         let clip = !int && self.rng.chance(0.5);
-        let key = format!("while_{t}_{}_{trips}_{step}_{int}_{clip}", list(&dims).replace(',', "x"));
+        let key = format!("while_{t}_{}_{trips}_{step}_{int}_{clip}_{scan}", list(&dims).replace(',', "x"));
         let clamp = if clip {
             self.computation(&format!("{key}_clip"), |c| {
                 vec![
@@ -351,7 +362,17 @@ impl Gen {
                 format!("{c}.one = s32[] constant(1)"),
                 format!("{c}.next = s32[] add({c}.i, {c}.one)"),
             ];
-            if int {
+            if scan {
+                let mut row = dims.clone();
+                row[0] = 1;
+                let row = shape_text(ty, &row, "");
+                l.push(format!("{c}.fi = {t}[] convert({c}.i)"));
+                l.push(format!("{c}.u = {row} broadcast({c}.fi), dimensions={{}}"));
+                l.push(format!("{c}.z = s32[] constant(0)"));
+                let starts: Vec<String> =
+                    std::iter::once(format!("{c}.i")).chain((1..dims.len()).map(|_| format!("{c}.z"))).collect();
+                l.push(format!("{c}.y = {x} dynamic-update-slice({c}.x, {c}.u, {})", starts.join(", ")));
+            } else if int {
                 l.push(format!("{c}.k = {t}[] constant({step})"));
                 l.push(format!("{c}.kb = {x} broadcast({c}.k), dimensions={{}}"));
                 l.push(format!("{c}.y = {x} add({c}.x, {c}.kb)"));

@@ -1,0 +1,102 @@
+//! The tiered backend: a program's Cranelift code runs at once while LLVM compiles the same
+//! lowered program on a background thread; once LLVM's code is ready, runs switch to it. Both
+//! tiers compile one `Program` and translate the kernel IR exactly (its accumulation orders
+//! and inline math included), so a run gives the same bits on either tier; only the speed
+//! changes.
+
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use tessera_codegen::CpuTarget;
+use tessera_lower::Program;
+use tessera_runtime::{Executable as RuntimeExecutable, HostFunctions, MemorySpaces, ThreadPool};
+
+use crate::Backend;
+
+/// LLVM's executable of the program, or why it could not be made.
+type Peak = Result<(RuntimeExecutable, Duration), String>;
+
+/// Where the background compile leaves its result.
+#[derive(Default)]
+struct Slot {
+    peak: OnceLock<Peak>,
+    done: Mutex<bool>,
+    finished: Condvar,
+}
+
+pub(crate) struct Tiered {
+    /// Cranelift's executable: what runs until LLVM's is ready.
+    fast: RuntimeExecutable,
+    slot: Arc<Slot>,
+}
+
+/// What the background LLVM compile needs: the client's runtime resources, by value.
+pub(crate) struct PeakJob {
+    pub program: Program,
+    pub cpu: CpuTarget,
+    pub spaces: MemorySpaces,
+    pub pool: Arc<ThreadPool>,
+    pub host: HostFunctions,
+}
+
+impl Tiered {
+    /// Runs `fast` now and starts compiling `job` with LLVM on a thread of its own.
+    pub(crate) fn start(fast: RuntimeExecutable, job: PeakJob) -> Tiered {
+        let slot = Arc::new(Slot::default());
+        let background = slot.clone();
+        // LLVM's executable uses the queues Cranelift's has, so values pushed before the
+        // switch are read after it.
+        let queues = fast.host_queues();
+        let spawned = std::thread::Builder::new().name("tessera-llvm-tier".into()).spawn(move || {
+            let start = Instant::now();
+            let peak = compile_peak(&job).map(|mut exe| {
+                exe.use_host_queues(queues);
+                (exe, start.elapsed())
+            });
+            let _ = background.peak.set(peak);
+            *background.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            background.finished.notify_all();
+        });
+        if let Err(e) = spawned {
+            let _ = slot.peak.set(Err(format!("could not start the LLVM compile thread: {e}")));
+            *slot.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        }
+        Tiered { fast, slot }
+    }
+
+    /// The executable runs use now, and its tier.
+    pub(crate) fn current(&self) -> (&RuntimeExecutable, Backend) {
+        match self.slot.peak.get() {
+            Some(Ok((exe, _))) => (exe, Backend::Llvm),
+            _ => (&self.fast, Backend::Cranelift),
+        }
+    }
+
+    /// Blocks until the background compile has finished; its error if it failed (runs then
+    /// stay on Cranelift's code).
+    pub(crate) fn wait(&self) -> Result<(), String> {
+        let mut done = self.slot.done.lock().unwrap_or_else(|e| e.into_inner());
+        while !*done {
+            done = self.slot.finished.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+        match self.slot.peak.get() {
+            Some(Err(e)) => Err(e.clone()),
+            _ => Ok(()),
+        }
+    }
+
+    /// How long LLVM took (code generation and assembly), once it has finished.
+    pub(crate) fn peak_compile_time(&self) -> Option<Duration> {
+        match self.slot.peak.get() {
+            Some(Ok((_, took))) => Some(*took),
+            _ => None,
+        }
+    }
+}
+
+fn compile_peak(job: &PeakJob) -> Result<RuntimeExecutable, String> {
+    let compiled =
+        tessera_codegen::llvm::compile_dumping(&job.program.kernels, &job.cpu, None).map_err(|e| e.to_string())?;
+    tessera_codegen::assemble_with_host(&job.program, compiled, &job.spaces, job.pool.clone(), &job.host)
+        .map_err(|e| e.to_string())
+}
