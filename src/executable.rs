@@ -205,8 +205,8 @@ impl Executable {
         }
     }
 
-    /// Runs the interpreter with the client's host functions and this executable's queues.
-    /// The interpreter's run (with its host functions and rng seed) on entry arguments.
+    /// Runs the interpreter (with the client's host functions, its rng seed and this
+    /// executable's queues) on entry arguments.
     fn evaluate(&self, args: &[Literal]) -> Result<Literal, Error> {
         let Engine::Interp { module, host, rng_seed } = &self.engine else {
             return Err(RuntimeError::Invalid("only the interpreter evaluates a module".into()).into());

@@ -45,6 +45,15 @@ const MODULES: &[(&str, &str)] = &[
          rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n",
     ),
     (
+        // Attention's probabilities times values, as JAX writes it: batch dimensions that are
+        // not leading, a contracting dimension that is not minor (strided GEMM operands), and
+        // a bf16 result rounded block by block per batch.
+        "bf16_attention_values",
+        "HloModule m\nENTRY e {\n  v = bf16[2,48,4,32]{3,2,1,0} parameter(0)\n  p = bf16[2,4,40,48]{3,2,1,0} parameter(1)\n  \
+         ROOT d = bf16[2,4,32,40]{3,2,1,0} dot(v, p), lhs_batch_dims={0,2}, lhs_contracting_dims={1}, \
+         rhs_batch_dims={0,1}, rhs_contracting_dims={3}\n}\n",
+    ),
+    (
         "bf16_batched_to_f32",
         "HloModule m\nENTRY e {\n  a = bf16[3,40,64]{2,1,0} parameter(0)\n  b = bf16[3,64,48]{2,1,0} parameter(1)\n  \
          ROOT d = f32[3,40,48]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, \

@@ -12,14 +12,20 @@ pub(crate) fn compile_threads() -> usize {
 /// first, each into the lightest group so far), each ascending; one empty group when there are
 /// no kernels.
 pub(crate) fn partition(kernels: &[Kernel], groups: usize) -> Vec<Vec<usize>> {
-    let groups = groups.clamp(1, kernels.len().max(1));
-    let size: Vec<usize> = kernels.iter().map(|k| statements(&k.body)).collect();
-    let mut order: Vec<usize> = (0..kernels.len()).collect();
-    order.sort_by_key(|&i| std::cmp::Reverse(size[i]));
+    let all: Vec<usize> = (0..kernels.len()).collect();
+    partition_of(kernels, &all, groups)
+}
+
+/// [`partition`] of the kernels `subset` names (indices into `kernels`).
+pub(crate) fn partition_of(kernels: &[Kernel], subset: &[usize], groups: usize) -> Vec<Vec<usize>> {
+    let groups = groups.clamp(1, subset.len().max(1));
+    let size = |i: usize| statements(&kernels[i].body);
+    let mut order = subset.to_vec();
+    order.sort_by_key(|&i| std::cmp::Reverse(size(i)));
     let mut out: Vec<(usize, Vec<usize>)> = vec![(0, Vec::new()); groups];
     for i in order {
         let lightest = out.iter_mut().min_by_key(|(total, _)| *total).expect("groups >= 1");
-        lightest.0 += size[i];
+        lightest.0 += size(i);
         lightest.1.push(i);
     }
     let mut out: Vec<Vec<usize>> = out
@@ -34,6 +40,19 @@ pub(crate) fn partition(kernels: &[Kernel], groups: usize) -> Vec<Vec<usize>> {
         out.push(Vec::new());
     }
     out
+}
+
+/// Whether a kernel is scalar work: one grid index and no loop, so a few hundred operations
+/// at most, where optimizing harder buys nothing measurable.
+pub(crate) fn is_scalar(kernel: &Kernel) -> bool {
+    fn loopless(body: &[Stmt]) -> bool {
+        body.iter().all(|s| match s {
+            Stmt::Loop(_) => false,
+            Stmt::If { then_body, else_body, .. } => loopless(then_body) && loopless(else_body),
+            _ => true,
+        })
+    }
+    kernel.grid.extent <= 1 && loopless(&kernel.body)
 }
 
 /// Statements in a body, nested ones included: a kernel's size, as a compile-cost estimate.

@@ -20,6 +20,6 @@ pub use element_type::{ElementType, TypeClass};
 pub use ir::{CompId, Computation, InstId, Instruction, Module, Opcode};
 pub use layout::{Layout, Tile};
 pub use layout_index::{DimOrigin, IndexExpr, LayoutError, LayoutMap, PhysicalDim};
-pub use literal::{Literal, LiteralError, NativeType};
+pub use literal::{HostFn, Literal, LiteralError, NativeType};
 pub use npy::NpyError;
 pub use shape::{ArrayShape, Shape};

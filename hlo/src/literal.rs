@@ -11,6 +11,10 @@ use crate::layout::Layout;
 use crate::layout_index::{LayoutError, LayoutMap};
 use crate::shape::{ArrayShape, Shape};
 
+/// A host function a `custom-call` runs: operands in, result (or a message) out. The
+/// interpreter and the runtime both call such functions, so the type lives with literals.
+pub type HostFn = dyn Fn(&[Literal]) -> Result<Literal, String> + Send + Sync;
+
 #[derive(Clone, Debug)]
 pub struct Literal {
     /// Boxed to keep literals small where the IR embeds them.

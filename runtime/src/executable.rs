@@ -346,7 +346,12 @@ impl Executable {
         let mut fixed = self.constants.0.clone();
         for (i, b) in self.buffers.iter().enumerate() {
             if let BufferRole::Temp { space, offset } = b.role {
-                let arena = arenas.iter_mut().find(|a| a.space == space).expect("every temp's arena exists (new)");
+                let Some(arena) = arenas.iter_mut().find(|a| a.space == space) else {
+                    return Err(RuntimeError::Invalid(format!(
+                        "temp '{}' is in S({space}), which has no arena",
+                        b.name
+                    )));
+                };
                 // SAFETY: `offset + bytes` lies inside the arena (checked in `new`).
                 fixed[i] = unsafe { arena.memory.as_mut_ptr().add(offset as usize) };
             }

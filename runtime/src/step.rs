@@ -5,8 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use tessera_hlo::eval::HostFn;
-use tessera_hlo::Shape;
+use tessera_hlo::{HostFn, Shape};
 
 /// Host functions by custom-call target name: what a client registers and assembly binds
 /// into `HostEntry::CustomCall`.

@@ -49,18 +49,17 @@ impl LlvmCode {
     }
 }
 
-/// JIT-compiles an optimized module: maps every runtime symbol the module still declares to
+/// JIT-compiles an optimized module at code-generation `level`: maps every runtime symbol the module still declares to
 /// its address, then returns the engine and the address of each named function.
 pub fn jit<'ctx>(
     module: &Module<'ctx>,
     names: &[String],
     symbols: &[(&'static str, *const u8)],
+    level: OptimizationLevel,
 ) -> Result<(ExecutionEngine<'ctx>, Vec<KernelFn>), CodegenError> {
     let backend =
         |kernel: &str, message: String| CodegenError::Backend { tier: "llvm", kernel: kernel.to_string(), message };
-    let engine = module
-        .create_jit_execution_engine(OptimizationLevel::Aggressive)
-        .map_err(|e| backend("(module)", format!("MCJIT: {e}")))?;
+    let engine = module.create_jit_execution_engine(level).map_err(|e| backend("(module)", format!("MCJIT: {e}")))?;
     // Looked up after optimization: passes delete declarations that became unused, and a
     // mapping of a deleted function would dangle.
     for (name, address) in symbols {

@@ -23,6 +23,7 @@ use std::path::Path;
 
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
+use inkwell::OptimizationLevel;
 
 use tessera_lower::kernel::Kernel;
 
@@ -56,16 +57,15 @@ pub fn compile_dumping(
         let what = format!("kernel name '{}' is already taken in this compile", k.name);
         return Err(CodegenError::Unsupported { tier: "llvm", kernel: k.name.clone(), what });
     }
-    // A dump is one module's IR and assembly, so it is made from one module.
-    let threads = if dump.is_some() { 1 } else { crate::partition::compile_threads() };
-    let groups = crate::partition::partition(kernels, threads);
+    let groups = module_groups(kernels, dump.is_some());
     let compiled: Vec<Result<CompiledModule, CodegenError>> = std::thread::scope(|s| {
         let host = &host;
         let handles: Vec<_> = groups[1..]
             .iter()
-            .map(|group| s.spawn(move || compile_module(host, &pick(kernels, group), None)))
+            .map(|(effort, group)| s.spawn(move || compile_module(host, &pick(kernels, group), *effort, None)))
             .collect();
-        let mut results = vec![compile_module(host, &pick(kernels, &groups[0]), dump)];
+        let (effort, first) = &groups[0];
+        let mut results = vec![compile_module(host, &pick(kernels, first), *effort, dump)];
         for handle in handles {
             results.push(handle.join().unwrap_or_else(|_| {
                 Err(CodegenError::Backend {
@@ -80,7 +80,7 @@ pub fn compile_dumping(
     let mut functions: Vec<Option<crate::KernelFn>> = vec![None; kernels.len()];
     let mut code = Vec::with_capacity(groups.len());
     let mut slowest = Timings::new();
-    for (group, result) in groups.iter().zip(compiled) {
+    for ((_, group), result) in groups.iter().zip(compiled) {
         let (owner, group_functions, group_timings) = result?;
         for (&k, f) in group.iter().zip(group_functions) {
             functions[k] = Some(f);
@@ -100,6 +100,38 @@ pub fn compile_dumping(
     Ok(CompiledKernels { functions, code: Box::new(code), timings })
 }
 
+/// How hard a module is optimized.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Effort {
+    /// `default<O3>` (without the unroller) and aggressive instruction selection.
+    Full,
+    /// `default<O1>` and cheaper code generation: for scalar kernels (one grid index, no
+    /// loop), such as a loop's counter update or a scalar step of a search, where the O3
+    /// pipeline spent tens of milliseconds (a scalar `sin` with its range reduction: 25 ms
+    /// optimizing, 33 ms in code generation) on code that runs a few hundred instructions.
+    Light,
+}
+
+/// The modules to compile side by side: the kernels that loop, split into one group per core
+/// of similar size, at full effort; the scalar ones together, at light effort. A dump is one
+/// module's IR and assembly, so with one it is one module at full effort.
+fn module_groups(kernels: &[Kernel], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
+    if dumping {
+        return vec![(Effort::Full, (0..kernels.len()).collect())];
+    }
+    let (light, full): (Vec<usize>, Vec<usize>) =
+        (0..kernels.len()).partition(|&i| crate::partition::is_scalar(&kernels[i]));
+    let mut groups: Vec<(Effort, Vec<usize>)> = Vec::new();
+    if !full.is_empty() || light.is_empty() {
+        let threads = crate::partition::compile_threads();
+        groups.extend(crate::partition::partition_of(kernels, &full, threads).into_iter().map(|g| (Effort::Full, g)));
+    }
+    if !light.is_empty() {
+        groups.push((Effort::Light, light));
+    }
+    groups
+}
+
 /// One module's machine code, its kernels' entry points (in the group's order) and where its
 /// time went.
 type CompiledModule = (LlvmCode, Vec<crate::KernelFn>, Timings);
@@ -114,6 +146,7 @@ fn pick<'k>(kernels: &'k [Kernel], group: &[usize]) -> Vec<&'k Kernel> {
 fn compile_module(
     host: &target::TargetCpu,
     kernels: &[&Kernel],
+    effort: Effort,
     dump: Option<&Path>,
 ) -> Result<CompiledModule, CodegenError> {
     let mut timings = Timings::new();
@@ -121,7 +154,7 @@ fn compile_module(
     // SAFETY: the reference outlives every use: `build` drops all it creates from the context
     // except the engine, which `LlvmCode` disposes of before the context.
     let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
-    let (engine, functions) = build(ctx, host, kernels, dump, &mut timings)?;
+    let (engine, functions) = build(ctx, host, kernels, effort, dump, &mut timings)?;
     // SAFETY: `engine` comes from a module of `context`, and `build` returned nothing else
     // made from it.
     let code = unsafe { LlvmCode::new(engine, context) };
@@ -132,6 +165,7 @@ fn build(
     ctx: &'static Context,
     host: &target::TargetCpu,
     kernels: &[&Kernel],
+    effort: Effort,
     dump: Option<&Path>,
     timings: &mut Timings,
 ) -> Result<(inkwell::execution_engine::ExecutionEngine<'static>, Vec<crate::KernelFn>), CodegenError> {
@@ -147,12 +181,17 @@ fn build(
     })?;
     timings.time("llvm: verify", || module.verify()).map_err(|e| backend(format!("invalid IR: {e}")))?;
     dump_ir(&module, dump);
+    let (pipeline, codegen) = match effort {
+        Effort::Full => ("default<O3>", OptimizationLevel::Aggressive),
+        Effort::Light => ("default<O1>", OptimizationLevel::Less),
+    };
     timings
-        .time("llvm: optimize", || module.run_passes("default<O3>", &machine, pass_options()))
-        .map_err(|e| backend(format!("O3 pipeline: {e}")))?;
+        .time("llvm: optimize", || module.run_passes(pipeline, &machine, pass_options()))
+        .map_err(|e| backend(format!("{pipeline} pipeline: {e}")))?;
     dump_optimized(&module, &machine, dump);
     let kernel_names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
-    let (engine, functions) = timings.time("llvm: machine code", || engine::jit(&module, &kernel_names, &symbols))?;
+    let (engine, functions) =
+        timings.time("llvm: machine code", || engine::jit(&module, &kernel_names, &symbols, codegen))?;
     // The module's own clone of the engine goes with it, leaving `engine` the only one.
     drop(module);
     Ok((engine, functions))

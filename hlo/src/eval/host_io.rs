@@ -8,8 +8,7 @@ use crate::shape::Shape;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-/// A host function a `custom-call` runs: operands in, result (or a message) out.
-pub type HostFn = dyn Fn(&[Literal]) -> Result<Literal, String> + Send + Sync;
+pub use crate::literal::HostFn;
 
 /// Host functions by `custom_call_target` name.
 #[derive(Default)]

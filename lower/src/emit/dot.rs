@@ -210,11 +210,9 @@ impl<'m> Emitter<'m> {
             (0..nb).map(|i| (od[i], ls[dd.lhs_batch[i]], rs[dd.rhs_batch[i]], os[i])).filter(|b| b.0 != 1).collect();
         let half_out =
             half.then(|| (out.et, out.buf, out.map.physical_element_count())).filter(|h| types::is_half(h.0));
-        // A half result is computed into f32 scratch and rounded in one pass after the call; a
-        // batch grid would have its indices round (and write) the whole scratch at once.
-        if half_out.is_some() && !batch.is_empty() {
-            return Ok(false);
-        }
+        // A half result is computed into f32 scratch (laid out as the result) and rounded once:
+        // in one pass after the call, or with batches, each batch's block right after its
+        // call, so grid indices never round one another's blocks.
         if batch.iter().any(|b| b.0 == 0) {
             return Ok(true);
         }
@@ -251,12 +249,31 @@ impl<'m> Emitter<'m> {
         if half {
             args.push(A::I64(b_type));
         }
-        args.extend([A::Ptr { buf: cbuf, index: bases.2 }, A::I64(c_rs), A::I64(c_cs)]);
+        args.extend([A::Ptr { buf: cbuf, index: bases.2.clone() }, A::I64(c_rs), A::I64(c_cs)]);
         self.b.call(func, args);
+        if let Some((et, obuf, _)) = half_out.filter(|_| !batch.is_empty()) {
+            let i = self.open_loop(0, m);
+            let j = self.open_loop(0, n);
+            let within = index::add(&index::scale(&index::var(i), c_rs), &index::scale(&index::var(j), c_cs));
+            let at = index::add(&bases.2, &within);
+            let x = self.b.load(cbuf, at.clone());
+            let h = if et == ElementType::BF16 {
+                half::f32_to_bf16(&mut self.b, x)
+            } else {
+                half::f32_to_f16(&mut self.b, x)
+            };
+            self.b.store(obuf, at, h);
+            if c_cs == 1 {
+                self.end_conversion_loop(n);
+            } else {
+                self.b.end_loop();
+            }
+            self.b.end_loop();
+        }
         for _ in 0..opened {
             self.b.end_loop();
         }
-        if let Some((et, obuf, len)) = half_out {
+        if let Some((et, obuf, len)) = half_out.filter(|_| batch.is_empty()) {
             // The f32 product rounds once to the half result, as the looped dot does.
             let v = self.open_loop(0, len);
             let x = self.b.load(cbuf, index::var(v));
