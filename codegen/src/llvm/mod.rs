@@ -4,10 +4,10 @@
 //!
 //! Compile time: a program's kernels are split into one module per available core (balanced by
 //! their size in kernel IR), each optimized and compiled on its own thread in its own LLVM
-//! context. LLVM's loop unroller is off ([`pass_options`]): the kernel IR's vector loops are
-//! already unrolled where it pays (several accumulators), and the unroller tripled the code
-//! (6.2K lines of IR became 18.5K on a GPT-2 training step) and the time to compile it without
-//! a run-time gain we could measure.
+//! context. LLVM's loop unroller only fully unrolls loops with small constant trip counts
+//! (`target::limit_unrolling`): its partial and runtime unrolling tripled the code of the
+//! kernel IR's explicitly vectorized loops (6.2K lines of IR became 18.5K on a GPT-2 training
+//! step) and the time to compile it, without a run-time gain we could measure.
 
 pub(crate) mod aot;
 mod engine;
@@ -103,7 +103,7 @@ pub fn compile_dumping(
 /// How hard a module is optimized.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Effort {
-    /// `default<O3>` (without the unroller) and aggressive instruction selection.
+    /// `default<O3>` and aggressive instruction selection.
     Full,
     /// `default<O1>` and cheaper code generation: for scalar kernels (one grid index, no
     /// loop), such as a loop's counter update or a scalar step of a search, where the O3
@@ -197,11 +197,10 @@ fn build(
     Ok((engine, functions))
 }
 
-/// The `default<O3>` pipeline's tuning: no loop unrolling (see the module documentation).
+/// The optimization pipeline's tuning (the unroller's limits are process-wide options set with
+/// the target: see the module documentation).
 pub(crate) fn pass_options() -> PassBuilderOptions {
-    let options = PassBuilderOptions::create();
-    options.set_loop_unrolling(false);
-    options
+    PassBuilderOptions::create()
 }
 
 /// Writes the module's IR before optimization to `dump/llvm.ll`, or with no folder given and
