@@ -128,6 +128,9 @@ unsafe impl Send for RunState {}
 struct States {
     idle: Vec<RunState>,
     live: usize,
+    /// Runs waiting for a state: a returned state wakes one (a wake-up is a system call, so
+    /// runs nobody waits for skip it).
+    waiting: usize,
 }
 
 /// An executable's infeed and outfeed queues, to share with another executable.
@@ -307,7 +310,7 @@ impl Executable {
             spaces: spaces.clone(),
             constants: ConstantAddresses(constants),
             table_buffers,
-            states: Mutex::new(States { idle: Vec::new(), live: 0 }),
+            states: Mutex::new(States { idle: Vec::new(), live: 0, waiting: 0 }),
             state_returned: Condvar::new(),
             max_states,
             profiling: AtomicBool::new(false),
@@ -384,13 +387,18 @@ impl Executable {
                 drop(states);
                 let state = self.new_state();
                 if state.is_err() {
-                    self.states.lock().unwrap_or_else(|e| e.into_inner()).live -= 1;
+                    let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+                    states.live -= 1;
                     // A waiting run may now build a state of its own.
-                    self.state_returned.notify_one();
+                    if states.waiting > 0 {
+                        self.state_returned.notify_one();
+                    }
                 }
                 return state;
             }
+            states.waiting += 1;
             states = self.state_returned.wait(states).unwrap_or_else(|e| e.into_inner());
+            states.waiting -= 1;
         }
     }
 
@@ -401,8 +409,11 @@ impl Executable {
                 total.absorb(&run);
             }
         }
-        self.states.lock().unwrap_or_else(|e| e.into_inner()).idle.push(state);
-        self.state_returned.notify_one();
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        states.idle.push(state);
+        if states.waiting > 0 {
+            self.state_returned.notify_one();
+        }
     }
 
     pub fn parameter_count(&self) -> usize {
