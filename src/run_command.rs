@@ -62,8 +62,11 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
         println!("{line}");
     }
     if a.profile {
-        // The tiered backend profiles the code it settles on.
-        exe.wait_for_peak_tier().map_err(|e| e.to_string())?;
+        // The tiered backend profiles the code it settles on: LLVM's, or Cranelift's if LLVM
+        // failed (the runs above were correct either way).
+        if let Err(e) = exe.wait_for_peak_tier() {
+            eprintln!("tessera: {e}; profiling Cranelift's code");
+        }
         let runtime = exe.runtime().ok_or("--profile needs a compiled backend")?;
         runtime.set_profiling(true);
         time_runs(&exe, &arg_refs, &mut results, a.time.unwrap_or(1))?;
