@@ -20,8 +20,8 @@ pub trait Pass {
     }
 
     /// For a pass that runs other passes (a group), the time of each member (and of
-    /// verification) over its runs so far; the pipeline then shows those instead of the
-    /// group's total. Empty for ordinary passes.
+    /// verification) in its last run; the pipeline then shows those instead of the group's
+    /// total. Empty for ordinary passes.
     fn timings(&self) -> Timings {
         Timings::new()
     }

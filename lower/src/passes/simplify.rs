@@ -61,6 +61,7 @@ impl Pass for Simplify {
 
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
         self.reports.clear();
+        self.timings = Timings::new();
         let mut changed_any = false;
         for round in 1..=MAX_ROUNDS {
             self.rounds = round;
