@@ -16,12 +16,21 @@ use crate::Backend;
 /// LLVM's executable of the program, or why it could not be made.
 type Peak = Result<(RuntimeExecutable, Duration), String>;
 
-/// Where the background compile leaves its result.
+/// Where the background compile leaves its result. Runs read `peak` without locking; the
+/// result is set under `lock`, so a waiter that found it unset is woken by `finished`.
 #[derive(Default)]
 struct Slot {
     peak: OnceLock<Peak>,
-    done: Mutex<bool>,
+    lock: Mutex<()>,
     finished: Condvar,
+}
+
+impl Slot {
+    fn finish(&self, peak: Peak) {
+        let _held = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = self.peak.set(peak);
+        self.finished.notify_all();
+    }
 }
 
 pub(crate) struct Tiered {
@@ -53,13 +62,10 @@ impl Tiered {
                 exe.use_host_queues(queues);
                 (exe, start.elapsed())
             });
-            let _ = background.peak.set(peak);
-            *background.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            background.finished.notify_all();
+            background.finish(peak);
         });
         if let Err(e) = spawned {
-            let _ = slot.peak.set(Err(format!("could not start the LLVM compile thread: {e}")));
-            *slot.done.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            slot.finish(Err(format!("could not start the LLVM compile thread: {e}")));
         }
         Tiered { fast, slot }
     }
@@ -75,10 +81,11 @@ impl Tiered {
     /// Blocks until the background compile has finished; its error if it failed (runs then
     /// stay on Cranelift's code).
     pub(crate) fn wait(&self) -> Result<(), String> {
-        let mut done = self.slot.done.lock().unwrap_or_else(|e| e.into_inner());
-        while !*done {
-            done = self.slot.finished.wait(done).unwrap_or_else(|e| e.into_inner());
+        let mut held = self.slot.lock.lock().unwrap_or_else(|e| e.into_inner());
+        while self.slot.peak.get().is_none() {
+            held = self.slot.finished.wait(held).unwrap_or_else(|e| e.into_inner());
         }
+        drop(held);
         match self.slot.peak.get() {
             Some(Err(e)) => Err(e.clone()),
             _ => Ok(()),

@@ -3,22 +3,14 @@
 //! one bit for bit, and once the states exist memory must stay flat. Prints the throughput of
 //! 1, 2 and 8 threads (reported, never asserted: the machine is shared).
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tessera::{Backend, Client, CompileOptions, DeviceBuffer, Executable};
 use tessera_hlo::corpus::Case;
 
-fn case_dir(name: &str) -> PathBuf {
-    let shared = match std::env::var_os("TESSERA_SHARED") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-    };
-    let dir = shared.join("corpus").join(name);
-    assert!(dir.is_dir(), "the shared corpus is missing at {} (set TESSERA_SHARED)", dir.display());
-    dir
-}
+mod tier_support;
+use tier_support::corpus_case;
 
 /// Resident memory of this process (Linux), in bytes.
 fn resident_bytes() -> u64 {
@@ -61,7 +53,7 @@ fn hammer(exe: &Executable, args: &[DeviceBuffer], expected: &[Vec<u8>], threads
 
 #[test]
 fn eight_threads_share_one_executable() {
-    let dir = case_dir("model_mlp2");
+    let dir = corpus_case("model_mlp2");
     let case = Case::load(&dir).unwrap();
     let literals = case.arguments().unwrap();
     let text = std::fs::read_to_string(dir.join("module.hlo")).unwrap();

@@ -2,21 +2,12 @@
 //! switch to LLVM's, with the same results bit for bit (both tiers translate one lowered
 //! program exactly) and the same infeed/outfeed queues.
 
-use std::path::PathBuf;
-
 use tessera::{Backend, Client, CompileOptions, DeviceBuffer, Executable};
 use tessera_hlo::corpus::Case;
 use tessera_hlo::Literal;
 
-fn corpus_case(name: &str) -> PathBuf {
-    let shared = match std::env::var_os("TESSERA_SHARED") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
-    };
-    let dir = shared.join("corpus").join(name);
-    assert!(dir.is_dir(), "the shared corpus is missing at {} (set TESSERA_SHARED)", dir.display());
-    dir
-}
+mod tier_support;
+use tier_support::corpus_case;
 
 fn compile(backend: Backend, text: &str) -> Executable {
     Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()).unwrap()

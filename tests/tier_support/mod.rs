@@ -1,9 +1,23 @@
-//! Shared by tier tests that compare float results with the interpreter: seeded arguments and a
-//! comparison within each float type's tolerance.
+//! Shared by tier tests: seeded arguments, a comparison within each float type's tolerance,
+//! and where a corpus case lives.
 
 #![allow(dead_code)]
 
+use std::path::PathBuf;
+
 use tessera_hlo::{ElementType, Literal, Shape};
+
+/// The folder of corpus case `name` in `$TESSERA_SHARED` (default `../shared` beside the
+/// repository); a missing corpus fails the test, never skips it.
+pub fn corpus_case(name: &str) -> PathBuf {
+    let shared = match std::env::var_os("TESSERA_SHARED") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared"),
+    };
+    let dir = shared.join("corpus").join(name);
+    assert!(dir.is_dir(), "the shared corpus is missing at {} (set TESSERA_SHARED)", dir.display());
+    dir
+}
 
 /// splitmix64.
 pub struct Rng(pub u64);

@@ -289,13 +289,7 @@ fn machine_code_in_parallel(
 /// One translated function's machine code (what `JITModule::define_function` does before it
 /// copies the code into the module's memory).
 fn machine_code(isa: &dyn TargetIsa, id: FuncId, ctx: &mut Context) -> std::result::Result<MachineCode, String> {
-    ctx.compile(isa, &mut Default::default()).map_err(|e| match e.inner {
-        cranelift_codegen::CodegenError::Verifier(errors) => format!(
-            "Cranelift rejected the function:\n{}",
-            cranelift_codegen::print_errors::pretty_verifier_error(e.func, None, errors)
-        ),
-        other => other.to_string(),
-    })?;
+    ctx.compile(isa, &mut Default::default()).map_err(|e| rejected(e.func, e.inner))?;
     let compiled = ctx.compiled_code().ok_or("Cranelift returned no code")?;
     let alignment = compiled.buffer.alignment as u64;
     let bytes = compiled.code_buffer().to_vec();
@@ -305,12 +299,18 @@ fn machine_code(isa: &dyn TargetIsa, id: FuncId, ctx: &mut Context) -> std::resu
 
 fn define(module: &mut dyn Module, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {
     module.define_function(id, ctx).map_err(|e| match e {
-        cranelift_module::ModuleError::Compilation(cranelift_codegen::CodegenError::Verifier(errors)) => {
-            format!(
-                "Cranelift rejected the function:\n{}",
-                cranelift_codegen::print_errors::pretty_verifier_error(&ctx.func, None, errors)
-            )
-        }
+        cranelift_module::ModuleError::Compilation(inner) => rejected(&ctx.func, inner),
         other => other.to_string(),
     })
+}
+
+/// Why Cranelift refused `func`: its verifier's errors shown on the function, or the error.
+fn rejected(func: &cranelift_codegen::ir::Function, error: cranelift_codegen::CodegenError) -> String {
+    match error {
+        cranelift_codegen::CodegenError::Verifier(errors) => format!(
+            "Cranelift rejected the function:\n{}",
+            cranelift_codegen::print_errors::pretty_verifier_error(func, None, errors)
+        ),
+        other => other.to_string(),
+    }
 }

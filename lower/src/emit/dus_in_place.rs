@@ -11,7 +11,7 @@
 use tessera_hlo::ir::Payload;
 use tessera_hlo::{ArrayShape, Computation, ElementType, Layout, LayoutMap, Module, Opcode};
 
-use super::{hoist, index, types, Emitter};
+use super::{index, types, Emitter};
 use crate::kernel::{IndexExpr, Kernel};
 use crate::LowerError;
 
@@ -52,13 +52,7 @@ pub fn emit_in_place_kernel(module: &Module, comp: &Computation, name: &str) -> 
     }
     let mut em = Emitter::new(module, comp, name)?;
     em.emit_update_window()?;
-    let grid = em.grid_extent;
-    let mut kernel = em.b.finish();
-    kernel.grid.extent = grid;
-    hoist::hoist(&mut kernel);
-    hoist::share_indices(&mut kernel);
-    hoist::pool_constants(&mut kernel);
-    Ok(kernel)
+    Ok(em.into_kernel())
 }
 
 impl<'m> Emitter<'m> {

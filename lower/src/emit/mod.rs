@@ -56,13 +56,7 @@ pub(crate) use sort::is_topk_custom_call;
 pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Kernel, LowerError> {
     let mut em = Emitter::new(module, comp, name)?;
     em.emit_root()?;
-    let grid = em.grid_extent;
-    let mut kernel = em.b.finish();
-    kernel.grid.extent = grid;
-    hoist::hoist(&mut kernel);
-    hoist::share_indices(&mut kernel);
-    hoist::pool_constants(&mut kernel);
-    Ok(kernel)
+    Ok(em.into_kernel())
 }
 
 /// A buffer the kernel reads or writes, with the layout that places its elements.
@@ -196,6 +190,17 @@ impl<'m> Emitter<'m> {
         let len = map.physical_element_count() * types::slots(map.element_type());
         let buf = b.buffer(name, mem, len, writable);
         Ok(ArrayBuf { buf, et: map.element_type(), map, mem })
+    }
+
+    /// The kernel emitted so far, with its grid and the hoisting every kernel gets.
+    pub(crate) fn into_kernel(self) -> Kernel {
+        let grid = self.grid_extent;
+        let mut kernel = self.b.finish();
+        kernel.grid.extent = grid;
+        hoist::hoist(&mut kernel);
+        hoist::share_indices(&mut kernel);
+        hoist::pool_constants(&mut kernel);
+        kernel
     }
 
     pub(crate) fn fused_frame(&self) -> Frame<'m> {
