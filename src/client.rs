@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tessera_codegen::{CompiledKernels, CpuTarget};
+use tessera_codegen::{CompiledProgram, CpuTarget, Tier};
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::verify::verify;
@@ -202,11 +202,9 @@ impl Client {
                     tessera_lower::dump_program(&program, dir);
                 }
                 let cpu = options.target_cpu.clone().unwrap_or_else(CpuTarget::from_env);
-                let compiled: CompiledKernels = match self.backend {
-                    Backend::Llvm => tessera_codegen::llvm::compile_dumping(&program.kernels, &cpu, dump)?,
-                    _ => tessera_codegen::cranelift::compile_dumping(&program.kernels, &cpu, dump)?,
-                };
-                timings.extend(&compiled.timings);
+                let tier = if self.backend == Backend::Llvm { Tier::Llvm } else { Tier::Cranelift };
+                let compiled = CompiledProgram::compile(tier, &program, &cpu, dump)?;
+                timings.extend(&compiled.kernels.timings);
                 let executable = timings.time("assembly", || {
                     tessera_codegen::assemble_with_host(&program, compiled, &self.spaces, self.pool.clone(), &self.host)
                 })?;

@@ -102,8 +102,7 @@ impl Tiered {
 }
 
 fn compile_peak(job: &PeakJob) -> Result<RuntimeExecutable, String> {
-    let compiled =
-        tessera_codegen::llvm::compile_dumping(&job.program.kernels, &job.cpu, None).map_err(|e| e.to_string())?;
+    let compiled = tessera_codegen::llvm::compile_program(&job.program, &job.cpu, None).map_err(|e| e.to_string())?;
     tessera_codegen::assemble_with_host(&job.program, compiled, &job.spaces, job.pool.clone(), &job.host)
         .map_err(|e| e.to_string())
 }

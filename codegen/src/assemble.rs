@@ -1,28 +1,29 @@
-//! Executable assembly: a buffer-assigned [`Program`] and its [`CompiledKernels`] become a
-//! runtime [`Executable`]. Constants are copied into aligned buffers, each launch gets its
-//! function, grid extent (from `Kernel::grid`) and buffer list, the step tree is translated
-//! (custom-calls bound to the host functions registered for their targets), and the machine
-//! code's owner moves into the executable so it outlives every call.
+//! Executable assembly: a buffer-assigned [`Program`] and its [`CompiledProgram`] become a
+//! runtime [`Executable`]. Constants are copied into aligned buffers, each launch of the plan
+//! gets its function, grid extent (from `Kernel::grid`) and buffer list, host operations are
+//! bound to the host functions registered for their targets, and the machine code's owner
+//! moves into the executable so it outlives every call.
 //!
 //! The program is checked against the kernels on the way (launch arity, buffer sizes against
-//! what each kernel may address), so a lowering bug becomes an error, not a stray access.
+//! what each kernel may address: the plan does it), so a lowering bug becomes an error, not a
+//! stray access.
 
 use std::sync::Arc;
 
 use tessera_lower::kernel::{Kernel, MemType};
-use tessera_lower::{BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
+use tessera_lower::{BufferId, BufferKind, HostOp, HostValue, Launch, Program};
 use tessera_runtime::{
     AlignedBuffer, BufferEntry, BufferRole, Executable, ExecutableParts, HostEntry, HostFunctions, HostValueEntry,
-    LaunchEntry, MemorySpaces, RuntimeError, Selector, StepEntry, ThreadPool,
+    LaunchEntry, MemorySpaces, RuntimeError, ThreadPool,
 };
 
-use crate::CompiledKernels;
+use crate::CompiledProgram;
 
-/// Builds the executable for `program` (after buffer assignment) from its compiled kernels; a
-/// custom-call in it is an error (no host functions: see [`assemble_with_host`]).
+/// Builds the executable for `program` (after buffer assignment) from its compiled kernels and
+/// entry; a custom-call in it is an error (no host functions: see [`assemble_with_host`]).
 pub fn assemble(
     program: &Program,
-    compiled: CompiledKernels,
+    compiled: CompiledProgram,
     spaces: &MemorySpaces,
     pool: Arc<ThreadPool>,
 ) -> Result<Executable, RuntimeError> {
@@ -33,12 +34,13 @@ pub fn assemble(
 /// target has none is an error naming the target.
 pub fn assemble_with_host(
     program: &Program,
-    compiled: CompiledKernels,
+    compiled: CompiledProgram,
     spaces: &MemorySpaces,
     pool: Arc<ThreadPool>,
     host: &HostFunctions,
 ) -> Result<Executable, RuntimeError> {
     let invalid = |m: String| Err(RuntimeError::Invalid(m));
+    let CompiledProgram { kernels: compiled, entry, plan } = compiled;
     if compiled.functions.len() != program.kernels.len() {
         return invalid(format!(
             "{} compiled functions for {} kernels",
@@ -76,108 +78,69 @@ pub fn assemble_with_host(
         }
     }
 
-    let mut translator = Translator { program, compiled: &compiled, host, launches: Vec::new() };
-    let steps = translator.steps(&program.steps)?;
-    let launches = translator.launches;
-    let parts = ExecutableParts { buffers, launches, steps, arenas: program.arenas.clone(), code: compiled.code };
+    let mut launches = Vec::with_capacity(plan.launches.len());
+    for (kernel, args) in &plan.launches {
+        let launch = Launch { kernel: *kernel, args: args.clone() };
+        let k = check_launch(program, &launch).map_err(RuntimeError::Invalid)?;
+        launches.push(LaunchEntry {
+            name: k.name.clone(),
+            function: compiled.functions[*kernel],
+            extent: k.grid.extent,
+            buffers: args.iter().map(|id| id.0 as usize).collect(),
+            traffic: k.traffic_bytes(),
+        });
+    }
+    let hosts = plan.hosts.iter().map(|op| host_op(program, host, op)).collect::<Result<_, _>>()?;
+    let parts = ExecutableParts {
+        buffers,
+        launches,
+        hosts,
+        checks: plan.checks.clone(),
+        entry,
+        arenas: program.arenas.clone(),
+        code: compiled.code,
+    };
     Executable::new(parts, spaces, pool)
 }
 
-/// Translates the step tree, collecting one runtime launch per program launch.
-struct Translator<'a> {
-    program: &'a Program,
-    compiled: &'a CompiledKernels,
-    host: &'a HostFunctions,
-    launches: Vec<LaunchEntry>,
+fn buffer(program: &Program, id: BufferId) -> Result<usize, RuntimeError> {
+    let i = id.0 as usize;
+    if i < program.buffers.len() {
+        Ok(i)
+    } else {
+        Err(RuntimeError::Invalid(format!("a step names buffer {i} of {}", program.buffers.len())))
+    }
 }
 
-impl Translator<'_> {
-    fn steps(&mut self, steps: &[Step]) -> Result<Vec<StepEntry>, RuntimeError> {
-        steps.iter().map(|s| self.step(s)).collect()
-    }
+fn host_value(program: &Program, value: &HostValue) -> Result<HostValueEntry, RuntimeError> {
+    let buffers = value.buffers.iter().map(|&b| buffer(program, b)).collect::<Result<_, _>>()?;
+    Ok(HostValueEntry { shape: value.shape.clone(), buffers })
+}
 
-    fn buffer(&self, id: tessera_lower::BufferId) -> Result<usize, RuntimeError> {
-        let i = id.0 as usize;
-        if i < self.program.buffers.len() {
-            Ok(i)
-        } else {
-            Err(RuntimeError::Invalid(format!("a step names buffer {i} of {}", self.program.buffers.len())))
+/// The runtime's form of a host operation, a custom-call bound to its target's function.
+fn host_op(program: &Program, host: &HostFunctions, op: &HostOp) -> Result<HostEntry, RuntimeError> {
+    Ok(match op {
+        HostOp::CustomCall { name, target, operands, result } => {
+            let Some(function) = host.get(target) else {
+                return Err(RuntimeError::Invalid(format!(
+                    "custom-call '{name}' calls target '{target}', for which no host function is registered"
+                )));
+            };
+            HostEntry::CustomCall {
+                name: name.clone(),
+                target: target.clone(),
+                function: function.clone(),
+                operands: operands.iter().map(|o| host_value(program, o)).collect::<Result<_, _>>()?,
+                result: host_value(program, result)?,
+            }
         }
-    }
-
-    fn step(&mut self, step: &Step) -> Result<StepEntry, RuntimeError> {
-        Ok(match step {
-            Step::Launch(launch) => {
-                let entry = self.launch(launch)?;
-                self.launches.push(entry);
-                StepEntry::Launch(self.launches.len() - 1)
-            }
-            Step::Copy { src, dst } => StepEntry::Copy { src: self.buffer(*src)?, dst: self.buffer(*dst)? },
-            Step::While { cond, pred, body } => {
-                StepEntry::While { cond: self.steps(cond)?, pred: self.buffer(*pred)?, body: self.steps(body)? }
-            }
-            Step::Conditional { selector, branches } => {
-                let i = self.buffer(*selector)?;
-                let kind = match SelectorKind::of(&self.program.buffers[i].shape) {
-                    Some(SelectorKind::Pred) => Selector::Pred,
-                    Some(SelectorKind::S32) => Selector::S32,
-                    None => {
-                        return Err(RuntimeError::Invalid(format!(
-                            "conditional selector '{}' is not a scalar pred or s32",
-                            self.program.buffers[i].name
-                        )))
-                    }
-                };
-                let branches = branches.iter().map(|b| self.steps(b)).collect::<Result<_, _>>()?;
-                StepEntry::Conditional { selector: i, kind, branches }
-            }
-            Step::Host(op) => StepEntry::Host(self.host_op(op)?),
-            Step::Check { value, equals, message } => {
-                StepEntry::Check { value: self.buffer(*value)?, equals: *equals, message: message.clone() }
-            }
-        })
-    }
-
-    fn host_value(&self, value: &HostValue) -> Result<HostValueEntry, RuntimeError> {
-        let buffers = value.buffers.iter().map(|&b| self.buffer(b)).collect::<Result<_, _>>()?;
-        Ok(HostValueEntry { shape: value.shape.clone(), buffers })
-    }
-
-    fn host_op(&self, op: &HostOp) -> Result<HostEntry, RuntimeError> {
-        Ok(match op {
-            HostOp::CustomCall { name, target, operands, result } => {
-                let Some(function) = self.host.get(target) else {
-                    return Err(RuntimeError::Invalid(format!(
-                        "custom-call '{name}' calls target '{target}', for which no host function is registered"
-                    )));
-                };
-                HostEntry::CustomCall {
-                    name: name.clone(),
-                    target: target.clone(),
-                    function: function.clone(),
-                    operands: operands.iter().map(|o| self.host_value(o)).collect::<Result<_, _>>()?,
-                    result: self.host_value(result)?,
-                }
-            }
-            HostOp::Infeed { name, result } => {
-                HostEntry::Infeed { name: name.clone(), result: self.host_value(result)? }
-            }
-            HostOp::Outfeed { name, operand } => {
-                HostEntry::Outfeed { name: name.clone(), operand: self.host_value(operand)? }
-            }
-        })
-    }
-
-    fn launch(&self, launch: &Launch) -> Result<LaunchEntry, RuntimeError> {
-        let kernel = check_launch(self.program, launch).map_err(RuntimeError::Invalid)?;
-        Ok(LaunchEntry {
-            name: kernel.name.clone(),
-            function: self.compiled.functions[launch.kernel],
-            extent: kernel.grid.extent,
-            buffers: launch.args.iter().map(|id| id.0 as usize).collect(),
-            traffic: kernel.traffic_bytes(),
-        })
-    }
+        HostOp::Infeed { name, result } => {
+            HostEntry::Infeed { name: name.clone(), result: host_value(program, result)? }
+        }
+        HostOp::Outfeed { name, operand } => {
+            HostEntry::Outfeed { name: name.clone(), operand: host_value(program, operand)? }
+        }
+    })
 }
 
 /// The kernel a launch runs, once the launch is shown consistent with it: one buffer per
@@ -223,7 +186,7 @@ mod tests {
     use super::*;
     use tessera_hlo::{ArrayShape, ElementType};
     use tessera_lower::kernel::{Grid, Kernel, KernelBuffer, Ty, VarId};
-    use tessera_lower::{assign_buffers, Buffer, BufferId};
+    use tessera_lower::{assign_buffers, Buffer, Step};
 
     /// out[i] = a[i] + b[i] over i32, buffers (a, b, out).
     unsafe extern "C" fn add_i32(buffers: *const *mut u8, lo: i64, hi: i64) {
@@ -285,8 +248,14 @@ mod tests {
         }
     }
 
-    fn compiled(count: usize) -> CompiledKernels {
-        CompiledKernels { functions: vec![add_i32; count], code: Box::new(()), timings: Default::default() }
+    /// `program`'s entry (LLVM's, which calls kernels at any address) over `count` copies of
+    /// `add_i32`; a program the plan refuses is its error.
+    fn compiled(program: &Program, count: usize) -> Result<CompiledProgram, String> {
+        let plan = crate::entry::EntryPlan::new(program)?;
+        let functions = vec![add_i32 as crate::KernelFn; count];
+        let (code, entry) = crate::llvm::entry_calling(&plan, &functions).map_err(|e| e.to_string())?;
+        let kernels = crate::CompiledKernels { functions, code: Box::new(code), timings: Default::default() };
+        Ok(CompiledProgram { kernels, entry, plan })
     }
 
     fn pool() -> Arc<ThreadPool> {
@@ -298,7 +267,7 @@ mod tests {
         for n in [3i64, 50_000] {
             let mut p = program(n);
             assign_buffers(&mut p, &Default::default()).unwrap();
-            let exe = assemble(&p, compiled(1), &MemorySpaces::new(), pool()).unwrap();
+            let exe = assemble(&p, compiled(&p, 1).unwrap(), &MemorySpaces::new(), pool()).unwrap();
             assert_eq!(exe.launches()[0].extent, n);
             let input: Vec<u8> = (0..n as i32).flat_map(|x| x.to_le_bytes()).collect();
             let mut out = vec![0u8; input.len()];
@@ -311,29 +280,29 @@ mod tests {
     #[test]
     fn inconsistent_programs_are_errors() {
         let mut unassigned = program(4);
-        let err = assemble(&unassigned, compiled(1), &MemorySpaces::new(), pool()).err().unwrap();
-        assert!(err.to_string().contains("has no offset"), "{err}");
+        let err = compiled(&unassigned, 1).err().unwrap();
+        assert!(err.contains("has no offset"), "{err}");
         assign_buffers(&mut unassigned, &Default::default()).unwrap();
-        let err = assemble(&unassigned, compiled(2), &MemorySpaces::new(), pool()).err().unwrap();
+        let err = assemble(&unassigned, compiled(&unassigned, 2).unwrap(), &MemorySpaces::new(), pool()).err().unwrap();
         assert!(err.to_string().contains("2 compiled functions for 1 kernels"), "{err}");
 
         let mut too_long = program(4);
         too_long.kernels[0].buffers[1].len = 5;
         assign_buffers(&mut too_long, &Default::default()).unwrap();
-        let err = assemble(&too_long, compiled(1), &MemorySpaces::new(), pool()).err().unwrap();
-        assert!(err.to_string().contains("addresses 5 elements of buffer 'c' (16 bytes)"), "{err}");
+        let err = compiled(&too_long, 1).err().unwrap();
+        assert!(err.contains("addresses 5 elements of buffer 'c' (16 bytes)"), "{err}");
 
         let mut writes_param = program(4);
         launch_mut(&mut writes_param, 1).args = vec![BufferId(2), BufferId(3), BufferId(0)];
         assign_buffers(&mut writes_param, &Default::default()).unwrap();
-        let err = assemble(&writes_param, compiled(1), &MemorySpaces::new(), pool()).err().unwrap();
-        assert!(err.to_string().contains("writes read-only buffer 'p'"), "{err}");
+        let err = compiled(&writes_param, 1).err().unwrap();
+        assert!(err.contains("writes read-only buffer 'p'"), "{err}");
 
         let mut arity = program(4);
         launch_mut(&mut arity, 0).args.pop();
         assign_buffers(&mut arity, &Default::default()).unwrap();
-        let err = assemble(&arity, compiled(1), &MemorySpaces::new(), pool()).err().unwrap();
-        assert!(err.to_string().contains("binds 2 buffers to kernel 'add', which has 3"), "{err}");
+        let err = compiled(&arity, 1).err().unwrap();
+        assert!(err.contains("binds 2 buffers to kernel 'add', which has 3"), "{err}");
     }
 
     #[test]

@@ -3,11 +3,14 @@
 //!
 //! Both tiers take the same `tessera_lower::kernel::Kernel`s and return [`CompiledKernels`]:
 //! one [`KernelFn`] per kernel, plus the owner of the machine code, which must outlive every
-//! call through those pointers (the runtime executable keeps it).
+//! call through those pointers (the runtime executable keeps it). A whole program compiles to
+//! a [`CompiledProgram`]: its kernels plus its entry, the step tree as one native function
+//! (`entry`), which the JIT runs as an object's entry is run.
 
 pub mod aot;
 pub mod assemble;
 pub mod cranelift;
+pub mod entry;
 pub mod llvm;
 mod partition;
 pub mod target;
@@ -18,7 +21,7 @@ use std::time::Duration;
 pub use assemble::{assemble, assemble_with_host};
 pub use target::{CpuTarget, ResolvedTarget};
 pub use tessera_lower::Timings;
-pub use tessera_runtime::KernelFn;
+pub use tessera_runtime::{EntryFn, KernelFn};
 
 /// The code generator that compiles kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -50,6 +53,31 @@ impl CompiledKernels {
     /// Wall time spent in the tier.
     pub fn compile_time(&self) -> Duration {
         self.timings.total()
+    }
+}
+
+/// Machine code for a whole program: its kernels and its entry (the step tree compiled,
+/// calling them: `crate::entry`), with the plan the entry was made from.
+pub struct CompiledProgram {
+    /// The kernels; their `code` owns the entry's machine code too.
+    pub kernels: CompiledKernels,
+    pub entry: EntryFn,
+    pub plan: entry::EntryPlan,
+}
+
+impl CompiledProgram {
+    /// Compiles a buffer-assigned program on `tier` for `cpu`, dumping the tier's code into
+    /// `dump` when given.
+    pub fn compile(
+        tier: Tier,
+        program: &tessera_lower::Program,
+        cpu: &CpuTarget,
+        dump: Option<&std::path::Path>,
+    ) -> Result<CompiledProgram, CodegenError> {
+        match tier {
+            Tier::Cranelift => cranelift::compile_program(program, cpu, dump),
+            Tier::Llvm => llvm::compile_program(program, cpu, dump),
+        }
     }
 }
 

@@ -1,15 +1,15 @@
 //! The executable (DESIGN.md section 7): a buffer table (parameters, results, temporaries at
-//! offsets in their memory space's arena, constants), the kernel launches, the step tree that
-//! orders them (with copies, loops, conditionals and host operations), the infeed and outfeed
-//! queues, and the owner of the kernels' machine code.
+//! offsets in their memory space's arena, constants), the program's native entry (its step
+//! tree compiled: see [`crate::entry`]), the kernel launches and host operations that entry
+//! calls back for, the infeed and outfeed queues, and the owner of the machine code.
 //!
 //! Everything that does not depend on the caller's buffers is done once, in
-//! [`Executable::new`]: constants placed, every step checked against the buffer table, and one
-//! run state built. A **run state** is what one run needs for itself: the temp arenas and each
-//! launch's pointer table with the fixed addresses filled in. A run takes an idle state (or
-//! builds one), writes the caller's parameter and result addresses into the slots that name
-//! them, and returns the state when done, so a warmed-up run allocates nothing (host
-//! operations aside: they hand literals to the host). Caller buffers that are not 64-byte
+//! [`Executable::new`]: constants placed, launches and host operations checked against the
+//! buffer table, and one run state built. A **run state** is what one run needs for itself:
+//! the temp arenas and the caller's addresses. A run takes an idle state (or builds one),
+//! writes the caller's parameter and result addresses into it, calls the entry, and returns
+//! the state when done, so a warmed-up run allocates nothing (host operations aside: they
+//! hand literals to the host). Caller buffers that are not 64-byte
 //! aligned (kernels may assume `Program::ALIGNMENT`) go through a staging copy kept per
 //! parameter/result in the state.
 //!
@@ -22,16 +22,17 @@
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::buffer::{is_aligned, AlignedBuffer, ALIGNMENT};
 use tessera_hlo::Literal;
 
+use crate::entry::{EntryFn, HostFailure, RunContext, RunHooks, BAD_DIMENSION_SIZE, HOST_FAILED, OK};
 use crate::error::RuntimeError;
 use crate::gemm::GemmThreads;
 use crate::host_io::{leaf_shapes, read_value, write_value, HostQueues};
 use crate::memory_space::{Arena, MemorySpaces};
-use crate::step::{HostEntry, HostValueEntry, Selector, StepEntry};
+use crate::step::{HostEntry, HostValueEntry};
 use crate::thread_pool::ThreadPool;
 use crate::KernelFn;
 
@@ -74,32 +75,39 @@ pub struct LaunchEntry {
 /// What an executable is made of, before validation.
 pub struct ExecutableParts {
     pub buffers: Vec<BufferEntry>,
+    /// The launches `entry` makes through `tessera_rt_launch_ctx`, by index (and those it
+    /// calls directly, so profiles and counts name them).
     pub launches: Vec<LaunchEntry>,
-    /// What a run does; `StepEntry::Launch(j)` runs `launches[j]`.
-    pub steps: Vec<StepEntry>,
-    /// Arena size in bytes per memory space.
+    /// The host operations `entry` performs through `tessera_rt_host`, by index.
+    pub hosts: Vec<HostEntry>,
+    /// The message of each run-time check, by the index a failing entry reports.
+    pub checks: Vec<String>,
+    /// The program's step tree, compiled.
+    pub entry: EntryFn,
+    /// Arena size in bytes per memory space, in the order the entry's `temps` follow.
     pub arenas: Vec<(i64, u64)>,
-    /// Owns the machine code behind every `LaunchEntry::function`.
+    /// Owns the machine code behind `entry` and every `LaunchEntry::function`.
     pub code: Box<dyn Any + Send + Sync>,
 }
 
-/// Which caller buffer a pointer-table slot takes.
-#[derive(Clone, Copy, Debug)]
-enum Bound {
-    Parameter(usize),
-    Result(usize),
+/// What `tessera_rt_launch_ctx` needs of a launch.
+#[derive(Clone, Copy)]
+pub(crate) struct LaunchRun {
+    pub function: KernelFn,
+    pub extent: i64,
+    /// Bytes the launch moves (its traffic, or the sizes of its buffers): the pool splits
+    /// launches by it.
+    pub work_bytes: u64,
 }
 
-/// What one run owns while it runs: its temps, pointer tables and staging copies.
+/// What one run owns while it runs: its temps, the caller's addresses and staging copies.
 struct RunState {
-    /// Owned memory the pointer tables point into; kept alive, never read directly.
+    /// Owned memory `temps` points into; kept alive, never read directly.
     _arenas: Vec<Arena>,
-    /// Every launch's pointer table, back to back.
-    tables: Vec<*mut u8>,
-    /// Base address of every buffer that does not come from the caller (its temps in this
-    /// state's arenas, the executable's constants); null for caller buffers.
-    fixed: Vec<*mut u8>,
-    /// Caller addresses of this run: parameters then results.
+    /// The base of each arena, in the executable's arena order (the entry's `ctx.temps`).
+    temps: Vec<*mut u8>,
+    /// Caller addresses of this run: parameters then results (the entry's `args` and
+    /// `results`).
     bound: Vec<*mut u8>,
     /// Aligned stand-ins for unaligned caller buffers, parameters then results.
     staging: Vec<Option<AlignedBuffer>>,
@@ -152,26 +160,24 @@ impl Drop for TakenState<'_> {
     }
 }
 
-/// Addresses of the executable's constants (null elsewhere): the start of every state's
-/// `fixed` table.
+/// Addresses of the executable's constant buffers, in buffer order (the entry's
+/// `ctx.constants`).
 struct ConstantAddresses(Vec<*mut u8>);
 // SAFETY: the addresses point into constant buffers the executable owns and never writes
-// after `new`; they are only copied into run states.
+// after `new`; compiled code only reads through them.
 unsafe impl Send for ConstantAddresses {}
 unsafe impl Sync for ConstantAddresses {}
 
 pub struct Executable {
     buffers: Vec<BufferEntry>,
     launches: Vec<LaunchEntry>,
-    steps: Vec<StepEntry>,
+    /// `runs[j]`: what launch `j` runs.
+    runs: Vec<LaunchRun>,
+    hosts: Vec<HostEntry>,
+    checks: Vec<String>,
+    entry: EntryFn,
     /// Shared with another executable of the same program (`share_host_queues`).
     queues: Arc<HostQueues>,
-    /// `table_start[j]`: where launch `j`'s pointer table starts in `RunState::tables`.
-    table_start: Vec<usize>,
-    /// Bytes each launch's buffers span (the thread pool's size heuristic).
-    work_bytes: Vec<u64>,
-    /// Slots of `RunState::tables` that take caller addresses.
-    patches: Vec<(usize, Bound)>,
     /// Table index of parameter `n` / result `n`.
     parameters: Vec<usize>,
     results: Vec<usize>,
@@ -179,8 +185,6 @@ pub struct Executable {
     /// Allocates the arenas of new run states.
     spaces: MemorySpaces,
     constants: ConstantAddresses,
-    /// `table_buffers[slot]`: the buffer pointer-table slot `slot` holds.
-    table_buffers: Vec<usize>,
     states: Mutex<States>,
     /// Signalled when a run returns its state.
     state_returned: Condvar,
@@ -202,7 +206,7 @@ impl Executable {
         spaces: &MemorySpaces,
         pool: Arc<ThreadPool>,
     ) -> Result<Executable, RuntimeError> {
-        let ExecutableParts { mut buffers, launches, steps, arenas, code } = parts;
+        let ExecutableParts { mut buffers, launches, hosts, checks, entry, arenas, code } = parts;
         let invalid = |m: String| Err(RuntimeError::Invalid(m));
 
         let mut parameters = Vec::new();
@@ -237,8 +241,8 @@ impl Executable {
             spaces.check(space, bytes)?;
         }
 
-        let mut constants = vec![std::ptr::null_mut(); buffers.len()];
-        for (i, b) in buffers.iter_mut().enumerate() {
+        let mut constants = Vec::new();
+        for b in buffers.iter_mut() {
             match &mut b.role {
                 BufferRole::Temp { space, offset } => {
                     let Some(&(_, arena_bytes)) = arenas.iter().find(|(s, _)| s == space) else {
@@ -259,38 +263,30 @@ impl Executable {
                     if data.len() as u64 != b.bytes {
                         return invalid(format!("constant '{}' has {} bytes, not {}", b.name, data.len(), b.bytes));
                     }
-                    constants[i] = data.as_mut_ptr();
+                    constants.push(data.as_mut_ptr());
                 }
                 BufferRole::Parameter(_) | BufferRole::Result(_) => {}
             }
         }
 
-        let mut table_buffers = Vec::new();
-        let mut table_start = Vec::with_capacity(launches.len());
-        let mut work_bytes = Vec::with_capacity(launches.len());
-        let mut patches = Vec::new();
+        let mut runs = Vec::with_capacity(launches.len());
         for launch in &launches {
             if launch.extent < 0 {
                 return invalid(format!("launch of '{}' has grid extent {}", launch.name, launch.extent));
             }
-            table_start.push(table_buffers.len());
             let mut bytes = 0u64;
             for &i in &launch.buffers {
                 let Some(b) = buffers.get(i) else {
                     return invalid(format!("launch of '{}' names buffer {i} of {}", launch.name, buffers.len()));
                 };
                 bytes = bytes.saturating_add(b.bytes);
-                match b.role {
-                    BufferRole::Parameter(n) => patches.push((table_buffers.len(), Bound::Parameter(n))),
-                    BufferRole::Result(n) => patches.push((table_buffers.len(), Bound::Result(n))),
-                    _ => {}
-                }
-                table_buffers.push(i);
             }
-            work_bytes.push(launch.traffic.map_or(bytes, |t| t.min(bytes)));
+            let work_bytes = launch.traffic.map_or(bytes, |t| t.min(bytes));
+            runs.push(LaunchRun { function: launch.function, extent: launch.extent, work_bytes });
         }
-
-        check_steps(&steps, &buffers, launches.len())?;
+        for op in &hosts {
+            check_host(op, &buffers)?;
+        }
 
         // A second arena in a space with a capacity would not fit it (buffer assignment sized
         // one arena against it): such executables keep one state.
@@ -299,17 +295,16 @@ impl Executable {
         let exe = Executable {
             buffers,
             launches,
-            steps,
+            runs,
+            hosts,
+            checks,
+            entry,
             queues: Arc::default(),
-            table_start,
-            work_bytes,
-            patches,
             parameters,
             results,
             arenas,
             spaces: spaces.clone(),
             constants: ConstantAddresses(constants),
-            table_buffers,
             states: Mutex::new(States { idle: Vec::new(), live: 0, waiting: 0 }),
             state_returned: Condvar::new(),
             max_states,
@@ -340,31 +335,17 @@ impl Executable {
         self.max_states
     }
 
-    /// A fresh run state: arenas allocated, pointer tables filled with the fixed addresses.
+    /// A fresh run state: arenas allocated.
     fn new_state(&self) -> Result<RunState, RuntimeError> {
         let mut arenas = Vec::with_capacity(self.arenas.len());
         for &(space, bytes) in &self.arenas {
             arenas.push(self.spaces.allocate(space, bytes)?);
         }
-        let mut fixed = self.constants.0.clone();
-        for (i, b) in self.buffers.iter().enumerate() {
-            if let BufferRole::Temp { space, offset } = b.role {
-                let Some(arena) = arenas.iter_mut().find(|a| a.space == space) else {
-                    return Err(RuntimeError::Invalid(format!(
-                        "temp '{}' is in S({space}), which has no arena",
-                        b.name
-                    )));
-                };
-                // SAFETY: `offset + bytes` lies inside the arena (checked in `new`).
-                fixed[i] = unsafe { arena.memory.as_mut_ptr().add(offset as usize) };
-            }
-        }
-        let tables = self.table_buffers.iter().map(|&i| fixed[i]).collect();
+        let temps = arenas.iter_mut().map(|a| a.memory.as_mut_ptr()).collect();
         let callers = self.parameters.len() + self.results.len();
         Ok(RunState {
             _arenas: arenas,
-            tables,
-            fixed,
+            temps,
             bound: vec![std::ptr::null_mut(); callers],
             staging: vec![None; callers],
             profile: None,
@@ -442,8 +423,13 @@ impl Executable {
         &self.launches
     }
 
-    pub fn steps(&self) -> &[StepEntry] {
-        &self.steps
+    /// What launch `j` runs, for `tessera_rt_launch_ctx`.
+    pub(crate) fn launch_entry(&self, j: usize) -> Option<LaunchRun> {
+        self.runs.get(j).copied()
+    }
+
+    pub(crate) fn pool(&self) -> &ThreadPool {
+        &self.pool
     }
 
     /// Queues a literal for the next `infeed` to read (first in, first out). An infeed that
@@ -550,18 +536,38 @@ impl Executable {
                 staged(&mut state.staging[np + n], r.len())?.as_mut_ptr()
             };
         }
-        for &(slot, bound) in &self.patches {
-            state.tables[slot] = match bound {
-                Bound::Parameter(n) => state.bound[n],
-                Bound::Result(n) => state.bound[np + n],
-            };
-        }
 
-        state.launches_run = 0;
         state.profile = self.profiling.load(Ordering::Relaxed).then(|| self.empty_profile());
-        {
+        let mut hooks = RunHooks { exe: self, profile: state.profile.as_mut(), host_failure: None };
+        let mut ctx = RunContext::new(&state.temps, &self.constants.0, &mut hooks);
+        let code = {
             let _gemm = GemmThreads::enter(&self.pool);
-            self.run_steps(&self.steps, state)?;
+            let args = state.bound.as_ptr();
+            // SAFETY: the entry was compiled for this buffer table: `args`/`results` hold
+            // every caller buffer, aligned and of the checked sizes, which the borrows keep
+            // alive; `temps` are this state's arenas, `constants` ours; the hooks outlive the
+            // call.
+            unsafe { (self.entry)(args, args.add(np), &mut ctx) }
+        };
+        state.launches_run = ctx.launches;
+        let failed = ctx.failed;
+        let host_failure = hooks.host_failure.take();
+        match code {
+            OK => {}
+            BAD_DIMENSION_SIZE => {
+                let message = self.checks.get(failed as usize).cloned();
+                return Err(RuntimeError::Check(message.unwrap_or_else(|| format!("run-time check {failed} failed"))));
+            }
+            HOST_FAILED => {
+                return match host_failure {
+                    Some(HostFailure::Error(e)) => Err(e),
+                    Some(HostFailure::Panic(panic)) => std::panic::resume_unwind(panic),
+                    None => {
+                        Err(RuntimeError::Invalid("the entry reported a host failure the runtime did not see".into()))
+                    }
+                }
+            }
+            other => return Err(RuntimeError::Invalid(format!("the entry returned code {other}"))),
         }
 
         for (n, r) in results.iter_mut().enumerate() {
@@ -572,130 +578,78 @@ impl Executable {
         Ok(())
     }
 
-    /// Where buffer `i` is during this run.
-    fn address(&self, state: &RunState, i: usize) -> *mut u8 {
-        match self.buffers[i].role {
-            BufferRole::Parameter(n) => state.bound[n],
-            BufferRole::Result(n) => state.bound[self.parameters.len() + n],
-            _ => state.fixed[i],
-        }
-    }
-
-    /// Buffer `i`'s bytes during this run.
+    /// Host operation `index` on the buffers of `table` (its values' leaves, operands first).
     ///
-    /// SAFETY: the caller holds the run state (so the addresses are this run's, and no other
-    /// run touches the buffers) and holds no mutable view of the same buffer.
-    unsafe fn bytes(&self, state: &RunState, i: usize) -> &[u8] {
-        unsafe { std::slice::from_raw_parts(self.address(state, i), self.buffers[i].bytes as usize) }
-    }
-
-    fn run_steps(&self, steps: &[StepEntry], state: &mut RunState) -> Result<(), RuntimeError> {
-        for step in steps {
-            match step {
-                StepEntry::Launch(j) => {
-                    let launch = &self.launches[*j];
-                    // SAFETY: every table entry points to a live buffer of the size the kernel
-                    // was compiled for: arenas and constants we own (checked in `new`), and
-                    // caller buffers whose sizes were checked by `run` and which its borrows
-                    // keep alive.
-                    state.launches_run += 1;
-                    let start = state.profile.is_some().then(Instant::now);
-                    unsafe {
-                        let table = state.tables.as_ptr().add(self.table_start[*j]);
-                        self.pool.launch(launch.function, table, launch.extent, self.work_bytes[*j]);
-                    }
-                    if let (Some(p), Some(start)) = (state.profile.as_mut(), start) {
-                        add(&mut p.launches[*j], start);
-                    }
-                }
-                &StepEntry::Copy { src, dst } => {
-                    let start = state.profile.is_some().then(Instant::now);
-                    if src != dst {
-                        let (s, d) = (self.address(state, src), self.address(state, dst));
-                        // SAFETY: both buffers have `bytes` bytes (checked in `new`); distinct
-                        // buffers of one run never overlap (buffer assignment keeps buffers
-                        // live together apart, and caller buffers are separate borrows).
-                        unsafe { std::ptr::copy(s, d, self.buffers[dst].bytes as usize) };
-                    }
-                    if let (Some(p), Some(start)) = (state.profile.as_mut(), start) {
-                        add(&mut p.copies, start);
-                    }
-                }
-                StepEntry::While { cond, pred, body } => loop {
-                    self.run_steps(cond, state)?;
-                    // SAFETY: `pred` holds at least one byte (checked in `new`).
-                    if unsafe { *self.address(state, *pred) } == 0 {
-                        break;
-                    }
-                    self.run_steps(body, state)?;
-                },
-                StepEntry::Conditional { selector, kind, branches } => {
-                    // SAFETY: the selector holds a pred byte or an i32 (checked in `new`).
-                    let bytes = unsafe { self.bytes(state, *selector) };
-                    let index = match kind {
-                        Selector::Pred => usize::from(bytes[0] == 0),
-                        Selector::S32 => {
-                            let v = i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-                            usize::try_from(v).ok().filter(|&i| i < branches.len()).unwrap_or(branches.len() - 1)
-                        }
-                    };
-                    self.run_steps(&branches[index], state)?;
-                }
-                StepEntry::Host(op) => {
-                    let start = state.profile.is_some().then(Instant::now);
-                    self.host(op, state)?;
-                    if let (Some(p), Some(start)) = (state.profile.as_mut(), start) {
-                        add(&mut p.host, start);
-                    }
-                }
-                StepEntry::Check { value, equals, message } => {
-                    // SAFETY: the buffer holds an i32 (checked in `new`).
-                    let bytes = unsafe { self.bytes(state, *value) };
-                    if i64::from(i32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])) != *equals {
-                        return Err(RuntimeError::Check(message.clone()));
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn host(&self, op: &HostEntry, state: &mut RunState) -> Result<(), RuntimeError> {
-        let fail = |message: String| RuntimeError::Host { op: op.kind(), name: op.name().to_string(), message };
-        let read = |value: &HostValueEntry| -> Result<Literal, RuntimeError> {
-            // SAFETY: the leaves were checked against the buffer table in `new`; nothing
-            // writes while they are read.
-            let leaves: Vec<&[u8]> = value.buffers.iter().map(|&i| unsafe { self.bytes(state, i) }).collect();
-            read_value(value, &leaves).map_err(fail)
+    /// # Safety
+    /// `table` holds one address per leaf, each of its buffer's size, valid for the call;
+    /// nothing else touches them meanwhile.
+    pub(crate) unsafe fn host_step(&self, index: i64, table: *const *mut u8) -> Result<(), RuntimeError> {
+        let Some(op) = usize::try_from(index).ok().and_then(|i| self.hosts.get(i)) else {
+            return Err(RuntimeError::Invalid(format!("the entry ran host operation {index} of {}", self.hosts.len())));
         };
-        let write = |value: &HostValueEntry, literal: &Literal| -> Result<(), RuntimeError> {
+        let (reads, writes) = op.values();
+        let mut next = 0usize;
+        let mut leaves = |value: &HostValueEntry| -> Vec<(usize, *mut u8)> {
+            let out = value
+                .buffers
+                .iter()
+                .enumerate()
+                // SAFETY: the caller's contract: one table slot per leaf, in order.
+                .map(|(k, &b)| (b, unsafe { *table.add(next + k) }))
+                .collect();
+            next += value.buffers.len();
+            out
+        };
+        let reads: Vec<_> = reads.into_iter().map(|v| (v, leaves(v))).collect();
+        let writes: Vec<_> = writes.into_iter().map(|v| (v, leaves(v))).collect();
+        self.host(op, &reads, &writes)
+    }
+
+    /// `reads` and `writes`: the op's values, each with its leaves' buffers and addresses.
+    fn host(
+        &self,
+        op: &HostEntry,
+        reads: &[(&HostValueEntry, Vec<(usize, *mut u8)>)],
+        writes: &[(&HostValueEntry, Vec<(usize, *mut u8)>)],
+    ) -> Result<(), RuntimeError> {
+        let fail = |message: String| RuntimeError::Host { op: op.kind(), name: op.name().to_string(), message };
+        let read = |(value, leaves): &(&HostValueEntry, Vec<(usize, *mut u8)>)| -> Result<Literal, RuntimeError> {
+            // SAFETY: each leaf's address holds its buffer's bytes (`host_step`'s contract);
+            // nothing writes while they are read.
+            let bytes: Vec<&[u8]> = leaves
+                .iter()
+                .map(|&(b, p)| unsafe { std::slice::from_raw_parts(p as *const u8, self.buffers[b].bytes as usize) })
+                .collect();
+            read_value(value, &bytes).map_err(fail)
+        };
+        let write = |(value, leaves): &(&HostValueEntry, Vec<(usize, *mut u8)>), literal: &Literal| {
             let parts = write_value(value, literal).map_err(|m| fail(format!("the host's value: {m}")))?;
-            for (&i, bytes) in value.buffers.iter().zip(parts) {
-                if bytes.len() as u64 != self.buffers[i].bytes {
-                    return Err(fail(format!("buffer '{}' does not hold the value's layout", self.buffers[i].name)));
+            for (&(b, p), bytes) in leaves.iter().zip(parts) {
+                if bytes.len() as u64 != self.buffers[b].bytes {
+                    return Err(fail(format!("buffer '{}' does not hold the value's layout", self.buffers[b].name)));
                 }
                 // SAFETY: the buffer has exactly `bytes.len()` bytes and is writable (checked
                 // in `new`); the bytes come from a separate allocation.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.address(state, i), bytes.len()) };
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p, bytes.len()) };
             }
             Ok(())
         };
         match op {
-            HostEntry::CustomCall { target, function, operands, result, .. } => {
-                let args = operands.iter().map(read).collect::<Result<Vec<_>, _>>()?;
+            HostEntry::CustomCall { target, function, .. } => {
+                let args = reads.iter().map(read).collect::<Result<Vec<_>, _>>()?;
                 let out =
                     function(&args).map_err(|m| fail(format!("the function registered for '{target}' failed: {m}")))?;
-                write(result, &out)
+                write(&writes[0], &out)
             }
-            HostEntry::Infeed { result, .. } => {
+            HostEntry::Infeed { .. } => {
                 let literal = self
                     .queues
                     .pop_infeed()
                     .ok_or_else(|| fail("nothing is queued (Executable::push_infeed queues values)".into()))?;
-                write(result, &literal)
+                write(&writes[0], &literal)
             }
-            HostEntry::Outfeed { operand, .. } => {
-                let literal = read(operand)?;
+            HostEntry::Outfeed { .. } => {
+                let literal = read(&reads[0])?;
                 self.queues.push_outfeed(literal);
                 Ok(())
             }
@@ -729,11 +683,6 @@ impl Executable {
     }
 }
 
-fn add(slot: &mut (u64, Duration), start: Instant) {
-    slot.0 += 1;
-    slot.1 += start.elapsed();
-}
-
 impl Profile {
     /// Adds another run's counts and times to these.
     fn absorb(&mut self, run: &Profile) {
@@ -748,84 +697,25 @@ impl Profile {
     }
 }
 
-/// Checks every step against the buffer table: indices in range, copies between equal sizes
-/// into writable buffers, predicates and selectors of the right size, host values whose
-/// buffers match their shapes.
-fn check_steps(steps: &[StepEntry], buffers: &[BufferEntry], launches: usize) -> Result<(), RuntimeError> {
+/// Checks a host operation's values against the buffer table: leaves that match their
+/// shapes, written ones writable.
+fn check_host(op: &HostEntry, buffers: &[BufferEntry]) -> Result<(), RuntimeError> {
     let invalid = |m: String| Err(RuntimeError::Invalid(m));
-    let get = |i: usize| {
-        buffers.get(i).ok_or_else(|| RuntimeError::Invalid(format!("a step names buffer {i} of {}", buffers.len())))
-    };
     let read_only = |b: &BufferEntry| matches!(b.role, BufferRole::Parameter(_) | BufferRole::Constant(_));
-    for step in steps {
-        match step {
-            StepEntry::Launch(j) if *j >= launches => return invalid(format!("a step runs launch {j} of {launches}")),
-            StepEntry::Launch(_) => {}
-            &StepEntry::Copy { src, dst } => {
-                let (s, d) = (get(src)?, get(dst)?);
-                if s.bytes != d.bytes || read_only(d) {
-                    return invalid(format!(
-                        "copy '{}' -> '{}': different sizes or a read-only destination",
-                        s.name, d.name
-                    ));
-                }
-            }
-            StepEntry::While { cond, pred, body } => {
-                if get(*pred)?.bytes < 1 {
-                    return invalid(format!("while predicate '{}' is empty", buffers[*pred].name));
-                }
-                check_steps(cond, buffers, launches)?;
-                check_steps(body, buffers, launches)?;
-            }
-            StepEntry::Conditional { selector, kind, branches } => {
-                let need = match kind {
-                    Selector::Pred => 1,
-                    Selector::S32 => 4,
-                };
-                if get(*selector)?.bytes < need || branches.is_empty() {
-                    return invalid(format!(
-                        "conditional on '{}': bad selector or no branches",
-                        buffers[*selector].name
-                    ));
-                }
-                for b in branches {
-                    check_steps(b, buffers, launches)?;
-                }
-            }
-            StepEntry::Check { value, .. } => {
-                if get(*value)?.bytes < 4 {
-                    return invalid(format!("check of '{}': not an s32", buffers[*value].name));
-                }
-            }
-            StepEntry::Host(op) => {
-                let (reads, writes) = op.values();
-                for (value, written) in
-                    reads.into_iter().map(|v| (v, false)).chain(writes.into_iter().map(|v| (v, true)))
-                {
-                    let shapes = leaf_shapes(&value.shape);
-                    if shapes.len() != value.buffers.len() {
-                        return invalid(format!(
-                            "{} '{}': a value's buffers do not match its shape",
-                            op.kind(),
-                            op.name()
-                        ));
-                    }
-                    for (shape, &i) in shapes.into_iter().zip(&value.buffers) {
-                        let b = get(i)?;
-                        let bytes = shape
-                            .as_array()
-                            .and_then(|a| tessera_hlo::LayoutMap::new(a).ok())
-                            .map(|m| m.physical_byte_size());
-                        if bytes.is_none_or(|n| n as u64 != b.bytes) || (written && read_only(b)) {
-                            return invalid(format!(
-                                "{} '{}': buffer '{}' does not fit {shape}",
-                                op.kind(),
-                                op.name(),
-                                b.name
-                            ));
-                        }
-                    }
-                }
+    let (reads, writes) = op.values();
+    for (value, written) in reads.into_iter().map(|v| (v, false)).chain(writes.into_iter().map(|v| (v, true))) {
+        let shapes = leaf_shapes(&value.shape);
+        if shapes.len() != value.buffers.len() {
+            return invalid(format!("{} '{}': a value's buffers do not match its shape", op.kind(), op.name()));
+        }
+        for (shape, &i) in shapes.into_iter().zip(&value.buffers) {
+            let Some(b) = buffers.get(i) else {
+                return invalid(format!("{} '{}' names buffer {i} of {}", op.kind(), op.name(), buffers.len()));
+            };
+            let bytes =
+                shape.as_array().and_then(|a| tessera_hlo::LayoutMap::new(a).ok()).map(|m| m.physical_byte_size());
+            if bytes.is_none_or(|n| n as u64 != b.bytes) || (written && read_only(b)) {
+                return invalid(format!("{} '{}': buffer '{}' does not fit {shape}", op.kind(), op.name(), b.name));
             }
         }
     }
@@ -843,6 +733,32 @@ fn staged(slot: &mut Option<AlignedBuffer>, len: usize) -> Result<&mut AlignedBu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::entry::{tessera_rt_host, tessera_rt_launch_ctx, RunContext};
+
+    /// `two_step`'s program: launch 0 on (p0, c, sum), then launch 1 on (sum, out).
+    unsafe extern "C" fn two_step_entry(args: *const *mut u8, results: *const *mut u8, ctx: *mut RunContext) -> i32 {
+        unsafe {
+            let sum = (*(*ctx).temps).add(64);
+            let first = [*args, *(*ctx).constants, sum];
+            tessera_rt_launch_ctx(ctx, 0, first.as_ptr());
+            let second = [sum, *results];
+            tessera_rt_launch_ctx(ctx, 1, second.as_ptr());
+        }
+        OK
+    }
+
+    /// Runs launch 0 on the buffers it names: parameter 0, then results in order.
+    unsafe extern "C" fn launch_0(args: *const *mut u8, results: *const *mut u8, ctx: *mut RunContext) -> i32 {
+        unsafe {
+            let table = [*args, *args.add(1), *results];
+            tessera_rt_launch_ctx(ctx, 0, table.as_ptr());
+        }
+        OK
+    }
+
+    unsafe extern "C" fn nothing(_args: *const *mut u8, _results: *const *mut u8, _ctx: *mut RunContext) -> i32 {
+        OK
+    }
 
     /// out[i] = a[i] + b[i] (f32), buffers (a, b, out).
     unsafe extern "C" fn add(buffers: *const *mut u8, lo: i64, hi: i64) {
@@ -903,7 +819,9 @@ mod tests {
                     traffic: None,
                 },
             ],
-            steps: StepEntry::in_order(2),
+            hosts: vec![],
+            checks: vec![],
+            entry: two_step_entry,
             arenas: vec![(space, 64 + bytes)],
             code: Box::new(()),
         };
@@ -1060,7 +978,9 @@ mod tests {
                 buffers: launch,
                 traffic: None,
             }],
-            steps: StepEntry::in_order(1),
+            hosts: vec![],
+            checks: vec![],
+            entry: nothing,
             arenas,
             code: Box::new(()),
         };
@@ -1120,7 +1040,9 @@ mod tests {
                     buffers: vec![0, 1, 2],
                     traffic: None,
                 }],
-                steps: StepEntry::in_order(1),
+                hosts: vec![],
+                checks: vec![],
+                entry: launch_0,
                 arenas: vec![],
                 code: Box::new(()),
             };
@@ -1145,40 +1067,79 @@ mod tests {
         unsafe { *(*buffers.add(2)) = u8::from(*(*buffers as *const i32) < *(*buffers.add(1) as *const i32)) }
     }
 
-    /// A counter loop (copy in, while, copy out), then a conditional on an s32 selector
-    /// whose branches copy different constants, and host steps around them.
+    /// What a compiled entry would do with `control_flow`'s buffers: a counter loop (copy
+    /// in, while, copy out), a branch on an s32 selector copying one of two constants, an
+    /// outfeed, optionally a custom-call, and an infeed.
+    unsafe fn control_flow_steps(
+        args: *const *mut u8,
+        results: *const *mut u8,
+        ctx: *mut RunContext,
+        call: bool,
+    ) -> i32 {
+        unsafe {
+            let (start, limit) = (*args, *args.add(1));
+            let temps = *(*ctx).temps;
+            let (s, pred) = (temps, temps.add(64));
+            let (count, branch, fed) = (*results, *results.add(1), *results.add(2));
+            std::ptr::copy(start, s, 4);
+            loop {
+                let lt = [s, limit, pred];
+                tessera_rt_launch_ctx(ctx, 1, lt.as_ptr());
+                if *pred == 0 {
+                    break;
+                }
+                tessera_rt_launch_ctx(ctx, 0, [s].as_ptr());
+            }
+            std::ptr::copy(s, count, 4);
+            let chosen = if *(limit as *const i32) == 0 { 0 } else { 1 };
+            std::ptr::copy(*(*ctx).constants.add(chosen), branch, 4);
+            let mut host = 0;
+            for table in [vec![count], if call { vec![count, branch] } else { vec![] }, vec![fed]] {
+                if table.is_empty() {
+                    continue;
+                }
+                let code = tessera_rt_host(ctx, host, table.as_ptr());
+                if code != OK {
+                    return code;
+                }
+                host += 1;
+            }
+        }
+        OK
+    }
+
+    unsafe extern "C" fn control_flow_plain(
+        args: *const *mut u8,
+        results: *const *mut u8,
+        ctx: *mut RunContext,
+    ) -> i32 {
+        unsafe { control_flow_steps(args, results, ctx, false) }
+    }
+
+    unsafe extern "C" fn control_flow_call(args: *const *mut u8, results: *const *mut u8, ctx: *mut RunContext) -> i32 {
+        unsafe { control_flow_steps(args, results, ctx, true) }
+    }
+
     fn control_flow(host: crate::step::HostFunctions) -> Executable {
-        use crate::step::{HostEntry, HostValueEntry, Selector, StepEntry as S};
+        use crate::step::{HostEntry, HostValueEntry};
         let i32_entry = |name: &str, role| entry(name, 4, role);
         let scalar = |bytes: [u8; 4]| BufferRole::Constant(AlignedBuffer::from_bytes(&bytes).unwrap());
         let s32 = tessera_hlo::Shape::scalar(tessera_hlo::ElementType::S32);
-        let mut steps = vec![
-            S::Copy { src: 0, dst: 2 },
-            S::While { cond: vec![S::Launch(1)], pred: 3, body: vec![S::Launch(0)] },
-            S::Copy { src: 2, dst: 4 },
-            S::Conditional {
-                selector: 1,
-                kind: Selector::S32,
-                branches: vec![vec![S::Copy { src: 6, dst: 5 }], vec![S::Copy { src: 7, dst: 5 }]],
-            },
-            S::Host(HostEntry::Outfeed {
-                name: "out".into(),
-                operand: HostValueEntry { shape: s32.clone(), buffers: vec![4] },
-            }),
-        ];
-        if let Some(f) = host.get("twice") {
-            steps.push(S::Host(HostEntry::CustomCall {
+        let mut hosts = vec![HostEntry::Outfeed {
+            name: "out".into(),
+            operand: HostValueEntry { shape: s32.clone(), buffers: vec![4] },
+        }];
+        let call = host.get("twice").cloned();
+        if let Some(f) = &call {
+            hosts.push(HostEntry::CustomCall {
                 name: "cc".into(),
                 target: "twice".into(),
                 function: f.clone(),
                 operands: vec![HostValueEntry { shape: s32.clone(), buffers: vec![4] }],
                 result: HostValueEntry { shape: s32.clone(), buffers: vec![5] },
-            }));
+            });
         }
-        steps.push(S::Host(HostEntry::Infeed {
-            name: "in".into(),
-            result: HostValueEntry { shape: s32, buffers: vec![8] },
-        }));
+        hosts.push(HostEntry::Infeed { name: "in".into(), result: HostValueEntry { shape: s32, buffers: vec![8] } });
         let parts = ExecutableParts {
             buffers: vec![
                 i32_entry("start", BufferRole::Parameter(0)),
@@ -1195,7 +1156,9 @@ mod tests {
                 LaunchEntry { name: "inc".into(), function: increment, extent: 1, buffers: vec![2], traffic: None },
                 LaunchEntry { name: "lt".into(), function: less, extent: 1, buffers: vec![2, 1, 3], traffic: None },
             ],
-            steps,
+            hosts,
+            checks: vec![],
+            entry: if call.is_some() { control_flow_call } else { control_flow_plain },
             arenas: vec![(0, 128)],
             code: Box::new(()),
         };
@@ -1203,10 +1166,10 @@ mod tests {
     }
 
     #[test]
-    fn steps_loop_branch_copy_and_reach_the_host() {
+    fn entries_launch_and_reach_the_host() {
         let exe = control_flow(Default::default());
         let i32s = |b: &[u8]| i32::from_le_bytes(b.try_into().unwrap());
-        // The selector is `limit`: 0 picks branch 0; 1, out-of-range 3 and 9, and -1 pick the last.
+        // The selector is `limit`: 0 picks branch 0, anything else the last.
         for (start, limit, count, branch) in
             [(0, 5, 5, 200), (7, 3, 7, 200), (-2, 0, 0, 100), (0, 1, 1, 200), (-3, -1, -1, 200)]
         {
@@ -1227,6 +1190,9 @@ mod tests {
             "twice".into(),
             Arc::new(|args: &[tessera_hlo::Literal]| {
                 let v = args[0].to_vec::<i32>().map_err(|e| e.to_string())?[0];
+                if v < 0 {
+                    panic!("twice of a negative count");
+                }
                 Ok(tessera_hlo::Literal::scalar(2 * v))
             }),
         );
@@ -1234,35 +1200,50 @@ mod tests {
         exe.push_infeed(tessera_hlo::Literal::scalar(1i32));
         exe.run(&[&i32::to_le_bytes(0), &i32::to_le_bytes(21)], &mut [&mut c, &mut b, &mut fed]).unwrap();
         assert_eq!(i32s(&b), 42, "the custom-call overwrote the branch's value");
+        // A host function's panic crosses the compiled entry as a panic of `run`, and the run
+        // state comes back for the next run.
+        let panic = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let (mut c, mut b, mut fed) = ([0u8; 4], [0u8; 4], [0u8; 4]);
+            exe.run(&[&i32::to_le_bytes(-5), &i32::to_le_bytes(-9)], &mut [&mut c, &mut b, &mut fed])
+        }));
+        assert!(panic.is_err());
+        exe.push_infeed(tessera_hlo::Literal::scalar(3i32));
+        exe.run(&[&i32::to_le_bytes(0), &i32::to_le_bytes(2)], &mut [&mut c, &mut b, &mut fed]).unwrap();
+        assert_eq!((i32s(&b), i32s(&fed)), (4, 3));
+    }
+
+    /// Fails check 1.
+    unsafe extern "C" fn failing_check(_args: *const *mut u8, _results: *const *mut u8, ctx: *mut RunContext) -> i32 {
+        unsafe { (*ctx).failed = 1 };
+        BAD_DIMENSION_SIZE
     }
 
     #[test]
-    fn malformed_steps_are_rejected() {
-        use crate::step::{Selector, StepEntry as S};
-        let pool = Arc::new(ThreadPool::new(Some(1)).unwrap());
-        let make = |steps: Vec<S>| ExecutableParts {
-            buffers: vec![entry("p", 4, BufferRole::Parameter(0)), entry("r", 8, BufferRole::Result(0))],
+    fn a_failed_check_fails_the_run_with_its_message() {
+        let parts = ExecutableParts {
+            buffers: vec![],
             launches: vec![],
-            steps,
+            hosts: vec![],
+            checks: vec!["first".into(), "size 3 is not 4".into()],
+            entry: failing_check,
             arenas: vec![],
             code: Box::new(()),
         };
-        let cases = [
-            (make(vec![S::Launch(0)]), "runs launch 0 of 0"),
-            (make(vec![S::Copy { src: 1, dst: 0 }]), "different sizes or a read-only destination"),
-            (make(vec![S::Copy { src: 0, dst: 7 }]), "names buffer 7"),
-            (make(vec![S::Conditional { selector: 0, kind: Selector::S32, branches: vec![] }]), "no branches"),
-        ];
-        for (parts, text) in cases {
-            let err = Executable::new(parts, &MemorySpaces::new(), pool.clone()).err().unwrap();
-            assert!(err.to_string().contains(text), "{err}");
-        }
+        let exe = Executable::new(parts, &MemorySpaces::new(), Arc::new(ThreadPool::new(Some(1)).unwrap())).unwrap();
+        assert_eq!(exe.run(&[], &mut []).unwrap_err(), RuntimeError::Check("size 3 is not 4".into()));
     }
 
     #[test]
     fn empty_executable_runs() {
-        let parts =
-            ExecutableParts { buffers: vec![], launches: vec![], steps: vec![], arenas: vec![], code: Box::new(()) };
+        let parts = ExecutableParts {
+            buffers: vec![],
+            launches: vec![],
+            hosts: vec![],
+            checks: vec![],
+            entry: nothing,
+            arenas: vec![],
+            code: Box::new(()),
+        };
         let exe = Executable::new(parts, &MemorySpaces::new(), Arc::new(ThreadPool::new(Some(1)).unwrap())).unwrap();
         exe.run(&[], &mut []).unwrap();
     }

@@ -1,11 +1,13 @@
-//! The runtime: one arena per memory space, buffers, the executable (buffer table plus kernel
-//! launches), the thread pool, and the library that compiled kernels call (math functions,
-//! GEMM and convolution micro-kernels, infeed/outfeed queues, custom-call registry).
+//! The runtime: one arena per memory space, buffers, the executable (buffer table, the
+//! program's compiled entry and the launches and host operations it calls back for), the
+//! thread pool, and the library that compiled kernels call (math functions, GEMM and
+//! convolution micro-kernels, infeed/outfeed queues, custom-call registry).
 
 pub mod abi;
 pub mod aot;
 pub mod buffer;
 pub mod conv;
+pub mod entry;
 pub mod error;
 pub mod executable;
 pub mod fft;
@@ -18,8 +20,9 @@ pub mod thread_pool;
 
 pub use abi::KernelFn;
 pub use buffer::AlignedBuffer;
+pub use entry::{entry_symbols, EntryFn, RunContext};
 pub use error::RuntimeError;
 pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, Profile, SharedQueues};
 pub use memory_space::{MemorySpace, MemorySpaces};
-pub use step::{HostEntry, HostFunctions, HostValueEntry, Selector, StepEntry};
+pub use step::{HostEntry, HostFunctions, HostValueEntry};
 pub use thread_pool::ThreadPool;

@@ -1,6 +1,6 @@
-//! What an executable does, as a tree of steps over its buffer table: kernel launches, byte
-//! copies, while loops, conditionals and host operations. Plain data, checked once when the
-//! executable is built (`Executable::new`), then walked by every run.
+//! The host operations of an executable (custom-calls, infeed, outfeed) over its buffer
+//! table: plain data, checked once when the executable is built (`Executable::new`), performed
+//! when the compiled entry calls `tessera_rt_host`.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -10,54 +10,6 @@ use tessera_hlo::{HostFn, Shape};
 /// Host functions by custom-call target name: what a client registers and assembly binds
 /// into `HostEntry::CustomCall`.
 pub type HostFunctions = BTreeMap<String, Arc<HostFn>>;
-
-/// One step; the steps of a list run in order.
-#[derive(Clone)]
-pub enum StepEntry {
-    /// Runs `ExecutableParts::launches[i]`.
-    Launch(usize),
-    /// Copies buffer `src`'s bytes into buffer `dst` (equal sizes).
-    Copy {
-        src: usize,
-        dst: usize,
-    },
-    /// `cond`, then `body` and `cond` again while the pred byte of buffer `pred` is nonzero.
-    While {
-        cond: Vec<StepEntry>,
-        pred: usize,
-        body: Vec<StepEntry>,
-    },
-    /// Runs the branch that buffer `selector` picks (see [`Selector`]).
-    Conditional {
-        selector: usize,
-        kind: Selector,
-        branches: Vec<Vec<StepEntry>>,
-    },
-    Host(HostEntry),
-    /// Fails the run with `message` unless the little-endian i32 in buffer `value` equals
-    /// `equals`.
-    Check {
-        value: usize,
-        equals: i64,
-        message: String,
-    },
-}
-
-impl StepEntry {
-    /// Launches `0..count` in order: the steps of a program without control flow.
-    pub fn in_order(count: usize) -> Vec<StepEntry> {
-        (0..count).map(StepEntry::Launch).collect()
-    }
-}
-
-/// What a conditional's selector buffer holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Selector {
-    /// One byte: nonzero runs branch 0, zero runs branch 1.
-    Pred,
-    /// A little-endian i32 index; out of range runs the last branch (XLA's semantics).
-    S32,
-}
 
 /// A value the host sees as a literal: its shape (arrays with their layouts) and the buffers
 /// of its array leaves, depth-first.

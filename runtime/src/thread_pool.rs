@@ -15,6 +15,12 @@ use crate::KernelFn;
 /// Smallest share of a launch's bytes worth handing to another thread.
 pub const MIN_CHUNK_BYTES: u64 = 64 * 1024;
 
+/// Whether a launch of `extent` grid indices moving `work_bytes` bytes could run as more than
+/// one chunk on some pool: what a compiled entry asks to call a kernel directly instead.
+pub const fn may_split(extent: i64, work_bytes: u64) -> bool {
+    extent > 1 && work_bytes / MIN_CHUNK_BYTES > 1
+}
+
 /// Runs kernels on a fixed number of threads.
 pub struct ThreadPool {
     /// `None` when running on one thread: launches then run on the caller's thread and no
@@ -153,6 +159,11 @@ mod tests {
 
     #[test]
     fn small_launches_are_not_split() {
+        let many = ThreadPool::new(Some(64)).unwrap();
+        for (extent, work) in [(0, 1 << 30), (1, 1 << 30), (1 << 20, 2 * MIN_CHUNK_BYTES - 1), (2, 2 * MIN_CHUNK_BYTES)]
+        {
+            assert_eq!(many.chunks(extent, work) > 1, may_split(extent, work), "extent {extent}, {work} bytes");
+        }
         let pool = ThreadPool::new(Some(4)).unwrap();
         assert_eq!(pool.chunks(1000, 1000), 1);
         assert_eq!(pool.chunks(1000, MIN_CHUNK_BYTES * 2), 2);

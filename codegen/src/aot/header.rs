@@ -10,7 +10,7 @@ use tessera_hlo::layout_index::LayoutMap;
 use tessera_hlo::{ArrayShape, ElementType};
 use tessera_lower::{BufferId, Program};
 
-use super::plan::{EntryPlan, ERROR_TEXTS};
+use crate::entry::plan::{EntryPlan, ERROR_TEXTS};
 
 /// What the header says about the object besides the program.
 pub struct HeaderInfo<'a> {

@@ -6,7 +6,8 @@
 //! int32_t SYMBOL(const void* const* args, void* const* results, void* temp);
 //! ```
 //!
-//! which walks the program's step tree ([`plan::EntryPlan`]) on caller-owned memory: it
+//! which walks the program's step tree ([`EntryPlan`], emitted by the same code as the JIT's
+//! entry: `crate::entry`) on caller-owned memory: it
 //! checks the pointers, fills each launch's buffer table on its stack and calls the kernel
 //! over its whole grid on the calling thread (or, compiled with [`AotOptions::parallel`],
 //! through `tessera_rt_launch`, which splits the grid across the runtime library's threads). Kernels call libm and, for GEMMs, convolutions
@@ -14,7 +15,6 @@
 //! kernels call none links without that library.
 
 pub mod header;
-pub mod plan;
 
 use std::time::{Duration, Instant};
 
@@ -23,8 +23,8 @@ use tessera_lower::Program;
 
 use crate::{CodegenError, CpuTarget, Tier};
 
+pub use crate::entry::plan::{Addr, EntryPlan, EntryStep};
 pub use header::is_c_identifier;
-pub use plan::{Addr, EntryPlan, EntryStep};
 
 /// What to compile an object for.
 #[derive(Clone, Debug)]
@@ -87,11 +87,11 @@ pub fn compile(program: &Program, options: &AotOptions) -> Result<AotArtifacts, 
         });
     }
     let target = options.cpu.resolve_for_object(tier, options.triple.as_deref())?;
-    let plan = EntryPlan::new(program).map_err(|message| CodegenError::Unsupported {
-        tier,
-        kernel: options.symbol.clone(),
-        what: message,
-    })?;
+    let unsupported = |what: String| CodegenError::Unsupported { tier, kernel: options.symbol.clone(), what };
+    let plan = EntryPlan::new(program).map_err(unsupported)?;
+    if let Some(op) = plan.hosts.first() {
+        return Err(unsupported(crate::entry::plan::host_refusal(op)));
+    }
     let object = match options.tier {
         Tier::Llvm => crate::llvm::aot::object(program, &plan, &target, options)?,
         Tier::Cranelift => crate::cranelift::aot::object(program, &plan, &target, options)?,

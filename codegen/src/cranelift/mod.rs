@@ -6,6 +6,7 @@
 //! loads and stores, and `vector` turns eligible innermost loops into 128-bit vector loops.
 
 pub(crate) mod aot;
+pub(crate) mod entry;
 mod function;
 mod index;
 mod memory;
@@ -20,8 +21,11 @@ use cranelift_frontend::FunctionBuilderContext;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Module, ModuleReloc};
 use tessera_lower::kernel::Kernel;
+use tessera_lower::Program;
+use tessera_runtime::EntryFn;
 
-use crate::{CodegenError, CompiledKernels, CpuTarget, KernelFn, ResolvedTarget, Timings};
+use crate::entry::{EntryAbi, EntryPlan};
+use crate::{CodegenError, CompiledKernels, CompiledProgram, CpuTarget, KernelFn, ResolvedTarget, Timings};
 
 pub(crate) const TIER: &str = "cranelift";
 
@@ -127,7 +131,7 @@ fn host_module(cpu: &ResolvedTarget) -> std::result::Result<JITModule, CodegenEr
     // them, which it does only when the ISA reports them.
     let isa = isa_builder(cpu)?.finish(settings::Flags::new(flags)).map_err(|e| target(e.to_string()))?;
     let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for (name, address) in tessera_runtime::abi::symbols() {
+    for (name, address) in tessera_runtime::abi::symbols().into_iter().chain(tessera_runtime::entry_symbols()) {
         builder.symbol(name, address);
     }
     Ok(JITModule::new(builder))
@@ -162,6 +166,37 @@ pub fn compile_dumping(
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
 ) -> std::result::Result<CompiledKernels, CodegenError> {
+    Ok(compile_module(kernels, None, cpu, dump)?.0)
+}
+
+/// Compiles a buffer-assigned program: its kernels and its entry (the step tree as one
+/// function, `crate::entry`), for the CPU `cpu`, dumping as [`compile_dumping`] does.
+pub fn compile_program(
+    program: &Program,
+    cpu: &CpuTarget,
+    dump: Option<&std::path::Path>,
+) -> std::result::Result<CompiledProgram, CodegenError> {
+    let plan = EntryPlan::new(program).map_err(|message| CodegenError::Backend {
+        tier: TIER,
+        kernel: "(entry)".into(),
+        message,
+    })?;
+    let (kernels, entry) = compile_module(&program.kernels, Some(&plan), cpu, dump)?;
+    let entry = entry.ok_or_else(|| CodegenError::Backend {
+        tier: TIER,
+        kernel: "(entry)".into(),
+        message: "no entry was compiled".into(),
+    })?;
+    Ok(CompiledProgram { kernels, entry, plan })
+}
+
+/// The kernels and, given a plan, the JIT entry that runs it, in one JIT module.
+fn compile_module(
+    kernels: &[Kernel],
+    plan: Option<&EntryPlan>,
+    cpu: &CpuTarget,
+    dump: Option<&std::path::Path>,
+) -> std::result::Result<(CompiledKernels, Option<EntryFn>), CodegenError> {
     let mut timings = Timings::new();
     let mut module = timings.time("cranelift: module setup", || host_module(&cpu.resolve(TIER)?))?;
     if module.target_config().pointer_type() != types::I64 {
@@ -191,19 +226,36 @@ pub fn compile_dumping(
         ctx.set_disasm(dump_path.is_some());
         translated.push((id, ctx));
     }
-    let groups = crate::partition::partition(kernels, crate::partition::compile_threads());
+    let mut groups = crate::partition::partition(kernels, crate::partition::compile_threads());
+    if let Some(plan) = plan {
+        let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: "(entry)".into(), message };
+        let kernel_ids: Vec<FuncId> = translated.iter().map(|(id, _)| *id).collect();
+        let mut ctx = module.make_context();
+        timings
+            .time("cranelift: translate entry", || {
+                let runtime = entry::declare_runtime(&mut module, EntryAbi::Jit, Vec::new())?;
+                entry::translate(plan, &mut module, &kernel_ids, &runtime, &mut ctx, &mut builder_ctx)
+            })
+            .map_err(backend)?;
+        let id = module.declare_anonymous_function(&ctx.func.signature).map_err(|e| backend(e.to_string()))?;
+        ctx.set_disasm(dump_path.is_some());
+        // The entry compiles beside the kernels, on a thread of its own.
+        groups.push(vec![translated.len()]);
+        translated.push((id, ctx));
+    }
     let machine_code =
         timings.time("cranelift: machine code", || machine_code_in_parallel(module.isa(), &mut translated, &groups));
     let mut listing = String::new();
-    for ((kernel, (id, ctx)), code) in kernels.iter().zip(&translated).zip(machine_code) {
-        let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
+    let names = kernels.iter().map(|k| format!("kernel {}", k.name)).chain(["entry".to_string()]);
+    for ((name, (id, ctx)), code) in names.zip(&translated).zip(machine_code) {
+        let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: name.clone(), message };
         let code = code.map_err(backend)?;
         module
             .define_function_bytes(*id, code.alignment, &code.bytes, &code.relocs)
             .map_err(|e| backend(e.to_string()))?;
         if dump_path.is_some() {
             let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
-            listing.push_str(&format!("; kernel {}\n{}\n; machine code\n{asm}\n", kernel.name, ctx.func.display()));
+            listing.push_str(&format!("; {name}\n{}\n; machine code\n{asm}\n", ctx.func.display()));
         }
     }
     if let Some(path) = dump_path {
@@ -218,16 +270,21 @@ pub fn compile_dumping(
             message: format!("finalizing the module: {e}"),
         })
     })?;
-    let ids: Vec<FuncId> = translated.iter().map(|(id, _)| *id).collect();
-    let functions = ids
+    let functions = translated[..kernels.len()]
         .iter()
-        .map(|&id| {
+        .map(|&(id, _)| {
             let code = module.get_finalized_function(id);
             // SAFETY: the function was built with `kernel_signature`, which is `KernelFn`'s ABI.
             unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
         })
         .collect();
-    Ok(CompiledKernels { functions, code: Box::new(JitCode { module: Some(module) }), timings })
+    let entry = translated.get(kernels.len()).map(|&(id, _)| {
+        let code = module.get_finalized_function(id);
+        // SAFETY: the entry was built with `entry::entry_signature`, which is `EntryFn`'s ABI.
+        unsafe { std::mem::transmute::<*const u8, EntryFn>(code) }
+    });
+    let compiled = CompiledKernels { functions, code: Box::new(JitCode { module: Some(module) }), timings };
+    Ok((compiled, entry))
 }
 
 /// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for

@@ -54,7 +54,7 @@ impl LlvmCode {
 pub fn jit<'ctx>(
     module: &Module<'ctx>,
     names: &[String],
-    symbols: &[(&'static str, *const u8)],
+    symbols: &[(&str, *const u8)],
     level: OptimizationLevel,
 ) -> Result<(ExecutionEngine<'ctx>, Vec<KernelFn>), CodegenError> {
     let backend =

@@ -11,6 +11,7 @@
 
 pub(crate) mod aot;
 mod engine;
+pub(crate) mod entry;
 mod function;
 mod index;
 mod memory;
@@ -25,11 +26,16 @@ use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
 use inkwell::OptimizationLevel;
 
+use inkwell::module::Linkage;
+use inkwell::AddressSpace;
 use tessera_lower::kernel::Kernel;
+use tessera_lower::Program;
+use tessera_runtime::EntryFn;
 
 pub use engine::LlvmCode;
 
-use crate::{CodegenError, CompiledKernels, CpuTarget, Timings};
+use crate::entry::{EntryAbi, EntryPlan};
+use crate::{CodegenError, CompiledKernels, CompiledProgram, CpuTarget, Timings};
 
 /// Compiles `kernels` into one module for the CPU of [`CpuTarget::from_env`] (the host unless
 /// `TESSERA_CPU` names another); `functions[i]` of the result runs `kernels[i]`.
@@ -98,6 +104,87 @@ pub fn compile_dumping(
         message: "a kernel was compiled by no module".into(),
     })?;
     Ok(CompiledKernels { functions, code: Box::new(code), timings })
+}
+
+/// Compiles a buffer-assigned program: its kernels (as [`compile_dumping`] does) and its entry
+/// (the step tree as one function, `crate::entry`), in a module of its own that calls the
+/// kernels at their addresses.
+pub fn compile_program(
+    program: &Program,
+    cpu: &CpuTarget,
+    dump: Option<&Path>,
+) -> Result<CompiledProgram, CodegenError> {
+    let entry_error = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
+    let plan = EntryPlan::new(program).map_err(entry_error)?;
+    let mut kernels = compile_dumping(&program.kernels, cpu, dump)?;
+    let host = target::target_cpu(&cpu.resolve("llvm")?)?;
+    let mut timings = Timings::new();
+    let (code, entry) = timings.time("llvm: entry", || compile_entry(&host, &plan, &kernels.functions, dump))?;
+    kernels.timings.extend(&timings);
+    // The entry's code goes first: it calls into the kernels' code, so it is freed before them.
+    let kernel_code = std::mem::replace(&mut kernels.code, Box::new(()));
+    kernels.code = Box::new((code, kernel_code));
+    Ok(CompiledProgram { kernels, entry, plan })
+}
+
+/// The JIT entry of `plan` calling `functions[k]` for kernel `k`, for the host CPU (tests
+/// assemble programs over hand-written kernels with it).
+#[cfg(test)]
+pub(crate) fn entry_calling(
+    plan: &EntryPlan,
+    functions: &[crate::KernelFn],
+) -> Result<(LlvmCode, EntryFn), CodegenError> {
+    let host = target::target_cpu(&CpuTarget::from_env().resolve("llvm")?)?;
+    compile_entry(&host, plan, functions, None)
+}
+
+/// The entry of `plan` in a module of its own, calling `functions[k]` for kernel `k`, at light
+/// effort (it is a sequence of calls and branches).
+fn compile_entry(
+    host: &target::TargetCpu,
+    plan: &EntryPlan,
+    functions: &[crate::KernelFn],
+    dump: Option<&Path>,
+) -> Result<(LlvmCode, EntryFn), CodegenError> {
+    let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
+    let context = Box::new(Context::create());
+    // SAFETY: as in `compile_module`: everything made from the context but the engine is
+    // dropped before it, and `LlvmCode` disposes of the engine first.
+    let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
+    let machine = host.machine()?;
+    let module = ctx.create_module("tessera_entry");
+    module.set_triple(&machine.get_triple());
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let kernel_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    // Named apart from every runtime symbol, mapped to the compiled kernels below.
+    let kernel_names: Vec<String> = (0..functions.len()).map(|k| format!("tessera.kernel.{k}")).collect();
+    let kernels: Vec<_> =
+        kernel_names.iter().map(|name| module.add_function(name, kernel_type, Some(Linkage::External))).collect();
+    let runtime = entry::declare_runtime(ctx, &module, EntryAbi::Jit, Vec::new());
+    entry::translate(ctx, &module, host, "tessera_entry", Linkage::External, plan, &kernels, &runtime)
+        .map_err(backend)?;
+    module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
+    if let Some(dir) = dump {
+        let path = dir.join("llvm-entry.ll");
+        if let Err(e) = module.print_to_file(&path) {
+            eprintln!("tessera: dump {}: {e}", path.display());
+        }
+    }
+    module
+        .run_passes("default<O1>", &machine, pass_options())
+        .map_err(|e| backend(format!("default<O1> pipeline: {e}")))?;
+    let mut symbols: Vec<(&str, *const u8)> = tessera_runtime::entry_symbols();
+    symbols.extend(kernel_names.iter().zip(functions).map(|(name, &f)| (name.as_str(), f as *const u8)));
+    let (engine, found) = engine::jit(&module, &["tessera_entry".to_string()], &symbols, OptimizationLevel::Less)?;
+    drop(module);
+    // SAFETY: the engine comes from a module of `context`, and nothing else made from it lives.
+    let code = unsafe { LlvmCode::new(engine, context) };
+    // SAFETY: `tessera_entry` was built with the signature `EntryFn` describes
+    // (`i32(ptr, ptr, ptr)`, C calling convention); `jit` typed it as a kernel only to find it.
+    let entry = unsafe { std::mem::transmute::<crate::KernelFn, EntryFn>(found[0]) };
+    Ok((code, entry))
 }
 
 /// How hard a module is optimized.
