@@ -5,7 +5,7 @@ use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, Signature, StackSlotData};
 use cranelift_codegen::ir::{StackSlotKind, Value};
 use cranelift_codegen::Context;
-use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
 use cranelift_module::{DataId, FuncId, Linkage, Module};
 use tessera_lower::{Program, SelectorKind};
 use tessera_runtime::entry::offsets;
@@ -86,6 +86,8 @@ pub(crate) fn translate(
         constants: None,
         run: None,
         table: None,
+        profiled: false,
+        counted: None,
     };
     e.emit(plan)?;
     let config = e.module.target_config();
@@ -113,6 +115,11 @@ struct Entry<'a, 'f> {
     /// The stack slot every launch's and host operation's buffer table is built in (they run
     /// one after another).
     table: Option<cranelift_codegen::ir::StackSlot>,
+    /// Whether the steps being emitted are the JIT entry's profiled copy (every launch and
+    /// copy through the runtime, which times them).
+    profiled: bool,
+    /// The direct launches the fast copy has made, added to `ctx.launches` when it returns.
+    counted: Option<Variable>,
 }
 
 fn trusted() -> MemFlagsData {
@@ -147,6 +154,25 @@ impl Entry<'_, '_> {
                 if !plan.constants.is_empty() {
                     self.constants = Some(self.b.ins().load(types::I64, trusted(), third, offsets::CONSTANTS));
                 }
+                // Profiling is fixed for a run, so the step tree is emitted twice and chosen
+                // once: the fast copy has no runtime call or check a launch does not need.
+                let profiling = self.b.ins().load(types::I64, trusted(), third, offsets::PROFILING);
+                let (profiled, fast) = (self.b.create_block(), self.b.create_block());
+                self.b.ins().brif(profiling, profiled, &[], fast, &[]);
+                self.b.switch_to_block(profiled);
+                self.profiled = true;
+                self.steps(&plan.steps)?;
+                self.return_code(plan::OK);
+                self.b.switch_to_block(fast);
+                self.profiled = false;
+                let counted = self.b.declare_var(types::I64);
+                let zero = self.b.ins().iconst(types::I64, 0);
+                self.b.def_var(counted, zero);
+                self.counted = Some(counted);
+                self.steps(&plan.steps)?;
+                self.return_code(plan::OK);
+                self.b.seal_all_blocks();
+                return Ok(());
             }
             Runtime::Object { .. } => {
                 // Every pointer is checked before anything runs: a bad one returns its code.
@@ -163,10 +189,25 @@ impl Entry<'_, '_> {
             }
         }
         self.steps(&plan.steps)?;
-        let zero = self.b.ins().iconst(types::I32, i64::from(plan::OK));
-        self.b.ins().return_(&[zero]);
+        self.return_code(plan::OK);
         self.b.seal_all_blocks();
         Ok(())
+    }
+
+    /// Returns `code`, first adding the fast copy's direct launches to `ctx.launches`.
+    fn return_code(&mut self, code: i32) {
+        let c = self.b.ins().iconst(types::I32, i64::from(code));
+        self.return_value(c);
+    }
+
+    fn return_value(&mut self, code: Value) {
+        if let (Some(counted), Some(run), false) = (self.counted, self.run, self.profiled) {
+            let n = self.b.use_var(counted);
+            let total = self.b.ins().load(types::I64, trusted(), run, offsets::LAUNCHES);
+            let total = self.b.ins().iadd(total, n);
+            self.b.ins().store(trusted(), total, run, offsets::LAUNCHES);
+        }
+        self.b.ins().return_(&[code]);
     }
 
     /// Loads `count` pointers from the array at `array`, each checked.
@@ -240,32 +281,12 @@ impl Entry<'_, '_> {
         })
     }
 
-    /// Runs `then` when the run is being profiled, else `otherwise` (JIT entries).
-    fn when_profiling(
-        &mut self,
-        run: Value,
-        then: impl FnOnce(&mut Self) -> Result<(), String>,
-        otherwise: impl FnOnce(&mut Self) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let profiling = self.b.ins().load(types::I64, trusted(), run, offsets::PROFILING);
-        let (slow, fast, join) = (self.b.create_block(), self.b.create_block(), self.b.create_block());
-        self.b.ins().brif(profiling, slow, &[], fast, &[]);
-        self.b.switch_to_block(slow);
-        then(self)?;
-        self.b.ins().jump(join, &[]);
-        self.b.switch_to_block(fast);
-        otherwise(self)?;
-        self.b.ins().jump(join, &[]);
-        self.b.switch_to_block(join);
-        Ok(())
-    }
-
     /// Returns `code` from the entry when `cond` is nonzero.
     fn return_if(&mut self, cond: Value, code: Value) {
         let (fail, ok) = (self.b.create_block(), self.b.create_block());
         self.b.ins().brif(cond, fail, &[], ok, &[]);
         self.b.switch_to_block(fail);
-        self.b.ins().return_(&[code]);
+        self.return_value(code);
         self.b.switch_to_block(ok);
     }
 
@@ -284,24 +305,18 @@ impl Entry<'_, '_> {
                 match *self.runtime {
                     Runtime::Jit { launch: through_runtime, .. } => {
                         let run = self.run.ok_or("no run context")?;
-                        let via_runtime = |e: &mut Self| {
-                            let callee = e.module.declare_func_in_func(through_runtime, e.b.func);
-                            let j = e.b.ins().iconst(types::I64, launch);
-                            e.b.ins().call(callee, &[run, j, table]);
-                            Ok(())
-                        };
-                        if may_split(*extent, *work_bytes) {
-                            via_runtime(self)?;
+                        if self.profiled || may_split(*extent, *work_bytes) {
+                            let callee = self.module.declare_func_in_func(through_runtime, self.b.func);
+                            let j = self.b.ins().iconst(types::I64, launch);
+                            self.b.ins().call(callee, &[run, j, table]);
                         } else {
                             // Too small for threads: called here, counted here.
-                            self.when_profiling(run, via_runtime, |e| {
-                                let n = e.b.ins().load(types::I64, trusted(), run, offsets::LAUNCHES);
-                                let n = e.b.ins().iadd_imm_s(n, 1);
-                                e.b.ins().store(trusted(), n, run, offsets::LAUNCHES);
-                                let lo = e.b.ins().iconst(types::I64, 0);
-                                e.b.ins().call(f, &[table, lo, hi]);
-                                Ok(())
-                            })?;
+                            let counted = self.counted.ok_or("no launch counter")?;
+                            let n = self.b.use_var(counted);
+                            let n = self.b.ins().iadd_imm_s(n, 1);
+                            self.b.def_var(counted, n);
+                            let lo = self.b.ins().iconst(types::I64, 0);
+                            self.b.ins().call(f, &[table, lo, hi]);
                         }
                     }
                     Runtime::Object { launcher: Some(launcher), .. } => {
@@ -322,22 +337,16 @@ impl Entry<'_, '_> {
                 }
                 let (s, d) = (self.addr(*src)?, self.addr(*dst)?);
                 let n = self.b.ins().iconst(types::I64, i64::try_from(*bytes).map_err(|_| "copy size overflows")?);
-                let memcpy = |e: &mut Self| {
-                    let config = e.module.target_config();
-                    e.b.call_memcpy(config, d, s, n);
-                    Ok(())
-                };
                 match *self.runtime {
-                    Runtime::Jit { copy, .. } => {
+                    Runtime::Jit { copy, .. } if self.profiled => {
                         let run = self.run.ok_or("no run context")?;
-                        let timed = |e: &mut Self| {
-                            let callee = e.module.declare_func_in_func(copy, e.b.func);
-                            e.b.ins().call(callee, &[run, d, s, n]);
-                            Ok(())
-                        };
-                        self.when_profiling(run, timed, memcpy)?;
+                        let callee = self.module.declare_func_in_func(copy, self.b.func);
+                        self.b.ins().call(callee, &[run, d, s, n]);
                     }
-                    Runtime::Object { .. } => memcpy(self)?,
+                    _ => {
+                        let config = self.module.target_config();
+                        self.b.call_memcpy(config, d, s, n);
+                    }
                 }
             }
             EntryStep::Check { check, value, equals } => {
@@ -351,8 +360,7 @@ impl Entry<'_, '_> {
                     let index = self.b.ins().iconst(types::I64, i64::try_from(*check).map_err(|_| "too many checks")?);
                     self.b.ins().store(trusted(), index, run, offsets::FAILED);
                 }
-                let c = self.b.ins().iconst(types::I32, i64::from(plan::BAD_DIMENSION_SIZE));
-                self.b.ins().return_(&[c]);
+                self.return_code(plan::BAD_DIMENSION_SIZE);
                 self.b.switch_to_block(ok);
             }
             EntryStep::Host { host, buffers } => {

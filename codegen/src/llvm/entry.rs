@@ -2,7 +2,6 @@
 //! an object's, from the same [`EntryPlan`].
 
 use inkwell::attributes::{Attribute, AttributeLoc};
-use inkwell::basic_block::BasicBlock;
 use inkwell::builder::{Builder, BuilderError};
 use inkwell::context::Context;
 use inkwell::module::{Linkage, Module};
@@ -101,6 +100,8 @@ pub(crate) fn translate<'ctx>(
         constants: None,
         run: None,
         table: None,
+        profiled: false,
+        counted: None,
     };
     entry.emit(plan)?;
     Ok(function)
@@ -125,6 +126,12 @@ struct Entry<'a, 'ctx> {
     run: Option<PointerValue<'ctx>>,
     /// The buffer table every launch and host operation fills (they run one after another).
     table: Option<PointerValue<'ctx>>,
+    /// Whether the steps being emitted are the JIT entry's profiled copy (every launch and
+    /// copy through the runtime, which times them).
+    profiled: bool,
+    /// The direct launches the fast copy has made (an i64 slot LLVM keeps in a register),
+    /// added to `ctx.launches` when it returns.
+    counted: Option<PointerValue<'ctx>>,
 }
 
 fn e(err: BuilderError) -> String {
@@ -157,6 +164,27 @@ impl<'ctx> Entry<'_, 'ctx> {
                 if !plan.constants.is_empty() {
                     self.constants = Some(self.load_ptr(third, offsets::CONSTANTS as i64 / 8, "constants")?);
                 }
+                let i64t = self.ctx.i64_type();
+                let counted = self.builder.build_alloca(i64t, "counted").map_err(e)?;
+                self.builder.build_store(counted, i64t.const_zero()).map_err(e)?;
+                // Profiling is fixed for a run, so the step tree is emitted twice and chosen
+                // once: the fast copy has no runtime call or check a launch does not need, and
+                // LLVM inlines scalar kernels into it.
+                let flag = self.field(third, offsets::PROFILING)?;
+                let flag = self.builder.build_load(i64t, flag, "profiling").map_err(e)?.into_int_value();
+                let on = self.builder.build_int_compare(IntPredicate::NE, flag, i64t.const_zero(), "on").map_err(e)?;
+                let profiled = self.ctx.append_basic_block(self.function, "profiled");
+                let fast = self.ctx.append_basic_block(self.function, "fast");
+                self.builder.build_conditional_branch(on, profiled, fast).map_err(e)?;
+                self.builder.position_at_end(profiled);
+                self.profiled = true;
+                self.steps(&plan.steps)?;
+                self.return_code(plan::OK)?;
+                self.builder.position_at_end(fast);
+                self.profiled = false;
+                self.counted = Some(counted);
+                self.steps(&plan.steps)?;
+                return self.return_code(plan::OK);
             }
             Runtime::Object { .. } => {
                 // Every pointer is checked before anything runs: a bad one returns its code.
@@ -173,8 +201,24 @@ impl<'ctx> Entry<'_, 'ctx> {
             }
         }
         self.steps(&plan.steps)?;
-        let ok = self.ctx.i32_type().const_int(plan::OK as u64, false);
-        self.builder.build_return(Some(&ok)).map_err(e)?;
+        self.return_code(plan::OK)
+    }
+
+    /// Returns `code`, first adding the fast copy's direct launches to `ctx.launches`.
+    fn return_code(&mut self, code: i32) -> Result<(), String> {
+        self.return_value(self.ctx.i32_type().const_int(code as u64, false))
+    }
+
+    fn return_value(&mut self, code: IntValue<'ctx>) -> Result<(), String> {
+        if let (Some(counted), Some(run), false) = (self.counted, self.run, self.profiled) {
+            let i64t = self.ctx.i64_type();
+            let n = self.builder.build_load(i64t, counted, "counted").map_err(e)?.into_int_value();
+            let field = self.field(run, offsets::LAUNCHES)?;
+            let total = self.builder.build_load(i64t, field, "launches").map_err(e)?.into_int_value();
+            let total = self.builder.build_int_add(total, n, "launches").map_err(e)?;
+            self.builder.build_store(field, total).map_err(e)?;
+        }
+        self.builder.build_return(Some(&code)).map_err(e)?;
         Ok(())
     }
 
@@ -239,7 +283,7 @@ impl<'ctx> Entry<'_, 'ctx> {
         let ok = self.ctx.append_basic_block(self.function, "ok");
         self.builder.build_conditional_branch(cond, fail, ok).map_err(e)?;
         self.builder.position_at_end(fail);
-        self.builder.build_return(Some(&code)).map_err(e)?;
+        self.return_value(code)?;
         self.builder.position_at_end(ok);
         Ok(())
     }
@@ -275,32 +319,6 @@ impl<'ctx> Entry<'_, 'ctx> {
         Ok(table)
     }
 
-    /// Runs `then` when the run is being profiled, else `otherwise` (JIT entries).
-    fn when_profiling(
-        &mut self,
-        run: PointerValue<'ctx>,
-        then: impl FnOnce(&mut Self) -> Result<(), String>,
-        otherwise: impl FnOnce(&mut Self) -> Result<(), String>,
-    ) -> Result<(), String> {
-        let i64t = self.ctx.i64_type();
-        let flag = self.builder.build_load(i64t, self.field(run, offsets::PROFILING)?, "profiling").map_err(e)?;
-        let on = self
-            .builder
-            .build_int_compare(IntPredicate::NE, flag.into_int_value(), i64t.const_zero(), "on")
-            .map_err(e)?;
-        let blocks: [BasicBlock; 3] =
-            ["profiled", "direct", "launched"].map(|n| self.ctx.append_basic_block(self.function, n));
-        self.builder.build_conditional_branch(on, blocks[0], blocks[1]).map_err(e)?;
-        self.builder.position_at_end(blocks[0]);
-        then(self)?;
-        self.builder.build_unconditional_branch(blocks[2]).map_err(e)?;
-        self.builder.position_at_end(blocks[1]);
-        otherwise(self)?;
-        self.builder.build_unconditional_branch(blocks[2]).map_err(e)?;
-        self.builder.position_at_end(blocks[2]);
-        Ok(())
-    }
-
     fn steps(&mut self, steps: &[EntryStep]) -> Result<(), String> {
         steps.iter().try_for_each(|s| self.step(s))
     }
@@ -313,28 +331,19 @@ impl<'ctx> Entry<'_, 'ctx> {
                 match *self.runtime {
                     Runtime::Jit { launch: through_runtime, .. } => {
                         let run = self.run.ok_or("no run context")?;
-                        let j = self.i64(i64::try_from(*launch).map_err(|_| "too many launches")?);
-                        let via_runtime = |s: &mut Self| {
-                            s.builder
-                                .build_call(through_runtime, &[run.into(), j.into(), table.into()], "")
-                                .map_err(e)?;
-                            Ok(())
-                        };
-                        if may_split(*extent, *work_bytes) {
-                            via_runtime(self)?;
+                        if self.profiled || may_split(*extent, *work_bytes) {
+                            let j = self.i64(i64::try_from(*launch).map_err(|_| "too many launches")?);
+                            let args = [run.into(), j.into(), table.into()];
+                            self.builder.build_call(through_runtime, &args, "").map_err(e)?;
                         } else {
                             // Too small for threads: called here, counted here.
-                            let extent = self.i64(*extent);
-                            self.when_profiling(run, via_runtime, |s| {
-                                let i64t = s.ctx.i64_type();
-                                let count = s.field(run, offsets::LAUNCHES)?;
-                                let n = s.builder.build_load(i64t, count, "launches").map_err(e)?.into_int_value();
-                                let n = s.builder.build_int_add(n, i64t.const_int(1, false), "plus_one").map_err(e)?;
-                                s.builder.build_store(count, n).map_err(e)?;
-                                let args = [table.into(), s.i64(0).into(), extent.into()];
-                                s.builder.build_call(f, &args, "").map_err(e)?;
-                                Ok(())
-                            })?;
+                            let counted = self.counted.ok_or("no launch counter")?;
+                            let i64t = self.ctx.i64_type();
+                            let n = self.builder.build_load(i64t, counted, "counted").map_err(e)?.into_int_value();
+                            let n = self.builder.build_int_add(n, i64t.const_int(1, false), "plus_one").map_err(e)?;
+                            self.builder.build_store(counted, n).map_err(e)?;
+                            let args = [table.into(), self.i64(0).into(), self.i64(*extent).into()];
+                            self.builder.build_call(f, &args, "").map_err(e)?;
                         }
                     }
                     Runtime::Object { launcher: Some(launch), .. } => {
@@ -356,22 +365,14 @@ impl<'ctx> Entry<'_, 'ctx> {
                 let (s, d) = (self.addr(*src)?, self.addr(*dst)?);
                 let n = self.i64(i64::try_from(*bytes).map_err(|_| "copy size overflows")?);
                 let align = Program::ALIGNMENT as u32;
-                let memcpy = |this: &mut Self| {
-                    this.builder.build_memcpy(d, align, s, align, n).map_err(|m| m.to_string())?;
-                    Ok(())
-                };
                 match *self.runtime {
-                    Runtime::Jit { copy, .. } => {
+                    Runtime::Jit { copy, .. } if self.profiled => {
                         let run = self.run.ok_or("no run context")?;
-                        let timed = |this: &mut Self| {
-                            this.builder
-                                .build_call(copy, &[run.into(), d.into(), s.into(), n.into()], "")
-                                .map_err(e)?;
-                            Ok(())
-                        };
-                        self.when_profiling(run, timed, memcpy)?;
+                        self.builder.build_call(copy, &[run.into(), d.into(), s.into(), n.into()], "").map_err(e)?;
                     }
-                    Runtime::Object { .. } => memcpy(self)?,
+                    _ => {
+                        self.builder.build_memcpy(d, align, s, align, n).map_err(|m| m.to_string())?;
+                    }
                 }
             }
             EntryStep::Check { check, value, equals } => {
@@ -390,8 +391,7 @@ impl<'ctx> Entry<'_, 'ctx> {
                     let index = self.i64(i64::try_from(*check).map_err(|_| "too many checks")?);
                     self.builder.build_store(self.field(run, offsets::FAILED)?, index).map_err(e)?;
                 }
-                let code = i32t.const_int(plan::BAD_DIMENSION_SIZE as u64, false);
-                self.builder.build_return(Some(&code)).map_err(e)?;
+                self.return_code(plan::BAD_DIMENSION_SIZE)?;
                 self.builder.position_at_end(pass);
             }
             EntryStep::Host { host, buffers } => {

@@ -57,29 +57,128 @@ pub fn compile_dumping(
 ) -> Result<CompiledKernels, CodegenError> {
     let mut timings = Timings::new();
     let host = timings.time("llvm: target setup", || target::target_cpu(&cpu.resolve("llvm")?))?;
-    // Names must be unique in the whole compile, not only within each module.
+    unique_names(kernels)?;
+    let groups = match dump {
+        // A dump is one module's IR and assembly.
+        Some(_) => vec![(Effort::Full, (0..kernels.len()).collect())],
+        None => module_groups(kernels, false),
+    };
+    let (functions, code, slowest) = compile_groups(&host, kernels, &groups, dump)?;
+    timings.extend(&slowest);
+    let functions = functions.into_iter().collect::<Option<Vec<_>>>().ok_or_else(no_module)?;
+    Ok(CompiledKernels { functions, code: Box::new(code), timings })
+}
+
+/// Compiles a buffer-assigned program: its kernels (as [`compile_dumping`] does) and its entry
+/// (the step tree as one function, `crate::entry`). The entry's module also holds the scalar
+/// kernels (`Effort::Light`), so LLVM inlines them into the loops that launch them: a scalar
+/// loop step becomes straight-line code. The other kernels' modules compile side by side with
+/// it, and the entry calls them at their addresses.
+pub fn compile_program(
+    program: &Program,
+    cpu: &CpuTarget,
+    dump: Option<&Path>,
+) -> Result<CompiledProgram, CodegenError> {
+    let entry_error = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
+    let plan = EntryPlan::new(program).map_err(entry_error)?;
+    let kernels = &program.kernels;
+    let mut timings = Timings::new();
+    let host = timings.time("llvm: target setup", || target::target_cpu(&cpu.resolve("llvm")?))?;
+    unique_names(kernels)?;
+    let mut groups = module_groups(kernels, dump.is_some());
+    let inlined = match groups.iter().position(|(effort, _)| *effort == Effort::Light) {
+        Some(i) => groups.remove(i).1,
+        None => Vec::new(),
+    };
+    let (separate, entry_module) = std::thread::scope(|s| {
+        let (host, groups) = (&host, &groups);
+        let separate = (!groups.is_empty()).then(|| s.spawn(move || compile_groups(host, kernels, groups, dump)));
+        let mut entry_timings = Timings::new();
+        let entry_module = EntryModule::build(host, &plan, kernels, &inlined, dump, &mut entry_timings);
+        let separate = match separate {
+            Some(handle) => handle.join().unwrap_or_else(|_| Err(panicked())),
+            None => Ok((vec![None; kernels.len()], Vec::new(), Timings::new())),
+        };
+        (separate, entry_module.map(|m| (m, entry_timings)))
+    });
+    let (mut functions, code, slowest) = separate?;
+    let (entry_module, entry_timings) = entry_module?;
+    // The entry's module was built while the others compiled; its machine code needs their
+    // addresses.
+    let ((entry_code, entry, inlined_functions), finish_timings) = {
+        let mut t = Timings::new();
+        let finished = entry_module.finish(&functions, &mut t)?;
+        (finished, t)
+    };
+    for (&k, f) in inlined.iter().zip(inlined_functions) {
+        functions[k] = Some(f);
+    }
+    let functions = functions.into_iter().collect::<Option<Vec<_>>>().ok_or_else(no_module)?;
+    // Wall time: the separate modules beside the entry's build, then the entry's code.
+    timings.extend(if slowest.total() > entry_timings.total() { &slowest } else { &entry_timings });
+    timings.extend(&finish_timings);
+    // The entry's code goes first: it calls into the kernels' code, so it is freed before them.
+    let kernels = CompiledKernels { functions, code: Box::new((entry_code, code)), timings };
+    Ok(CompiledProgram { kernels, entry, plan })
+}
+
+/// The JIT entry of `plan` calling `functions[k]` for kernel `k`, for the host CPU (tests
+/// assemble programs over hand-written kernels with it).
+#[cfg(test)]
+pub(crate) fn entry_calling(
+    plan: &EntryPlan,
+    functions: &[crate::KernelFn],
+) -> Result<(LlvmCode, EntryFn), CodegenError> {
+    let host = target::target_cpu(&CpuTarget::from_env().resolve("llvm")?)?;
+    let module = EntryModule::build(&host, plan, &[], &[], None, &mut Timings::new())?;
+    let known: Vec<_> = functions.iter().map(|&f| Some(f)).collect();
+    let (code, entry, _) = module.finish(&known, &mut Timings::new())?;
+    Ok((code, entry))
+}
+
+/// Kernel names must be unique in the whole compile, not only within each module.
+fn unique_names(kernels: &[Kernel]) -> Result<(), CodegenError> {
     let mut names = HashSet::new();
     if let Some(k) = kernels.iter().find(|k| !names.insert(k.name.as_str())) {
         let what = format!("kernel name '{}' is already taken in this compile", k.name);
         return Err(CodegenError::Unsupported { tier: "llvm", kernel: k.name.clone(), what });
     }
-    let groups = module_groups(kernels, dump.is_some());
+    Ok(())
+}
+
+fn no_module() -> CodegenError {
+    CodegenError::Backend {
+        tier: "llvm",
+        kernel: "(module)".into(),
+        message: "a kernel was compiled by no module".into(),
+    }
+}
+
+fn panicked() -> CodegenError {
+    CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message: "a compile thread panicked".into() }
+}
+
+/// Compiles each group of kernels as a module of its own, side by side (the first on the
+/// calling thread, dumping when asked); returns each kernel's function (`None` for kernels in
+/// no group), the code's owners, and the slowest module's phases (the wall time).
+fn compile_groups(
+    host: &target::TargetCpu,
+    kernels: &[Kernel],
+    groups: &[(Effort, Vec<usize>)],
+    dump: Option<&Path>,
+) -> Result<(Vec<Option<crate::KernelFn>>, Vec<LlvmCode>, Timings), CodegenError> {
     let compiled: Vec<Result<CompiledModule, CodegenError>> = std::thread::scope(|s| {
-        let host = &host;
-        let handles: Vec<_> = groups[1..]
+        let handles: Vec<_> = groups
             .iter()
+            .skip(1)
             .map(|(effort, group)| s.spawn(move || compile_module(host, &pick(kernels, group), *effort, None)))
             .collect();
-        let (effort, first) = &groups[0];
-        let mut results = vec![compile_module(host, &pick(kernels, first), *effort, dump)];
+        let mut results = Vec::with_capacity(groups.len());
+        if let Some((effort, first)) = groups.first() {
+            results.push(compile_module(host, &pick(kernels, first), *effort, dump));
+        }
         for handle in handles {
-            results.push(handle.join().unwrap_or_else(|_| {
-                Err(CodegenError::Backend {
-                    tier: "llvm",
-                    kernel: "(module)".into(),
-                    message: "a compile thread panicked".into(),
-                })
-            }));
+            results.push(handle.join().unwrap_or_else(|_| Err(panicked())));
         }
         results
     });
@@ -97,94 +196,125 @@ pub fn compile_dumping(
             slowest = group_timings;
         }
     }
-    timings.extend(&slowest);
-    let functions = functions.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| CodegenError::Backend {
-        tier: "llvm",
-        kernel: "(module)".into(),
-        message: "a kernel was compiled by no module".into(),
-    })?;
-    Ok(CompiledKernels { functions, code: Box::new(code), timings })
+    Ok((functions, code, slowest))
 }
 
-/// Compiles a buffer-assigned program: its kernels (as [`compile_dumping`] does) and its entry
-/// (the step tree as one function, `crate::entry`), in a module of its own that calls the
-/// kernels at their addresses.
-pub fn compile_program(
-    program: &Program,
-    cpu: &CpuTarget,
-    dump: Option<&Path>,
-) -> Result<CompiledProgram, CodegenError> {
-    let entry_error = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
-    let plan = EntryPlan::new(program).map_err(entry_error)?;
-    let mut kernels = compile_dumping(&program.kernels, cpu, dump)?;
-    let host = target::target_cpu(&cpu.resolve("llvm")?)?;
-    let mut timings = Timings::new();
-    let (code, entry) = timings.time("llvm: entry", || compile_entry(&host, &plan, &kernels.functions, dump))?;
-    kernels.timings.extend(&timings);
-    // The entry's code goes first: it calls into the kernels' code, so it is freed before them.
-    let kernel_code = std::mem::replace(&mut kernels.code, Box::new(()));
-    kernels.code = Box::new((code, kernel_code));
-    Ok(CompiledProgram { kernels, entry, plan })
+/// The entry's module, translated and optimized, waiting for the other kernels' addresses.
+struct EntryModule {
+    /// Made from `context`, so declared (and dropped) before it.
+    module: inkwell::module::Module<'static>,
+    context: Box<Context>,
+    /// `(name, kernel)`: the kernels the module calls at an address.
+    external: Vec<(String, usize)>,
+    /// The names of the kernels the module defines, in order.
+    defined: Vec<String>,
 }
 
-/// The JIT entry of `plan` calling `functions[k]` for kernel `k`, for the host CPU (tests
-/// assemble programs over hand-written kernels with it).
-#[cfg(test)]
-pub(crate) fn entry_calling(
-    plan: &EntryPlan,
-    functions: &[crate::KernelFn],
-) -> Result<(LlvmCode, EntryFn), CodegenError> {
-    let host = target::target_cpu(&CpuTarget::from_env().resolve("llvm")?)?;
-    compile_entry(&host, plan, functions, None)
-}
+/// The entry function's name: kernel names never hold a dot, so it is never a kernel's.
+const ENTRY_NAME: &str = "tessera.entry";
 
-/// The entry of `plan` in a module of its own, calling `functions[k]` for kernel `k`, at light
-/// effort (it is a sequence of calls and branches).
-fn compile_entry(
-    host: &target::TargetCpu,
-    plan: &EntryPlan,
-    functions: &[crate::KernelFn],
-    dump: Option<&Path>,
-) -> Result<(LlvmCode, EntryFn), CodegenError> {
-    let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
-    let context = Box::new(Context::create());
-    // SAFETY: as in `compile_module`: everything made from the context but the engine is
-    // dropped before it, and `LlvmCode` disposes of the engine first.
-    let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
-    let machine = host.machine()?;
-    let module = ctx.create_module("tessera_entry");
-    module.set_triple(&machine.get_triple());
-    module.set_data_layout(&machine.get_target_data().get_data_layout());
-    let ptr = ctx.ptr_type(AddressSpace::default());
-    let i64t = ctx.i64_type();
-    let kernel_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
-    // Named apart from every runtime symbol, mapped to the compiled kernels below.
-    let kernel_names: Vec<String> = (0..functions.len()).map(|k| format!("tessera.kernel.{k}")).collect();
-    let kernels: Vec<_> =
-        kernel_names.iter().map(|name| module.add_function(name, kernel_type, Some(Linkage::External))).collect();
-    let runtime = entry::declare_runtime(ctx, &module, EntryAbi::Jit, Vec::new());
-    entry::translate(ctx, &module, host, "tessera_entry", Linkage::External, plan, &kernels, &runtime)
-        .map_err(backend)?;
-    module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
-    if let Some(dir) = dump {
-        let path = dir.join("llvm-entry.ll");
-        if let Err(e) = module.print_to_file(&path) {
-            eprintln!("tessera: dump {}: {e}", path.display());
+impl EntryModule {
+    /// Translates `inlined` (indices into `kernels`) and the entry of `plan` into one module,
+    /// optimized at light effort; every other kernel is a declaration.
+    fn build(
+        host: &target::TargetCpu,
+        plan: &EntryPlan,
+        kernels: &[Kernel],
+        inlined: &[usize],
+        dump: Option<&Path>,
+        timings: &mut Timings,
+    ) -> Result<EntryModule, CodegenError> {
+        let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
+        let context = Box::new(Context::create());
+        // SAFETY: as in `compile_module`: everything made from the context but the module
+        // (kept beside it, dropped first) and the engine is dropped before it, and
+        // `LlvmCode` disposes of the engine first.
+        let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
+        let machine = host.machine()?;
+        let module = ctx.create_module("tessera_entry");
+        module.set_triple(&machine.get_triple());
+        module.set_data_layout(&machine.get_target_data().get_data_layout());
+        let symbols = tessera_runtime::abi::symbols();
+        let names: HashSet<&'static str> = symbols.iter().map(|(n, _)| *n).collect();
+        let mut function_values =
+            vec![None; plan.launches.iter().map(|(k, _)| k + 1).max().unwrap_or(0).max(kernels.len())];
+        let mut defined = Vec::with_capacity(inlined.len());
+        timings.time("llvm: translate entry", || -> Result<(), CodegenError> {
+            for &k in inlined {
+                let kernel = &kernels[k];
+                function::translate(ctx, &module, host, kernel, &names)?;
+                function_values[k] = module.get_function(&kernel.name);
+                defined.push(kernel.name.clone());
+            }
+            Ok(())
+        })?;
+        let ptr = ctx.ptr_type(AddressSpace::default());
+        let i64t = ctx.i64_type();
+        let kernel_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+        let mut external = Vec::new();
+        for (k, slot) in function_values.iter_mut().enumerate() {
+            if slot.is_none() {
+                // Named apart from every runtime symbol and kernel (kernel names hold no dot).
+                let name = format!("tessera.kernel.{k}");
+                *slot = Some(module.add_function(&name, kernel_type, Some(Linkage::External)));
+                external.push((name, k));
+            }
         }
+        let functions: Vec<_> = function_values.into_iter().map(|f| f.expect("filled above")).collect();
+        let runtime = entry::declare_runtime(ctx, &module, EntryAbi::Jit, Vec::new());
+        timings
+            .time("llvm: translate entry", || {
+                entry::translate(ctx, &module, host, ENTRY_NAME, Linkage::External, plan, &functions, &runtime)
+            })
+            .map_err(backend)?;
+        module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
+        if let Some(dir) = dump {
+            let path = dir.join("llvm-entry.ll");
+            if let Err(e) = module.print_to_file(&path) {
+                eprintln!("tessera: dump {}: {e}", path.display());
+            }
+        }
+        timings
+            .time("llvm: optimize entry", || module.run_passes("default<O1>", &machine, pass_options()))
+            .map_err(|e| backend(format!("default<O1> pipeline: {e}")))?;
+        if let Some(dir) = dump {
+            let path = dir.join("llvm-entry-opt.ll");
+            if let Err(e) = module.print_to_file(&path) {
+                eprintln!("tessera: dump {}: {e}", path.display());
+            }
+        }
+        Ok(EntryModule { module, context, external, defined })
     }
-    module
-        .run_passes("default<O1>", &machine, pass_options())
-        .map_err(|e| backend(format!("default<O1> pipeline: {e}")))?;
-    let mut symbols: Vec<(&str, *const u8)> = tessera_runtime::entry_symbols();
-    symbols.extend(kernel_names.iter().zip(functions).map(|(name, &f)| (name.as_str(), f as *const u8)));
-    let (engine, found) = engine::jit(&module, &["tessera_entry".to_string()], &symbols, OptimizationLevel::Less)?;
-    drop(module);
-    // SAFETY: the engine comes from a module of `context`, and nothing else made from it lives.
-    let code = unsafe { LlvmCode::new(engine, context) };
-    // SAFETY: `tessera_entry` was built with the signature `EntryFn` describes
-    // (`i32(ptr, ptr, ptr)`, C calling convention); `jit` typed it as a kernel only to find it.
-    let entry = unsafe { std::mem::transmute::<crate::KernelFn, EntryFn>(found[0]) };
-    Ok((code, entry))
+
+    /// The module's machine code, with `functions[k]` as kernel `k`'s address for the kernels
+    /// it calls there: its code, the entry, and the functions of the kernels it defines.
+    fn finish(
+        self,
+        functions: &[Option<crate::KernelFn>],
+        timings: &mut Timings,
+    ) -> Result<(LlvmCode, EntryFn, Vec<crate::KernelFn>), CodegenError> {
+        let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
+        let EntryModule { module, context, external, defined } = self;
+        let mut symbols: Vec<(&str, *const u8)> = tessera_runtime::abi::symbols();
+        symbols.extend(tessera_runtime::entry_symbols());
+        for (name, k) in &external {
+            let f = functions.get(*k).copied().flatten().ok_or_else(|| backend(format!("kernel {k} has no code")))?;
+            symbols.push((name.as_str(), f as *const u8));
+        }
+        let mut names = defined;
+        names.push(ENTRY_NAME.to_string());
+        let (engine, mut found) = timings
+            .time("llvm: entry machine code", || engine::jit(&module, &names, &symbols, OptimizationLevel::Less))?;
+        drop(module);
+        // SAFETY: the engine comes from the module of `context`, and nothing else made from it
+        // lives.
+        let code = unsafe { LlvmCode::new(engine, context) };
+        let entry = found.pop().ok_or_else(|| backend("no entry function".into()))?;
+        // SAFETY: the entry was built with the signature `EntryFn` describes (`i32(ptr, ptr,
+        // ptr)`, C calling convention); `jit` typed it as a kernel only to find it.
+        let entry = unsafe { std::mem::transmute::<crate::KernelFn, EntryFn>(entry) };
+        Ok((code, entry, found))
+    }
 }
 
 /// How hard a module is optimized.
@@ -201,16 +331,13 @@ enum Effort {
 
 /// The modules to compile side by side: the kernels that loop, split into one group per core
 /// of similar size, at full effort; the scalar ones together, at light effort. A dump is one
-/// module's IR and assembly, so with one it is one module at full effort.
+/// module's IR and assembly, so with one the looping kernels are one module.
 fn module_groups(kernels: &[Kernel], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
-    if dumping {
-        return vec![(Effort::Full, (0..kernels.len()).collect())];
-    }
     let (light, full): (Vec<usize>, Vec<usize>) =
         (0..kernels.len()).partition(|&i| crate::partition::is_scalar(&kernels[i]));
     let mut groups: Vec<(Effort, Vec<usize>)> = Vec::new();
     if !full.is_empty() || light.is_empty() {
-        let threads = crate::partition::compile_threads();
+        let threads = if dumping { 1 } else { crate::partition::compile_threads() };
         groups.extend(crate::partition::partition_of(kernels, &full, threads).into_iter().map(|g| (Effort::Full, g)));
     }
     if !light.is_empty() {
