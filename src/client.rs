@@ -15,7 +15,7 @@ use tessera_hlo::ir::AttrList;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::verify::verify;
 use tessera_hlo::{Literal, Module, Opcode};
-use tessera_lower::{assign_buffers, implemented_custom_call, lower_module_timed, LowerOptions, Timings};
+use tessera_lower::{assign_buffers, implemented_custom_call, lower_verified_module_timed, LowerOptions, Timings};
 use tessera_runtime::{HostFunctions, MemorySpaces, ThreadPool};
 
 use crate::executable::{Engine, Executable, Signature};
@@ -194,7 +194,7 @@ impl Client {
                     lower.dump_dir.clone_from(&options.dump_dir);
                 }
                 let (mut program, lowering) =
-                    lower_module_timed(module, &lower).map_err(|source| Error::Lower { backend, source })?;
+                    lower_verified_module_timed(module, &lower).map_err(|source| Error::Lower { backend, source })?;
                 timings.extend(&lowering);
                 timings.time("buffer assignment", || assign_buffers(&mut program, &self.spaces.capacities()))?;
                 let dump = options.dump_dir.as_deref();

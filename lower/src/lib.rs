@@ -85,6 +85,16 @@ pub fn lower_module(module: &Module, options: &LowerOptions) -> Result<Program, 
 pub fn lower_module_timed(module: &Module, options: &LowerOptions) -> Result<(Program, Timings), LowerError> {
     let mut timings = Timings::new();
     timings.time("verify", || tessera_hlo::verify::verify(module))?;
+    let (program, lowering) = lower_verified_module_timed(module, options)?;
+    timings.extend(&lowering);
+    Ok((program, timings))
+}
+
+/// [`lower_module_timed`] of a module the caller has just verified (the facade verifies
+/// every module it compiles, whatever the backend), which is not verified again: on a large
+/// module a verification costs as much as several passes.
+pub fn lower_verified_module_timed(module: &Module, options: &LowerOptions) -> Result<(Program, Timings), LowerError> {
+    let mut timings = Timings::new();
     let mut module = module.clone();
     let mut pipeline =
         passes::standard_pipeline_verifying(options.fusion, options.excess_precision, options.verify_passes);

@@ -15,6 +15,17 @@ use super::target::TargetCpu;
 use crate::entry::plan::{self, Addr, EntryPlan, EntryStep};
 use crate::entry::EntryAbi;
 
+/// How the entry calls a kernel.
+#[derive(Clone, Copy)]
+pub(crate) enum Callee<'ctx> {
+    /// A function of the entry's module (defined there or declared).
+    Function(FunctionValue<'ctx>),
+    /// The address in element `index` of the pointer array `table`: a kernel of another
+    /// module, which the JIT writes there once that module is compiled (so the entry's own
+    /// machine code need not wait for it).
+    Slot { table: GlobalValue<'ctx>, index: u32 },
+}
+
 /// How the entry reaches what is not its own code.
 pub(crate) enum Runtime<'ctx> {
     /// The runtime's `tessera_rt_launch_ctx`, `tessera_rt_copy_ctx` and `tessera_rt_host`.
@@ -71,14 +82,42 @@ pub(crate) fn translate<'ctx>(
     name: &str,
     linkage: Linkage,
     plan: &EntryPlan,
-    kernels: &[FunctionValue<'ctx>],
+    kernels: &[Callee<'ctx>],
     runtime: &Runtime<'ctx>,
 ) -> Result<FunctionValue<'ctx>, String> {
-    let ptr = ctx.ptr_type(AddressSpace::default());
-    let fn_type = ctx.i32_type().fn_type(&[ptr.into(), ptr.into(), ptr.into()], false);
     if module.get_function(name).is_some() {
         return Err(format!("the entry symbol '{name}' is taken by a kernel"));
     }
+    // A JIT entry's profiled copy of the steps is a function of its own, left unoptimized:
+    // it only calls into the runtime, which times each step, so optimizing it would double
+    // the entry's compile time for nothing.
+    let profiled = match runtime {
+        Runtime::Jit { .. } => {
+            let f = entry_function(ctx, module, cpu, &format!("{name}.profiled"), Linkage::Internal);
+            for attr in ["noinline", "optnone"] {
+                let kind = Attribute::get_named_enum_kind_id(attr);
+                f.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(kind, 0));
+            }
+            Entry::new(ctx, runtime, f, kernels).emit(plan, Copy::Profiled)?;
+            Some(f)
+        }
+        Runtime::Object { .. } => None,
+    };
+    let function = entry_function(ctx, module, cpu, name, linkage);
+    Entry::new(ctx, runtime, function, kernels).emit(plan, Copy::Fast { profiled })?;
+    Ok(function)
+}
+
+/// An entry-shaped function, `i32(ptr, ptr, ptr)`, for the target CPU.
+fn entry_function<'ctx>(
+    ctx: &'ctx Context,
+    module: &Module<'ctx>,
+    cpu: &TargetCpu,
+    name: &str,
+    linkage: Linkage,
+) -> FunctionValue<'ctx> {
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let fn_type = ctx.i32_type().fn_type(&[ptr.into(), ptr.into(), ptr.into()], false);
     let function = module.add_function(name, fn_type, Some(linkage));
     for (key, value) in [("target-cpu", cpu.cpu.as_str()), ("target-features", cpu.features.as_str())] {
         function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(key, value));
@@ -87,24 +126,18 @@ pub(crate) fn translate<'ctx>(
     // the host functions' panics.
     let nounwind = Attribute::get_named_enum_kind_id("nounwind");
     function.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(nounwind, 0));
-    let mut entry = Entry {
-        ctx,
-        runtime,
-        builder: ctx.create_builder(),
-        function,
-        kernels,
-        args: None,
-        results: None,
-        checked: (Vec::new(), Vec::new()),
-        temps: Vec::new(),
-        constants: None,
-        run: None,
-        table: None,
-        profiled: false,
-        counted: None,
-    };
-    entry.emit(plan)?;
-    Ok(function)
+    function
+}
+
+/// Which copy of the steps a function holds.
+#[derive(Clone, Copy)]
+enum Copy<'ctx> {
+    /// Every launch and copy through the runtime, which times them (a JIT entry while
+    /// profiling).
+    Profiled,
+    /// Launches that cannot be split called directly; `profiled`: the function a JIT entry
+    /// hands a profiled run to.
+    Fast { profiled: Option<FunctionValue<'ctx>> },
 }
 
 struct Entry<'a, 'ctx> {
@@ -112,7 +145,7 @@ struct Entry<'a, 'ctx> {
     runtime: &'a Runtime<'ctx>,
     builder: Builder<'ctx>,
     function: FunctionValue<'ctx>,
-    kernels: &'a [FunctionValue<'ctx>],
+    kernels: &'a [Callee<'ctx>],
     /// The `args` and `results` arrays (a JIT entry loads a pointer where it uses it).
     args: Option<PointerValue<'ctx>>,
     results: Option<PointerValue<'ctx>>,
@@ -138,8 +171,32 @@ fn e(err: BuilderError) -> String {
     err.to_string()
 }
 
-impl<'ctx> Entry<'_, 'ctx> {
-    fn emit(&mut self, plan: &EntryPlan) -> Result<(), String> {
+impl<'a, 'ctx> Entry<'a, 'ctx> {
+    fn new(
+        ctx: &'ctx Context,
+        runtime: &'a Runtime<'ctx>,
+        function: FunctionValue<'ctx>,
+        kernels: &'a [Callee<'ctx>],
+    ) -> Self {
+        Entry {
+            ctx,
+            runtime,
+            builder: ctx.create_builder(),
+            function,
+            kernels,
+            args: None,
+            results: None,
+            checked: (Vec::new(), Vec::new()),
+            temps: Vec::new(),
+            constants: None,
+            run: None,
+            table: None,
+            profiled: false,
+            counted: None,
+        }
+    }
+
+    fn emit(mut self, plan: &EntryPlan, copy: Copy<'ctx>) -> Result<(), String> {
         let block = self.ctx.append_basic_block(self.function, "entry");
         self.builder.position_at_end(block);
         let param = |i: u32| self.function.get_nth_param(i).map(|p| p.into_pointer_value()).ok_or("missing parameter");
@@ -164,26 +221,45 @@ impl<'ctx> Entry<'_, 'ctx> {
                 if !plan.constants.is_empty() {
                     self.constants = Some(self.load_ptr(third, offsets::CONSTANTS as i64 / 8, "constants")?);
                 }
-                let i64t = self.ctx.i64_type();
-                let counted = self.builder.build_alloca(i64t, "counted").map_err(e)?;
-                self.builder.build_store(counted, i64t.const_zero()).map_err(e)?;
-                // Profiling is fixed for a run, so the step tree is emitted twice and chosen
-                // once: the fast copy has no runtime call or check a launch does not need, and
-                // LLVM inlines scalar kernels into it.
-                let flag = self.field(third, offsets::PROFILING)?;
-                let flag = self.builder.build_load(i64t, flag, "profiling").map_err(e)?.into_int_value();
-                let on = self.builder.build_int_compare(IntPredicate::NE, flag, i64t.const_zero(), "on").map_err(e)?;
-                let profiled = self.ctx.append_basic_block(self.function, "profiled");
-                let fast = self.ctx.append_basic_block(self.function, "fast");
-                self.builder.build_conditional_branch(on, profiled, fast).map_err(e)?;
-                self.builder.position_at_end(profiled);
-                self.profiled = true;
-                self.steps(&plan.steps)?;
-                self.return_code(plan::OK)?;
-                self.builder.position_at_end(fast);
-                self.profiled = false;
-                self.counted = Some(counted);
-                self.steps(&plan.steps)?;
+                match copy {
+                    Copy::Profiled => {
+                        self.profiled = true;
+                        self.steps(&plan.steps)?;
+                    }
+                    Copy::Fast { profiled } => {
+                        // In the entry block, where LLVM promotes it to a register.
+                        let i64t = self.ctx.i64_type();
+                        let counted = self.builder.build_alloca(i64t, "counted").map_err(e)?;
+                        self.builder.build_store(counted, i64t.const_zero()).map_err(e)?;
+                        // Profiling is fixed for a run: chosen once, here.
+                        if let Some(profiled) = profiled {
+                            let i64t = self.ctx.i64_type();
+                            let flag = self.field(third, offsets::PROFILING)?;
+                            let flag = self.builder.build_load(i64t, flag, "profiling").map_err(e)?.into_int_value();
+                            let on = self
+                                .builder
+                                .build_int_compare(IntPredicate::NE, flag, i64t.const_zero(), "on")
+                                .map_err(e)?;
+                            let (slow, fast) = (
+                                self.ctx.append_basic_block(self.function, "profiled"),
+                                self.ctx.append_basic_block(self.function, "fast"),
+                            );
+                            self.builder.build_conditional_branch(on, slow, fast).map_err(e)?;
+                            self.builder.position_at_end(slow);
+                            let code = self
+                                .builder
+                                .build_call(profiled, &[args.into(), results.into(), third.into()], "code")
+                                .map_err(e)?
+                                .try_as_basic_value()
+                                .basic()
+                                .ok_or("the profiled entry returns nothing")?;
+                            self.builder.build_return(Some(&code)).map_err(e)?;
+                            self.builder.position_at_end(fast);
+                        }
+                        self.counted = Some(counted);
+                        self.steps(&plan.steps)?;
+                    }
+                }
                 return self.return_code(plan::OK);
             }
             Runtime::Object { .. } => {
@@ -323,6 +399,32 @@ impl<'ctx> Entry<'_, 'ctx> {
         steps.iter().try_for_each(|s| self.step(s))
     }
 
+    /// The address of kernel `callee`.
+    fn kernel_address(&self, callee: Callee<'ctx>) -> Result<PointerValue<'ctx>, String> {
+        Ok(match callee {
+            Callee::Function(f) => f.as_global_value().as_pointer_value(),
+            Callee::Slot { table, index } => {
+                let slot = self.load_ptr(table.as_pointer_value(), i64::from(index), "kernel")?;
+                slot
+            }
+        })
+    }
+
+    /// Calls kernel `callee` on `table` over the grid `0..extent`.
+    fn call_kernel(&self, callee: Callee<'ctx>, table: PointerValue<'ctx>, extent: i64) -> Result<(), String> {
+        let args = [table.into(), self.i64(0).into(), self.i64(extent).into()];
+        match callee {
+            Callee::Function(f) => self.builder.build_call(f, &args, "").map_err(e)?,
+            Callee::Slot { .. } => {
+                let i64t = self.ctx.i64_type();
+                let ty = self.ctx.void_type().fn_type(&[self.ptr().into(), i64t.into(), i64t.into()], false);
+                let f = self.kernel_address(callee)?;
+                self.builder.build_indirect_call(ty, f, &args, "").map_err(e)?
+            }
+        };
+        Ok(())
+    }
+
     fn step(&mut self, step: &EntryStep) -> Result<(), String> {
         match step {
             EntryStep::Launch { launch, kernel, buffers, extent, work_bytes } => {
@@ -342,20 +444,16 @@ impl<'ctx> Entry<'_, 'ctx> {
                             let n = self.builder.build_load(i64t, counted, "counted").map_err(e)?.into_int_value();
                             let n = self.builder.build_int_add(n, i64t.const_int(1, false), "plus_one").map_err(e)?;
                             self.builder.build_store(counted, n).map_err(e)?;
-                            let args = [table.into(), self.i64(0).into(), self.i64(*extent).into()];
-                            self.builder.build_call(f, &args, "").map_err(e)?;
+                            self.call_kernel(f, table, *extent)?;
                         }
                     }
                     Runtime::Object { launcher: Some(launch), .. } => {
                         let work = i64::try_from(*work_bytes).unwrap_or(i64::MAX);
-                        let kernel = f.as_global_value().as_pointer_value();
+                        let kernel = self.kernel_address(f)?;
                         let args = [kernel.into(), table.into(), self.i64(*extent).into(), self.i64(work).into()];
                         self.builder.build_call(launch, &args, "").map_err(e)?;
                     }
-                    Runtime::Object { launcher: None, .. } => {
-                        let args = [table.into(), self.i64(0).into(), self.i64(*extent).into()];
-                        self.builder.build_call(f, &args, "").map_err(e)?;
-                    }
+                    Runtime::Object { launcher: None, .. } => self.call_kernel(f, table, *extent)?,
                 }
             }
             EntryStep::Copy { src, dst, bytes } => {

@@ -90,35 +90,30 @@ pub fn compile_program(
         Some(i) => groups.remove(i).1,
         None => Vec::new(),
     };
-    let (separate, entry_module) = std::thread::scope(|s| {
+    let (separate, entry_code) = std::thread::scope(|s| {
         let (host, groups) = (&host, &groups);
         let separate = (!groups.is_empty()).then(|| s.spawn(move || compile_groups(host, kernels, groups, dump)));
         let mut entry_timings = Timings::new();
-        let entry_module = EntryModule::build(host, &plan, kernels, &inlined, dump, &mut entry_timings);
+        let entry_code = EntryCode::compile(host, &plan, kernels, &inlined, dump, &mut entry_timings);
         let separate = match separate {
             Some(handle) => handle.join().unwrap_or_else(|_| Err(panicked())),
             None => Ok((vec![None; kernels.len()], Vec::new(), Timings::new())),
         };
-        (separate, entry_module.map(|m| (m, entry_timings)))
+        (separate, entry_code.map(|c| (c, entry_timings)))
     });
     let (mut functions, code, slowest) = separate?;
-    let (entry_module, entry_timings) = entry_module?;
-    // The entry's module was built while the others compiled; its machine code needs their
-    // addresses.
-    let ((entry_code, entry, inlined_functions), finish_timings) = {
-        let mut t = Timings::new();
-        let finished = entry_module.finish(&functions, &mut t)?;
-        (finished, t)
-    };
-    for (&k, f) in inlined.iter().zip(inlined_functions) {
+    let (entry_code, entry_timings) = entry_code?;
+    // The entry's module compiled beside the others; now it learns where their kernels are.
+    entry_code.link(&functions)?;
+    for (&k, &f) in inlined.iter().zip(&entry_code.defined) {
         functions[k] = Some(f);
     }
     let functions = functions.into_iter().collect::<Option<Vec<_>>>().ok_or_else(no_module)?;
-    // Wall time: the separate modules beside the entry's build, then the entry's code.
+    // The modules compile side by side: the slowest one's phases are the wall time.
     timings.extend(if slowest.total() > entry_timings.total() { &slowest } else { &entry_timings });
-    timings.extend(&finish_timings);
+    let entry = entry_code.entry;
     // The entry's code goes first: it calls into the kernels' code, so it is freed before them.
-    let kernels = CompiledKernels { functions, code: Box::new((entry_code, code)), timings };
+    let kernels = CompiledKernels { functions, code: Box::new((entry_code.code, code)), timings };
     Ok(CompiledProgram { kernels, entry, plan })
 }
 
@@ -130,10 +125,9 @@ pub(crate) fn entry_calling(
     functions: &[crate::KernelFn],
 ) -> Result<(LlvmCode, EntryFn), CodegenError> {
     let host = target::target_cpu(&CpuTarget::from_env().resolve("llvm")?)?;
-    let module = EntryModule::build(&host, plan, &[], &[], None, &mut Timings::new())?;
-    let known: Vec<_> = functions.iter().map(|&f| Some(f)).collect();
-    let (code, entry, _) = module.finish(&known, &mut Timings::new())?;
-    Ok((code, entry))
+    let code = EntryCode::compile(&host, plan, &[], &[], None, &mut Timings::new())?;
+    code.link(&functions.iter().map(|&f| Some(f)).collect::<Vec<_>>())?;
+    Ok((code.code, code.entry))
 }
 
 /// Kernel names must be unique in the whole compile, not only within each module.
@@ -199,36 +193,40 @@ fn compile_groups(
     Ok((functions, code, slowest))
 }
 
-/// The entry's module, translated and optimized, waiting for the other kernels' addresses.
-struct EntryModule {
-    /// Made from `context`, so declared (and dropped) before it.
-    module: inkwell::module::Module<'static>,
-    context: Box<Context>,
-    /// `(name, kernel)`: the kernels the module calls at an address.
-    external: Vec<(String, usize)>,
-    /// The names of the kernels the module defines, in order.
-    defined: Vec<String>,
+/// The entry's module compiled: the entry, the scalar kernels it defines (so LLVM could
+/// inline them), and the table through which it calls every other kernel, which
+/// [`EntryCode::link`] fills once their modules are compiled.
+struct EntryCode {
+    code: LlvmCode,
+    entry: EntryFn,
+    /// The functions of the kernels the module defines, in the order given.
+    defined: Vec<crate::KernelFn>,
+    /// `table[slot]` is kernel `external[slot]`'s address.
+    table: *mut crate::KernelFn,
+    external: Vec<usize>,
 }
 
 /// The entry function's name: kernel names never hold a dot, so it is never a kernel's.
 const ENTRY_NAME: &str = "tessera.entry";
+/// A function of the entry's module returning the address of its kernel table.
+const TABLE_GETTER: &str = "tessera.kernel_table";
 
-impl EntryModule {
+impl EntryCode {
     /// Translates `inlined` (indices into `kernels`) and the entry of `plan` into one module,
-    /// optimized at light effort; every other kernel is a declaration.
-    fn build(
+    /// optimized at light effort, and makes its machine code; every other kernel is called
+    /// through the table.
+    fn compile(
         host: &target::TargetCpu,
         plan: &EntryPlan,
         kernels: &[Kernel],
         inlined: &[usize],
         dump: Option<&Path>,
         timings: &mut Timings,
-    ) -> Result<EntryModule, CodegenError> {
+    ) -> Result<EntryCode, CodegenError> {
         let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
         let context = Box::new(Context::create());
-        // SAFETY: as in `compile_module`: everything made from the context but the module
-        // (kept beside it, dropped first) and the engine is dropped before it, and
-        // `LlvmCode` disposes of the engine first.
+        // SAFETY: as in `compile_module`: everything made from the context but the engine is
+        // dropped before it, and `LlvmCode` disposes of the engine first.
         let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
         let machine = host.machine()?;
         let module = ctx.create_module("tessera_entry");
@@ -236,35 +234,36 @@ impl EntryModule {
         module.set_data_layout(&machine.get_target_data().get_data_layout());
         let symbols = tessera_runtime::abi::symbols();
         let names: HashSet<&'static str> = symbols.iter().map(|(n, _)| *n).collect();
-        let mut function_values =
-            vec![None; plan.launches.iter().map(|(k, _)| k + 1).max().unwrap_or(0).max(kernels.len())];
+        let count = plan.launches.iter().map(|(k, _)| k + 1).max().unwrap_or(0).max(kernels.len());
+        let mut callees: Vec<Option<entry::Callee>> = vec![None; count];
         let mut defined = Vec::with_capacity(inlined.len());
         timings.time("llvm: translate entry", || -> Result<(), CodegenError> {
             for &k in inlined {
                 let kernel = &kernels[k];
                 function::translate(ctx, &module, host, kernel, &names)?;
-                function_values[k] = module.get_function(&kernel.name);
+                callees[k] = module.get_function(&kernel.name).map(entry::Callee::Function);
                 defined.push(kernel.name.clone());
             }
             Ok(())
         })?;
         let ptr = ctx.ptr_type(AddressSpace::default());
-        let i64t = ctx.i64_type();
-        let kernel_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
-        let mut external = Vec::new();
-        for (k, slot) in function_values.iter_mut().enumerate() {
-            if slot.is_none() {
-                // Named apart from every runtime symbol and kernel (kernel names hold no dot).
-                let name = format!("tessera.kernel.{k}");
-                *slot = Some(module.add_function(&name, kernel_type, Some(Linkage::External)));
-                external.push((name, k));
-            }
+        let external: Vec<usize> = (0..count).filter(|&k| callees[k].is_none()).collect();
+        let slots = u32::try_from(external.len()).map_err(|_| backend("too many kernels".into()))?;
+        let table = module.add_global(ptr.array_type(slots), None, "tessera.kernels");
+        table.set_initializer(&ptr.array_type(slots).const_zero());
+        for (slot, &k) in external.iter().enumerate() {
+            callees[k] = Some(entry::Callee::Slot { table, index: slot as u32 });
         }
-        let functions: Vec<_> = function_values.into_iter().map(|f| f.expect("filled above")).collect();
+        let getter = module.add_function(TABLE_GETTER, ptr.fn_type(&[], false), Some(Linkage::External));
+        let builder = ctx.create_builder();
+        builder.position_at_end(ctx.append_basic_block(getter, "entry"));
+        builder.build_return(Some(&table.as_pointer_value())).map_err(|e| backend(e.to_string()))?;
+        drop(builder);
+        let callees: Vec<_> = callees.into_iter().map(|c| c.expect("filled above")).collect();
         let runtime = entry::declare_runtime(ctx, &module, EntryAbi::Jit, Vec::new());
         timings
             .time("llvm: translate entry", || {
-                entry::translate(ctx, &module, host, ENTRY_NAME, Linkage::External, plan, &functions, &runtime)
+                entry::translate(ctx, &module, host, ENTRY_NAME, Linkage::External, plan, &callees, &runtime)
             })
             .map_err(backend)?;
         module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
@@ -283,37 +282,41 @@ impl EntryModule {
                 eprintln!("tessera: dump {}: {e}", path.display());
             }
         }
-        Ok(EntryModule { module, context, external, defined })
-    }
-
-    /// The module's machine code, with `functions[k]` as kernel `k`'s address for the kernels
-    /// it calls there: its code, the entry, and the functions of the kernels it defines.
-    fn finish(
-        self,
-        functions: &[Option<crate::KernelFn>],
-        timings: &mut Timings,
-    ) -> Result<(LlvmCode, EntryFn, Vec<crate::KernelFn>), CodegenError> {
-        let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
-        let EntryModule { module, context, external, defined } = self;
-        let mut symbols: Vec<(&str, *const u8)> = tessera_runtime::abi::symbols();
+        let mut symbols: Vec<(&str, *const u8)> = symbols;
         symbols.extend(tessera_runtime::entry_symbols());
-        for (name, k) in &external {
-            let f = functions.get(*k).copied().flatten().ok_or_else(|| backend(format!("kernel {k} has no code")))?;
-            symbols.push((name.as_str(), f as *const u8));
-        }
         let mut names = defined;
-        names.push(ENTRY_NAME.to_string());
+        names.extend([TABLE_GETTER.to_string(), ENTRY_NAME.to_string()]);
         let (engine, mut found) = timings
             .time("llvm: entry machine code", || engine::jit(&module, &names, &symbols, OptimizationLevel::Less))?;
         drop(module);
         // SAFETY: the engine comes from the module of `context`, and nothing else made from it
         // lives.
         let code = unsafe { LlvmCode::new(engine, context) };
-        let entry = found.pop().ok_or_else(|| backend("no entry function".into()))?;
+        let (Some(entry), Some(getter)) = (found.pop(), found.pop()) else {
+            return Err(backend("the entry module lost its functions".into()));
+        };
         // SAFETY: the entry was built with the signature `EntryFn` describes (`i32(ptr, ptr,
-        // ptr)`, C calling convention); `jit` typed it as a kernel only to find it.
+        // ptr)`, C calling convention), the getter as `ptr()`; `jit` typed them as kernels
+        // only to find them.
         let entry = unsafe { std::mem::transmute::<crate::KernelFn, EntryFn>(entry) };
-        Ok((code, entry, found))
+        let getter = unsafe { std::mem::transmute::<crate::KernelFn, extern "C" fn() -> *mut crate::KernelFn>(getter) };
+        let table = getter();
+        Ok(EntryCode { code, entry, defined: found, table, external })
+    }
+
+    /// Writes the address of every kernel the entry calls through its table.
+    fn link(&self, functions: &[Option<crate::KernelFn>]) -> Result<(), CodegenError> {
+        for (slot, &k) in self.external.iter().enumerate() {
+            let f = functions.get(k).copied().flatten().ok_or_else(|| CodegenError::Backend {
+                tier: "llvm",
+                kernel: "(entry)".into(),
+                message: format!("kernel {k} has no code"),
+            })?;
+            // SAFETY: the table is the module's array of `external.len()` pointers, alive with
+            // `code`; nothing runs the entry before it is linked.
+            unsafe { self.table.add(slot).write(f) };
+        }
+        Ok(())
     }
 }
 
