@@ -122,6 +122,31 @@ fn nested_loops_agree_with_the_interpreter() {
     assert_eq!(f32s(&out[1]), acc);
 }
 
+/// The compiled entry holds the step tree twice, a fast copy and a profiled one (every
+/// launch through the runtime): both compute the same results and count the same launches,
+/// and the profile sees every one of them.
+#[test]
+fn profiled_and_fast_runs_agree_and_count_every_launch() {
+    let x = Literal::from_vec(&[5, 3], (0..15).map(|i| i as f32 * 0.25).collect()).unwrap();
+    for tier in TIERS {
+        let exe = compile(tier, NESTED);
+        let fast = exe.run(std::slice::from_ref(&x)).unwrap();
+        let launches = exe.last_run_launches().unwrap();
+        let runtime = exe.runtime().unwrap();
+        runtime.set_profiling(true);
+        let profiled = exe.run(std::slice::from_ref(&x)).unwrap();
+        let profile = runtime.profile().unwrap();
+        runtime.set_profiling(false);
+        assert_eq!(fast, profiled, "{tier}");
+        assert_eq!(exe.last_run_launches(), Some(launches), "{tier}");
+        let counted: u64 = profile.launches.iter().map(|(n, _)| n).sum();
+        assert_eq!(counted, launches, "{tier}: the profile's launches");
+        // 3 outer and 12 inner iterations, each with its condition, plus the exits' checks.
+        assert!(launches >= 3 + 12 + 4 + 1, "{tier}: {launches} launches");
+        assert!(profile.copies.0 > 0, "{tier}: loop state copies are timed");
+    }
+}
+
 /// A loop that runs zero times returns its initial state, and a swap of two state leaves
 /// per iteration (a result leaf that is another state leaf) is not clobbered.
 #[test]
