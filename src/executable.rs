@@ -475,7 +475,10 @@ impl Executable {
 
 /// Same dimensions, element type and physical placement.
 fn same_layout(shape: &ArrayShape, leaf: &Leaf) -> bool {
-    shape.same_dims_and_type(&leaf.shape) && LayoutMap::new(shape).is_ok_and(|m| m == leaf.map)
+    // The buffers `transfer_argument` and `new_results` make carry the leaf's own shape; only
+    // other spellings of a layout need the (allocating) layout map to compare.
+    *shape == leaf.shape
+        || (shape.same_dims_and_type(&leaf.shape) && LayoutMap::new(shape).is_ok_and(|m| m == leaf.map))
 }
 
 /// The literal's physical bytes in the leaf's layout, copied only when the layouts differ.
