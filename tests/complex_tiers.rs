@@ -5,25 +5,14 @@
 
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::{ElementType, Literal, Shape};
+use tessera_testkit::Rng;
 
-/// xorshift64*: deterministic arguments.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+/// In [-4, 4), or with `specials` now and then a zero, infinity, NaN or tiny value.
+fn float(rng: &mut Rng, specials: bool) -> f64 {
+    if specials && rng.below(12) == 0 {
+        return *rng.pick(&[0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-30]);
     }
-    fn float(&mut self, specials: bool) -> f64 {
-        if specials && self.next() % 12 == 0 {
-            return [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1e-30][(self.next() % 6) as usize];
-        }
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 8.0 - 4.0
-    }
+    rng.uniform(-4.0, 4.0)
 }
 
 fn random_literal(shape: &Shape, rng: &mut Rng, specials: bool) -> Literal {
@@ -32,16 +21,16 @@ fn random_literal(shape: &Shape, rng: &mut Rng, specials: bool) -> Literal {
     let bits = (0..n)
         .map(|_| match a.element_type {
             ElementType::C64 => {
-                u128::from((rng.float(specials) as f32).to_bits())
-                    | (u128::from((rng.float(specials) as f32).to_bits()) << 32)
+                u128::from((float(rng, specials) as f32).to_bits())
+                    | (u128::from((float(rng, specials) as f32).to_bits()) << 32)
             }
             ElementType::C128 => {
-                u128::from(rng.float(specials).to_bits()) | (u128::from(rng.float(specials).to_bits()) << 64)
+                u128::from(float(rng, specials).to_bits()) | (u128::from(float(rng, specials).to_bits()) << 64)
             }
-            ElementType::F32 => u128::from((rng.float(specials) as f32).to_bits()),
-            ElementType::F64 => u128::from(rng.float(specials).to_bits()),
-            ElementType::Pred => u128::from(rng.next() % 2 == 1),
-            ElementType::S32 => u128::from((rng.next() % 9) as u32),
+            ElementType::F32 => u128::from((float(rng, specials) as f32).to_bits()),
+            ElementType::F64 => u128::from(float(rng, specials).to_bits()),
+            ElementType::Pred => u128::from(rng.bool()),
+            ElementType::S32 => u128::from(rng.below(9) as u32),
             t => panic!("no generator for {t:?}"),
         })
         .collect();
@@ -79,7 +68,7 @@ fn check(text: &str, specials: bool, rtol: f64, atol: f64) {
     for backend in [Backend::Cranelift, Backend::Llvm] {
         let exe = compile(backend);
         for seed in [7u64, 8] {
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut rng = Rng::new(seed);
             let args: Vec<Literal> = params.iter().map(|s| random_literal(s, &mut rng, specials)).collect();
             let want = reference.run(&args).unwrap_or_else(|e| panic!("interp: {e}\n{text}"));
             let got = exe.run(&args).unwrap_or_else(|e| panic!("{backend}: {e}\n{text}"));

@@ -7,20 +7,7 @@
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::text::parse_module;
 use tessera_hlo::{ElementType, Literal, Shape};
-
-/// xorshift64*: deterministic arguments.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
+use tessera_testkit::Rng;
 
 fn random_literal(shape: &Shape, rng: &mut Rng) -> Literal {
     let a = shape.as_array().expect("array parameter");
@@ -29,7 +16,7 @@ fn random_literal(shape: &Shape, rng: &mut Rng) -> Literal {
         .map(|_| match a.element_type {
             // Wide floats in a range the narrow formats round into, with some specials.
             ElementType::F32 | ElementType::F64 => {
-                let r = rng.next();
+                let r = rng.next_u64();
                 let x = match r % 16 {
                     0 => [f64::NAN, f64::INFINITY, -0.0, 1e30, -1e-30, 448.0, 464.0, 57344.0][(r >> 8) as usize % 8],
                     _ => ((r >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2f64.powi((r >> 4) as i32 % 40 - 20),
@@ -40,8 +27,8 @@ fn random_literal(shape: &Shape, rng: &mut Rng) -> Literal {
                     u128::from(x.to_bits())
                 }
             }
-            ElementType::S32 => u128::from(((rng.next() % 41) as i32 - 20) as u32),
-            t => u128::from(rng.next() & ((1u64 << t.bit_width()) - 1)),
+            ElementType::S32 => u128::from(((rng.next_u64() % 41) as i32 - 20) as u32),
+            t => u128::from(rng.next_u64() & ((1u64 << t.bit_width()) - 1)),
         })
         .collect();
     let mut row_major = a.clone();
@@ -69,7 +56,7 @@ fn check(text: &str, seeds: std::ops::Range<u64>) {
             .compile(&module, &CompileOptions::default())
             .unwrap_or_else(|e| panic!("{backend}: compile: {e}\n{text}"));
         for seed in seeds.clone() {
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut rng = Rng::new(seed);
             let args: Vec<Literal> =
                 module.entry_comp().parameter_shapes().iter().map(|s| random_literal(s, &mut rng)).collect();
             let want = interp.run(&args).unwrap_or_else(|e| panic!("interp: {e}\n{text}"));

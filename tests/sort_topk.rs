@@ -9,21 +9,7 @@
 
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::{ElementType, Literal, Shape};
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+use tessera_testkit::Rng;
 
 /// Raw bits of a random element of `et`: mostly a few distinct small values (so ties are
 /// common), sometimes a special value of the type (NaNs with sign and payload, infinities,
@@ -204,7 +190,7 @@ fn f32_total(bits: u128) -> i128 {
 
 #[test]
 fn f32_total_order_lengths_from_empty_to_ten_thousand() {
-    let mut rng = Rng(0x5eed_0001);
+    let mut rng = Rng::new(0x5eed_0001);
     for n in [0i64, 1, 2, 3, 7, 33, 64, 100, 10_000] {
         let s = format!("f32[{n}]{{0}}");
         let iota_s = format!("s32[{n}]{{0}}");
@@ -226,7 +212,7 @@ fn f32_total_order_lengths_from_empty_to_ten_thousand() {
 
 #[test]
 fn jax_comparator_canonicalizes_nans_and_zeros() {
-    let mut rng = Rng(0x5eed_0002);
+    let mut rng = Rng::new(0x5eed_0002);
     for (t, n) in [("f32", 513i64), ("f64", 77), ("f16", 130), ("bf16", 129)] {
         let s = format!("{t}[3,{n}]{{1,0}}");
         let text = sort_module(&[&s], &[&s], 1, &jax_cmp(t));
@@ -236,7 +222,7 @@ fn jax_comparator_canonicalizes_nans_and_zeros() {
 
 #[test]
 fn ieee_comparators_ascending_and_descending_on_every_element_type() {
-    let mut rng = Rng(0x5eed_0003);
+    let mut rng = Rng::new(0x5eed_0003);
     let types = ["pred", "s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64", "f16", "bf16", "f32", "f64"];
     for t in types {
         for dir in ["LT", "GT"] {
@@ -254,7 +240,7 @@ fn ieee_comparators_ascending_and_descending_on_every_element_type() {
 
 #[test]
 fn three_operands_with_a_lexicographic_comparator_that_calls_a_computation() {
-    let mut rng = Rng(0x5eed_0004);
+    let mut rng = Rng::new(0x5eed_0004);
     // Ordered by operand 2 (u8, descending), ties by operand 0 (f32, total order); operand 1
     // only travels along. The tie-break lives in a called computation.
     let comparator = "tie {
@@ -294,7 +280,7 @@ cmp {
 
 #[test]
 fn non_minor_dimensions_and_non_default_layouts() {
-    let mut rng = Rng(0x5eed_0005);
+    let mut rng = Rng::new(0x5eed_0005);
     let cases: [(&str, &str, usize); 7] = [
         ("f32[4,37,5]{2,1,0}", "f32[4,37,5]{2,1,0}", 1),
         ("f32[4,37,5]{2,1,0}", "f32[4,37,5]{0,1,2}", 0),
@@ -314,7 +300,7 @@ fn non_minor_dimensions_and_non_default_layouts() {
 
 #[test]
 fn packed_pred_results_and_multi_operand_layouts() {
-    let mut rng = Rng(0x5eed_0006);
+    let mut rng = Rng::new(0x5eed_0006);
     // A packed pred result is written read-modify-write: every row must still land.
     let keys = "s8[7,29]{1,0}";
     let flags = "pred[7,29]{1,0}";
@@ -326,7 +312,7 @@ fn packed_pred_results_and_multi_operand_layouts() {
 
 #[test]
 fn stability_with_many_equal_keys_in_every_row() {
-    let mut rng = Rng(0x5eed_0007);
+    let mut rng = Rng::new(0x5eed_0007);
     let (rows, n) = (12usize, 250usize);
     let s = format!("s32[{rows},{n}]{{1,0}}");
     let text = sort_module(&[&s, &s], &[&s, &s], 1, &simple_cmp(&["s32", "s32"], 0, "LT", false));
@@ -355,7 +341,7 @@ fn topk_module(operand: &str, values: &str, indices: &str, k: i64, largest: Opti
 
 #[test]
 fn topk_largest_and_smallest_with_ties_and_nans() {
-    let mut rng = Rng(0x5eed_0008);
+    let mut rng = Rng::new(0x5eed_0008);
     for t in ["f32", "f64", "f16", "bf16", "s32", "u8", "s64", "pred"] {
         for (n, k) in [(1i64, 1i64), (2, 1), (9, 0), (9, 9), (100, 5), (1000, 17)] {
             for largest in [None, Some(false), Some(true)] {
@@ -386,7 +372,7 @@ fn topk_largest_and_smallest_with_ties_and_nans() {
 
 #[test]
 fn topk_on_rank_three_and_non_default_layouts() {
-    let mut rng = Rng(0x5eed_0009);
+    let mut rng = Rng::new(0x5eed_0009);
     let cases = [
         ("f32[2,3,50]{2,1,0}", "f32[2,3,4]{2,1,0}", "s32[2,3,4]{2,1,0}", 4),
         ("f32[2,3,50]{0,1,2}", "f32[2,3,7]{1,2,0}", "s32[2,3,7]{0,2,1}", 7),
@@ -403,7 +389,7 @@ fn topk_on_rank_three_and_non_default_layouts() {
 /// scalar bitcasts), or one that also reads the indices (ties broken toward the higher index).
 #[test]
 fn topk_custom_call_with_value_and_index_comparators() {
-    let mut rng = Rng(0x5eed_000a);
+    let mut rng = Rng::new(0x5eed_000a);
     let by_value = "cmp {
   a = f32[] parameter(0)
   b = f32[] parameter(1)

@@ -6,26 +6,7 @@
 
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::{ElementType, Literal, Shape};
-
-/// xorshift64*: deterministic arguments.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use tessera_testkit::Rng;
 
 fn float_bits(et: ElementType, f: f64) -> u128 {
     match et {
@@ -54,15 +35,15 @@ fn random_literal(shape: &Shape, rng: &mut Rng) -> Literal {
     let bits = (0..n)
         .map(|_| {
             if et == ElementType::Pred {
-                return u128::from(rng.below(2) == 1);
+                return u128::from(rng.bool());
             }
             if et.is_float() {
-                return float_bits(et, rng.unit() * 8.0 - 4.0);
+                return float_bits(et, rng.uniform(-4.0, 4.0));
             }
             let w = et.bit_width();
             let mask = if w >= 64 { u64::MAX } else { (1u64 << w) - 1 };
             let v: i64 = match rng.below(12) {
-                0 => [i64::MIN, i64::MAX, -1][rng.below(3) as usize],
+                0 => *rng.pick(&[i64::MIN, i64::MAX, -1]),
                 _ => rng.below(20) as i64 - 4,
             };
             let v = match (et.is_signed_integral() && w < 64, v) {
@@ -83,7 +64,7 @@ fn spd_literal(shape: &Shape, rng: &mut Rng) -> Literal {
     let batch: i64 = a.dims[..r - 2].iter().product();
     let mut bits = Vec::new();
     for _ in 0..batch {
-        let m: Vec<f64> = (0..n * n).map(|_| rng.unit() * 2.0 - 1.0).collect();
+        let m: Vec<f64> = (0..n * n).map(|_| rng.uniform(-1.0, 1.0)).collect();
         for i in 0..n {
             for j in 0..n {
                 let mut s: f64 = (0..n).map(|k| m[i * n + k] * m[j * n + k]).sum();
@@ -106,7 +87,7 @@ fn well_conditioned(shape: &Shape, rng: &mut Rng) -> Literal {
     let bits = (0..count)
         .map(|k| {
             let (i, j) = ((k / n) % n, k % n);
-            let x = if i == j { 2.0 + rng.unit() * 2.0 } else { rng.unit() - 0.5 };
+            let x = if i == j { rng.uniform(2.0, 4.0) } else { rng.uniform(-0.5, 0.5) };
             float_bits(a.element_type, x)
         })
         .collect();
@@ -124,7 +105,7 @@ enum Args {
 }
 
 fn args_for(module: &tessera_hlo::Module, kind: Args, seed: u64) -> Vec<Literal> {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::new(seed);
     module
         .entry_comp()
         .parameter_shapes()

@@ -8,19 +8,7 @@
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::text::parse_module;
 use tessera_hlo::{ElementType, Literal, Shape};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-}
+use tessera_testkit::Rng;
 
 /// Floats spread over many magnitudes (fractions, values past every integer range, specials);
 /// integers of any bit pattern.
@@ -29,7 +17,7 @@ fn random_literal(shape: &Shape, rng: &mut Rng) -> Literal {
     let n = a.dims.iter().product::<i64>() as usize;
     let bits = (0..n)
         .map(|_| {
-            let r = rng.next();
+            let r = rng.next_u64();
             let f = match r % 20 {
                 0 => [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, -0.0, 127.5, -128.5, 2147483648.0, -9.3e18]
                     [(r >> 8) as usize % 8],
@@ -40,7 +28,7 @@ fn random_literal(shape: &Shape, rng: &mut Rng) -> Literal {
                 ElementType::F32 => u128::from((f as f32).to_bits()),
                 ElementType::F16 => u128::from(half::f16::from_f64(f).to_bits()),
                 ElementType::BF16 => u128::from(half::bf16::from_f64(f).to_bits()),
-                t => u128::from(rng.next() & (u64::MAX >> (64 - t.bit_width().min(64)))),
+                t => u128::from(rng.next_u64() & (u64::MAX >> (64 - t.bit_width().min(64)))),
             }
         })
         .collect();
@@ -73,7 +61,7 @@ fn check(text: &str, seeds: std::ops::Range<u64>) {
             .compile(&module, &CompileOptions::default())
             .unwrap_or_else(|e| panic!("{backend}: compile: {e}\n{text}"));
         for seed in seeds.clone() {
-            let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+            let mut rng = Rng::new(seed);
             let args: Vec<Literal> =
                 module.entry_comp().parameter_shapes().iter().map(|s| random_literal(s, &mut rng)).collect();
             let want = interp.run(&args).unwrap_or_else(|e| panic!("interp: {e}\n{text}"));
@@ -100,7 +88,7 @@ fn refused(text: &str, inst: &str, why: &str) {
     let module = parse_module(text).unwrap_or_else(|e| panic!("parse: {e}\n{text}"));
     let interp = Client::new(Backend::Interp).unwrap().compile(&module, &CompileOptions::default()).unwrap();
     let shapes = module.entry_comp().parameter_shapes();
-    let mut rng = Rng(7);
+    let mut rng = Rng::new(7);
     let args: Vec<Literal> = shapes.iter().map(|s| random_literal(s, &mut rng)).collect();
     assert!(interp.run(&args).is_err(), "the interpreter ran\n{text}");
     for backend in [Backend::Cranelift, Backend::Llvm] {
@@ -217,7 +205,7 @@ fn set_dimension_size_at_run_time_is_checked() {
                 g = s32[] get-dimension-size(d), dimensions={1}\n  \
                 ROOT t = (f32[5,<=6], f32[<=6], s32[]) tuple(e, r, g)\n}\n";
     let module = parse_module(text).unwrap();
-    let x = random_literal(&module.entry_comp().parameter_shapes()[0], &mut Rng(3));
+    let x = random_literal(&module.entry_comp().parameter_shapes()[0], &mut Rng::new(3));
     let clients: Vec<_> = [Backend::Interp, Backend::Cranelift, Backend::Llvm]
         .into_iter()
         .map(|b| (b, Client::new(b).unwrap().compile(&module, &CompileOptions::default()).unwrap()))

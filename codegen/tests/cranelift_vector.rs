@@ -7,6 +7,7 @@ mod common;
 
 use common::*;
 use tessera_lower::kernel::*;
+use tessera_testkit::Rng;
 
 fn clif(kernel: &Kernel) -> String {
     tessera_codegen::cranelift::clif(kernel).unwrap()
@@ -106,36 +107,16 @@ fn loops_that_are_not_eligible_stay_scalar_and_correct() {
     run(&wide_ints, &mut bufs);
 }
 
-/// A seeded generator of vectorizable loop bodies: contiguous and broadcast loads of one
+/// A random vectorizable loop body from `seed`: contiguous and broadcast loads of one
 /// element type, every op with a vector form, comparisons feeding selects and mask logic,
 /// 32-bit int<->float casts, uniform subexpressions, and contiguous stores.
-struct Gen {
-    state: u64,
-}
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
-
 fn random_vector_kernel(seed: u64) -> Kernel {
-    let mut r = Gen { state: seed };
-    let base = r.pick(&[Ty::F32, Ty::I32, Ty::F64]);
+    let mut r = Rng::new(seed);
+    let base = *r.pick(&[Ty::F32, Ty::I32, Ty::F64]);
     let rows = 1 + r.below(3) as i64;
     let start = r.below(4) as i64;
     let trip = r.below(30) as i64;
-    let width = r.pick(&[4u32, 8, 16]);
+    let width = *r.pick(&[4u32, 8, 16]);
     let cols = start + trip + 2;
     let mut k = KernelBuilder::new(format!("vec_{seed}"), rows);
     // 32-bit loops also read the other 32-bit type, so casts and bitcasts meet loads.
@@ -189,37 +170,40 @@ fn random_vector_kernel(seed: u64) -> Kernel {
         let v = match r.below(6) {
             0 if ty.is_float() => {
                 let op =
-                    r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Sqrt, UnOp::Floor, UnOp::Ceil, UnOp::Trunc, UnOp::RoundEven]);
+                    *r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Sqrt, UnOp::Floor, UnOp::Ceil, UnOp::Trunc, UnOp::RoundEven]);
                 k.unary(op, ty, a)
             }
-            0 => k.unary(r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Not]), ty, a),
+            0 => k.unary(*r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Not]), ty, a),
             1 if ty.is_float() && r.below(3) == 0 => {
                 // Math functions run once per lane inside the vector loop.
                 let func =
-                    r.pick(&[MathFn::Exp, MathFn::Tanh, MathFn::Log1p, MathFn::Atan2, MathFn::Pow, MathFn::Fmod]);
+                    *r.pick(&[MathFn::Exp, MathFn::Tanh, MathFn::Log1p, MathFn::Atan2, MathFn::Pow, MathFn::Fmod]);
                 let args = if func.arity() == 2 { vec![a, b] } else { vec![a] };
                 k.math(func, ty, args)
             }
-            1 | 2 if ty.is_float() => {
-                k.binary(r.pick(&[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::FDiv, BinOp::FMax, BinOp::FMin]), ty, a, b)
-            }
+            1 | 2 if ty.is_float() => k.binary(
+                *r.pick(&[BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::FDiv, BinOp::FMax, BinOp::FMin]),
+                ty,
+                a,
+                b,
+            ),
             1 | 2 => {
                 use BinOp::*;
-                k.binary(r.pick(&[Add, Sub, Mul, And, Or, Xor, SMax, SMin, UMax, UMin]), ty, a, b)
+                k.binary(*r.pick(&[Add, Sub, Mul, And, Or, Xor, SMax, SMin, UMax, UMin]), ty, a, b)
             }
             3 => {
                 use CmpOp::*;
                 let op = if ty.is_float() {
-                    r.pick(&[FEq, FNe, FLt, FLe, FGt, FGe])
+                    *r.pick(&[FEq, FNe, FLt, FLe, FGt, FGe])
                 } else {
-                    r.pick(&[Eq, Ne, Slt, Sle, Sgt, Sge, Ult, Ule, Ugt, Uge])
+                    *r.pick(&[Eq, Ne, Slt, Sle, Sgt, Sge, Ult, Ule, Ugt, Uge])
                 };
                 let p = k.cmp(op, ty, a, b);
                 let p = if preds.is_empty() || r.below(2) == 0 {
                     p
                 } else {
                     let q = preds[r.below(preds.len() as u64) as usize];
-                    let m = k.binary(r.pick(&[BinOp::And, BinOp::Or, BinOp::Xor]), Ty::Pred, p, q);
+                    let m = k.binary(*r.pick(&[BinOp::And, BinOp::Or, BinOp::Xor]), Ty::Pred, p, q);
                     if r.below(3) == 0 {
                         k.unary(UnOp::Not, Ty::Pred, m)
                     } else {

@@ -5,18 +5,12 @@
 mod common;
 
 use tessera_lower::kernel::*;
+use tessera_testkit::Rng;
 
 /// Bytes that exercise every bit position.
 fn garbage(n: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x >> 24) as u8
-        })
-        .collect()
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| (rng.next_u64() >> 56) as u8).collect()
 }
 
 /// Element `i` of a packed buffer.

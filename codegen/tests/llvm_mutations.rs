@@ -6,28 +6,26 @@
 use tessera_codegen::CodegenError;
 use tessera_lower::kernel::random::random_kernel;
 use tessera_lower::kernel::*;
+use tessera_testkit::Rng;
 
-/// xorshift64, seeded per test.
-struct Damage(u64);
+/// Random damage to a kernel, drawn from a seeded generator.
+struct Damage(Rng);
 
 impl Damage {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+    fn below(&mut self, n: u64) -> u64 {
+        self.0.below(n)
     }
     fn one_in(&mut self, n: u64) -> bool {
-        self.next() % n == 0
+        self.below(n) == 0
     }
     fn int(&mut self) -> i64 {
-        [-2, -1, 0, 1, 3, 1000][(self.next() % 6) as usize]
+        *self.0.pick(&[-2, -1, 0, 1, 3, 1000])
     }
     fn ty(&mut self) -> Ty {
-        [Ty::Pred, Ty::I8, Ty::I16, Ty::I32, Ty::I64, Ty::F32, Ty::F64][(self.next() % 7) as usize]
+        *self.0.pick(&[Ty::Pred, Ty::I8, Ty::I16, Ty::I32, Ty::I64, Ty::F32, Ty::F64])
     }
     fn value(&mut self) -> ValueId {
-        ValueId((self.next() % 50) as u32)
+        ValueId(self.below(50) as u32)
     }
 
     fn index(&mut self, e: &mut IndexExpr) {
@@ -35,11 +33,11 @@ impl Damage {
             e.offset += self.int();
         }
         for t in &mut e.terms {
-            match self.next() % 12 {
+            match self.below(12) {
                 0 => t.div = self.int(),
                 1 => t.modulo = Some(self.int()),
                 2 => t.scale = self.int(),
-                3 => t.src = IndexSrc::Var(VarId((self.next() % 6) as u32)),
+                3 => t.src = IndexSrc::Var(VarId(self.below(6) as u32)),
                 4 => t.src = IndexSrc::Value(self.value()),
                 _ => {}
             }
@@ -104,7 +102,7 @@ impl Damage {
                 Stmt::Loop(l) => {
                     l.start += self.int();
                     l.end += self.int();
-                    l.vector_width = (self.next() % 40) as u32;
+                    l.vector_width = self.below(40) as u32;
                     if self.one_in(3) {
                         l.var = VarId(0);
                     }
@@ -115,7 +113,7 @@ impl Damage {
                         *value = self.value();
                     }
                     if self.one_in(4) {
-                        *mem = MemType::Packed { bits: (self.next() % 9) as u8, pred: self.one_in(2) };
+                        *mem = MemType::Packed { bits: self.below(9) as u8, pred: self.one_in(2) };
                     }
                 }
                 Stmt::DeclLocal { ty, init, .. } => {
@@ -123,7 +121,7 @@ impl Damage {
                     *init = self.value();
                 }
                 Stmt::SetLocal { local, value } => {
-                    local.0 += (self.next() % 3) as u32;
+                    local.0 += self.below(3) as u32;
                     *value = self.value();
                 }
                 Stmt::If { cond, .. } => *cond = self.value(),
@@ -135,7 +133,7 @@ impl Damage {
 
 #[test]
 fn damaged_kernels_are_refused_or_compiled_never_panics() {
-    let mut d = Damage(0x0bad_c0de);
+    let mut d = Damage(Rng::new(0x0bad_c0de));
     let (mut compiled, mut refused) = (0, 0);
     for seed in 0..600 {
         let mut k = random_kernel(10_000 + seed);
@@ -145,7 +143,7 @@ fn damaged_kernels_are_refused_or_compiled_never_panics() {
                 b.len += d.int();
             }
             if d.one_in(60) {
-                b.mem = MemType::Packed { bits: (d.next() % 9) as u8, pred: d.one_in(2) };
+                b.mem = MemType::Packed { bits: d.below(9) as u8, pred: d.one_in(2) };
             }
             if d.one_in(60) {
                 b.mem = MemType::Scalar(d.ty());

@@ -3,12 +3,10 @@
 //! counts. The interpreter rearranges operands and splits work over threads; the reference
 //! computes each output element on its own from the labels, so a slip in either shows up.
 
-mod common;
-
-use common::Rng;
 use tessera_hlo::eval::evaluate;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::Literal;
+use tessera_testkit::Rng;
 
 const CASES: usize = 3000;
 
@@ -217,7 +215,7 @@ fn reference(c: &Conv, x: &[i64], w: &[i64]) -> Vec<i64> {
 
 #[test]
 fn convolution_matches_the_definition_on_random_configurations() {
-    let mut rng = Rng(0x5EED_C0DE);
+    let mut rng = Rng::new(0x5EED_C0DE);
     let mut tested = 0;
     for case in 0..CASES {
         let c = random_conv(&mut rng);

@@ -1,12 +1,10 @@
 //! Golden tables and property tests for the layout index math.
 
-mod common;
-
-use common::Rng;
 use tessera_hlo::layout_index::{
     physical_byte_size, physical_element_count, DimOrigin, IndexExpr, LayoutError, LayoutMap,
 };
 use tessera_hlo::{ArrayShape, ElementType, Layout, Shape};
+use tessera_testkit::Rng;
 
 fn array(text: &str) -> ArrayShape {
     match text.parse::<Shape>() {
@@ -280,7 +278,7 @@ fn errors_not_panics() {
     assert_eq!(m.logical_index(i64::MAX), None);
 }
 
-/// xorshift64*: deterministic and dependency-free.
+/// A random array shape with a random tiled layout.
 fn random_shape(rng: &mut Rng) -> ArrayShape {
     let rank = rng.below(6) as usize;
     let dims: Vec<i64> = (0..rank)
@@ -329,7 +327,7 @@ fn random_shape(rng: &mut Rng) -> ArrayShape {
 
 #[test]
 fn random_layouts_are_bijections_onto_data_slots() {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let mut checked = 0;
     for case in 0..3000 {
         let shape = random_shape(&mut rng);

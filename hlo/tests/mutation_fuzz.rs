@@ -8,10 +8,11 @@
 
 mod common;
 
-use common::{shared_dir, Rng};
+use common::shared_dir;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tessera_testkit::Rng;
 
 use tessera_hlo::text::{parse_module, print_module, PrintOptions};
 use tessera_hlo::verify::verify;
@@ -240,7 +241,7 @@ fn mutated_modules_never_panic_or_hang() {
     let executions =
         std::env::var("TESSERA_FUZZ_EXECUTIONS").ok().and_then(|s| s.parse().ok()).unwrap_or(DEFAULT_EXECUTIONS);
     let seed = std::env::var("TESSERA_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0x7E55E4A);
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     // A quiet hook: the panic is reported below with the input that caused it.
     let default_hook = panic::take_hook();
     panic::set_hook(Box::new(|_| {}));

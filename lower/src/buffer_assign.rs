@@ -150,6 +150,7 @@ mod tests {
     use crate::kernel::{Grid, Kernel, KernelBuffer, MemType, Ty, VarId};
     use crate::program::{Buffer, Launch};
     use tessera_hlo::{ArrayShape, ElementType};
+    use tessera_testkit::Rng;
 
     fn buffer(name: &str, bytes: u64, space: i64, kind: BufferKind) -> Buffer {
         Buffer {
@@ -242,21 +243,6 @@ mod tests {
         assert_eq!(best_fit(&busy, 256), 512);
     }
 
-    /// splitmix64.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
     /// A temp made before a loop and read in it, and temps made and used within one
     /// iteration, all stay live across the loop; after it, their bytes are free again.
     #[test]
@@ -336,7 +322,7 @@ mod tests {
     /// bytes are disjoint; every temp lies inside its arena at an aligned offset.
     #[test]
     fn live_temps_never_share_bytes() {
-        let mut rng = Rng(7);
+        let mut rng = Rng::new(7);
         let mut shared = 0;
         let mut loops = 0;
         for case in 0..300 {

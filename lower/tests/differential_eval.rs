@@ -9,12 +9,13 @@ mod common;
 use std::fs;
 use std::path::PathBuf;
 
-use common::{compare, shared_dir, values, Rng};
+use common::{compare, shared_dir, values};
 use tessera_hlo::eval::evaluate;
 use tessera_hlo::text::parse_module;
 use tessera_hlo::{ElementType, Layout, Literal, Shape};
 use tessera_lower::kernel::interp::run_program;
 use tessera_lower::{lower_module, LowerOptions, Program};
+use tessera_testkit::Rng;
 
 /// Cases with buffers larger than this are skipped: both interpreters are slow on them (the
 /// corpus bench cases are skipped by name for the same reason).
@@ -104,7 +105,7 @@ fn run(module_text: &str, seed: u64, fusion: bool) -> Outcome {
     if params.iter().any(Shape::is_tuple) {
         return Outcome::Skip;
     }
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut args = Vec::new();
     for p in &params {
         match random_literal(p, &mut rng) {

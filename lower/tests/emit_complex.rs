@@ -199,7 +199,7 @@ fn finite_args(module: &Module, seed: u64) -> Vec<Literal> {
         .map(|s: &Shape| {
             let a = s.as_array().expect("array");
             let n = a.dims.iter().product::<i64>() as usize;
-            let mut f = || rng.unit() * 8.0 - 4.0;
+            let mut f = || rng.uniform(-4.0, 4.0);
             let bits: Vec<u128> = (0..n)
                 .map(|_| match a.element_type {
                     ElementType::C64 => u128::from((f() as f32).to_bits()) | (u128::from((f() as f32).to_bits()) << 32),

@@ -38,7 +38,7 @@ fn args(module: &Module, seed: u64) -> Vec<Literal> {
             let et = a.element_type;
             let bits = (0..n)
                 .map(|_| {
-                    let f = rng.unit() * 4.0 - 2.0;
+                    let f = rng.uniform(-2.0, 2.0);
                     match et {
                         ElementType::F32 => u128::from((f as f32).to_bits()),
                         ElementType::F64 => u128::from(f.to_bits()),

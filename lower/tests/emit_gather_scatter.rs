@@ -10,10 +10,6 @@ use support::{check_module_with, random_args, Rng};
 const INDEX_TYPES: [&str; 8] = ["s8", "u8", "s16", "u16", "s32", "u32", "s64", "u64"];
 const VALUE_TYPES: [&str; 6] = ["f32", "f64", "bf16", "s32", "u8", "pred"];
 
-fn pick<'a, T>(rng: &mut Rng, xs: &'a [T]) -> &'a T {
-    &xs[rng.below(xs.len() as u64) as usize]
-}
-
 fn shuffled(rng: &mut Rng, mut v: Vec<usize>) -> Vec<usize> {
     for i in (1..v.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;
@@ -90,8 +86,8 @@ fn common(rng: &mut Rng) -> Common {
 
 fn random_gather(rng: &mut Rng) -> String {
     let c = common(rng);
-    let ty = *pick(rng, &VALUE_TYPES);
-    let ity = *pick(rng, &INDEX_TYPES);
+    let ty = *rng.pick(&VALUE_TYPES);
+    let ity = *rng.pick(&INDEX_TYPES);
     let rank = c.op_dims.len();
     let batching_ops: Vec<usize> = c.batching.iter().map(|&(o, _)| o).collect();
     let sizes: Vec<i64> = (0..rank)
@@ -125,19 +121,16 @@ fn random_gather(rng: &mut Rng) -> String {
 
 fn random_scatter(rng: &mut Rng) -> String {
     let c = common(rng);
-    let (ty, combiner) = *pick(
-        rng,
-        &[
-            ("f32", "add"),
-            ("f64", "maximum"),
-            ("bf16", "multiply"),
-            ("s32", "subtract"),
-            ("u8", "add"),
-            ("pred", "or"),
-            ("s16", "set"),
-        ],
-    );
-    let ity = *pick(rng, &INDEX_TYPES);
+    let (ty, combiner) = *rng.pick(&[
+        ("f32", "add"),
+        ("f64", "maximum"),
+        ("bf16", "multiply"),
+        ("s32", "subtract"),
+        ("u8", "add"),
+        ("pred", "or"),
+        ("s16", "set"),
+    ]);
+    let ity = *rng.pick(&INDEX_TYPES);
     let rank = c.op_dims.len();
     let batching_ops: Vec<usize> = c.batching.iter().map(|&(o, _)| o).collect();
     let window: Vec<usize> = (0..rank).filter(|d| !c.dropped.contains(d) && !batching_ops.contains(d)).collect();

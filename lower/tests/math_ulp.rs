@@ -5,6 +5,7 @@
 use tessera_lower::emit::math::{
     atan2, cbrt, cos, cosh, erf, exp, expm1, log, log1p, logistic, pow, sin, sinh, tan, tanh, Eval,
 };
+use tessera_testkit::Rng;
 
 extern "C" {
     // The system libm's double erf; std has no erf.
@@ -216,22 +217,6 @@ fn header() {
     println!("{:<9} | {:>11} | {:>7} | {:<36} | >1ulp", "function", "checked", "max ulp", "worst input");
 }
 
-/// xorshift32 with a fixed seed: reproducible pseudo-random bit patterns.
-struct Rng(u32);
-impl Rng {
-    fn next(&mut self) -> u32 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        self.0 = x;
-        x
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 8) as f32 * (1.0 / 16777216.0)
-    }
-}
-
 /// 2-D sample: a bit-pattern grid, random pairs, pairs whose result lands in the finite range
 /// (where the error is hard to control: y*log2|x| up to +-150), small integer exponents, and all
 /// combinations of special values.
@@ -244,25 +229,25 @@ fn pairs(scale: u32) -> Vec<(f32, f32)> {
             v.push((f32::from_bits(i.wrapping_mul(step)), f32::from_bits(j.wrapping_mul(step).wrapping_add(12345))));
         }
     }
-    let mut r = Rng(0x9e37_79b9);
+    let mut r = Rng::new(0x9e37_79b9);
     let n = 1usize << (12 + 2 * scale);
     for _ in 0..n {
-        v.push((f32::from_bits(r.next()), f32::from_bits(r.next())));
+        v.push((f32::from_bits(r.next_u32()), f32::from_bits(r.next_u32())));
     }
     for _ in 0..4 * n {
-        let x = f32::from_bits(r.next() & 0x7fff_ffff);
+        let x = f32::from_bits(r.next_u32() & 0x7fff_ffff);
         let l = (x as f64).log2();
-        let target = (r.unit() as f64 - 0.5) * 310.0;
+        let target = r.uniform(-155.0, 155.0);
         let y = (target / l) as f32;
-        let sx = if r.next() & 1 == 1 { -x } else { x };
+        let sx = if r.next_u32() & 1 == 1 { -x } else { x };
         v.push((sx, y));
         // near-1 bases with huge exponents stress the relative accuracy of log2 near 0
-        let x1 = f32::from_bits(0x3f80_0000u32.wrapping_add((r.next() % 4096).wrapping_sub(2048)));
+        let x1 = f32::from_bits(0x3f80_0000u32.wrapping_add((r.next_u32() % 4096).wrapping_sub(2048)));
         let l1 = (x1 as f64).log2();
         if l1 != 0.0 {
             v.push((x1, (target / l1) as f32));
         }
-        let yi = ((r.next() % 64) as i32 - 32) as f32;
+        let yi = ((r.next_u32() % 64) as i32 - 32) as f32;
         v.push((sx, yi));
     }
     let sp = [

@@ -629,15 +629,12 @@ mod tests {
     use super::*;
     use crate::gemm::GemmThreads;
     use crate::ThreadPool;
+    use tessera_testkit::Rng;
 
+    /// A deterministic pseudo-random sequence in [-1, 1).
     fn values(n: usize, seed: u64) -> Vec<f32> {
-        let mut z = seed;
-        (0..n)
-            .map(|_| {
-                z = z.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                ((z >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
+        let mut rng = Rng::new(seed);
+        (0..n).map(|_| rng.unit_f32() * 2.0 - 1.0).collect()
     }
 
     /// NHWC input, HWIO kernel, NHWC output; `fgc` feature groups; window per spatial dim:

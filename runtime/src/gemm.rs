@@ -377,20 +377,12 @@ pub unsafe extern "C" fn tessera_rt_gemm_f32_mixed(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_testkit::Rng;
 
-    /// A deterministic pseudo-random sequence in [-1, 1) (splitmix64).
+    /// A deterministic pseudo-random sequence in [-1, 1).
     fn values(n: usize, seed: u64) -> Vec<f64> {
-        let mut z = seed;
-        (0..n)
-            .map(|_| {
-                z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-                let mut x = z;
-                x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-                x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-                x ^= x >> 31;
-                (x >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-            })
-            .collect()
+        let mut rng = Rng::new(seed);
+        (0..n).map(|_| rng.uniform(-1.0, 1.0)).collect()
     }
 
     fn reference(m: usize, n: usize, k: usize, a: &[f64], b: &[f64]) -> Vec<f64> {

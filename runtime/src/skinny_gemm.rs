@@ -555,17 +555,12 @@ pub(crate) unsafe fn run<E: Elem>(p: &Problem<E>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tessera_testkit::Rng;
 
-    fn values(n: usize, seed: u32) -> Vec<f32> {
-        let mut z = seed.wrapping_mul(0x9E37_79B9) | 1;
-        (0..n)
-            .map(|_| {
-                z ^= z << 13;
-                z ^= z >> 17;
-                z ^= z << 5;
-                (z >> 8) as f32 / (1u32 << 24) as f32 * 2.0 - 1.0
-            })
-            .collect()
+    /// A deterministic pseudo-random sequence in [-1, 1).
+    fn values(n: usize, seed: u64) -> Vec<f32> {
+        let mut rng = Rng::new(seed);
+        (0..n).map(|_| rng.unit_f32() * 2.0 - 1.0).collect()
     }
 
     /// Each product of the given shapes in both layouts, against f64 sums, with `C` strided so

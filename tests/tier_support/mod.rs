@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use tessera_hlo::{ElementType, Literal, Shape};
+use tessera_testkit::Rng;
 
 /// The folder of corpus case `name` in `$TESSERA_SHARED` (default `../shared` beside the
 /// repository); a missing corpus fails the test, never skips it.
@@ -19,24 +20,9 @@ pub fn corpus_case(name: &str) -> PathBuf {
     dir
 }
 
-/// splitmix64.
-pub struct Rng(pub u64);
-impl Rng {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        x ^ (x >> 31)
-    }
-    pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
-
 /// Floats in [-2, 2); integers with arbitrary bits (so sums wrap); predicates.
 pub fn args(shapes: &[Shape], seed: u64) -> Vec<Literal> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     shapes
         .iter()
         .map(|s| {
@@ -45,8 +31,8 @@ pub fn args(shapes: &[Shape], seed: u64) -> Vec<Literal> {
             let et = a.element_type;
             let bits = (0..n)
                 .map(|_| {
-                    let f = rng.unit() * 4.0 - 2.0;
-                    let r = rng.next();
+                    let f = rng.uniform(-2.0, 2.0);
+                    let r = rng.next_u64();
                     match et {
                         ElementType::F32 => u128::from((f as f32).to_bits()),
                         ElementType::F64 => u128::from(f.to_bits()),

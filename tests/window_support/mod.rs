@@ -7,29 +7,7 @@
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::text::parse_module;
 use tessera_hlo::{ElementType, Literal, Shape};
-
-/// xorshift64*: small, seeded, reproducible.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+use tessera_testkit::Rng;
 
 /// How argument values are drawn.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -44,7 +22,7 @@ pub enum Values {
 fn random_bits(et: ElementType, rng: &mut Rng, values: Values) -> u128 {
     use ElementType as E;
     let f: f64 = match values {
-        Values::Positive => 0.5 + 2.0 * rng.unit(),
+        Values::Positive => rng.uniform(0.5, 2.5),
         Values::Mixed { specials } => {
             if specials && rng.below(24) == 0 {
                 [f64::INFINITY, f64::NEG_INFINITY, f64::NAN, -0.0][rng.below(4) as usize]
@@ -52,7 +30,7 @@ fn random_bits(et: ElementType, rng: &mut Rng, values: Values) -> u128 {
                 // Coarse values repeat, so windows see ties (select's first-in-window rule).
                 (rng.below(9) as f64 - 4.0) * 0.5
             } else {
-                rng.unit() * 8.0 - 4.0
+                rng.uniform(-4.0, 4.0)
             }
         }
     };
@@ -66,7 +44,7 @@ fn random_bits(et: ElementType, rng: &mut Rng, values: Values) -> u128 {
             let w = et.bit_width();
             let mask: u64 = if w >= 64 { u64::MAX } else { (1u64 << w) - 1 };
             let v: i64 = match rng.below(8) {
-                0 => rng.next() as i64,
+                0 => rng.next_u64() as i64,
                 _ => rng.below(41) as i64 - 20,
             };
             u128::from(v as u64 & mask)

@@ -10,6 +10,7 @@ use crate::ir::{
 };
 use crate::layout::Layout;
 use crate::shape::{Shape, UNBOUNDED};
+use tessera_testkit::Rng;
 
 fn arr(t: ElementType, dims: &[i64]) -> Shape {
     Shape::array(t, dims)
@@ -531,40 +532,35 @@ fn verifier_call_graph() {
 
 // ---- no panics on malformed input ----
 
-/// A small deterministic generator (xorshift), so the sweep is reproducible.
-struct Rng(u64);
+/// Malformed integers, shapes and attributes, drawn from a seeded generator so the sweep is
+/// reproducible.
+trait Junk {
+    fn int(&mut self) -> i64;
+    fn ints(&mut self) -> Vec<i64>;
+    fn shape(&mut self, depth: u32) -> Shape;
+    fn attr(&mut self) -> AttrValue;
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    fn pick<T: Clone>(&mut self, v: &[T]) -> T {
-        v[(self.next() % v.len() as u64) as usize].clone()
-    }
-
+impl Junk for Rng {
     fn int(&mut self) -> i64 {
-        self.pick(&[0, 1, 2, 3, -1, -2, 5, 64, i64::MAX, i64::MIN, UNBOUNDED + 1, 1 << 40])
+        *self.pick(&[0, 1, 2, 3, -1, -2, 5, 64, i64::MAX, i64::MIN, UNBOUNDED + 1, 1 << 40])
     }
 
     fn ints(&mut self) -> Vec<i64> {
-        let n = self.next() % 5;
+        let n = self.below(5);
         (0..n).map(|_| self.int()).collect()
     }
 
     fn shape(&mut self, depth: u32) -> Shape {
-        match self.next() % 8 {
-            0 if depth > 0 => Shape::Tuple((0..self.next() % 3).map(|_| self.shape(depth - 1)).collect()),
+        match self.below(8) {
+            0 if depth > 0 => Shape::Tuple((0..self.below(3)).map(|_| self.shape(depth - 1)).collect()),
             1 => Shape::Token,
             _ => {
-                let t = self.pick(&[F32, S32, Pred, C64, U8, BF16, F64, S4]);
-                let rank = self.next() % 4;
-                let dims: Vec<i64> = (0..rank).map(|_| self.pick(&[0, 1, 2, 3, 4, -1, UNBOUNDED, i64::MAX])).collect();
+                let t = *self.pick(&[F32, S32, Pred, C64, U8, BF16, F64, S4]);
+                let rank = self.below(4);
+                let dims: Vec<i64> = (0..rank).map(|_| *self.pick(&[0, 1, 2, 3, 4, -1, UNBOUNDED, i64::MAX])).collect();
                 let mut a = crate::shape::ArrayShape::new(t, &dims);
-                if self.next().is_multiple_of(4) {
+                if self.below(4) == 0 {
                     a.dynamic.pop();
                 }
                 Shape::Array(a)
@@ -573,13 +569,13 @@ impl Rng {
     }
 
     fn attr(&mut self) -> AttrValue {
-        match self.next() % 9 {
+        match self.below(9) {
             0 => AttrValue::Int(self.int()),
             1 => AttrValue::Ints(self.ints()),
-            2 => AttrValue::Computation(CompId(self.pick(&[0, 1, 2, u32::MAX]))),
+            2 => AttrValue::Computation(CompId(*self.pick(&[0, 1, 2, u32::MAX]))),
             3 => AttrValue::Computations(vec![CompId(0), CompId(9)]),
             4 => AttrValue::Window(Window {
-                dims: (0..self.next() % 4)
+                dims: (0..self.below(4))
                     .map(|_| WindowDim {
                         size: self.int(),
                         stride: self.int(),
@@ -592,12 +588,12 @@ impl Rng {
                     .collect(),
             }),
             5 => AttrValue::Slice(
-                (0..self.next() % 4)
+                (0..self.below(4))
                     .map(|_| SliceRange { start: self.int(), limit: self.int(), stride: self.int() })
                     .collect(),
             ),
             6 => AttrValue::Padding(
-                (0..self.next() % 4)
+                (0..self.below(4))
                     .map(|_| PaddingDim { low: self.int(), high: self.int(), interior: self.int() })
                     .collect(),
             ),
@@ -664,21 +660,21 @@ const ATTR_NAMES: &[&str] = &[
 
 #[test]
 fn no_panics_on_malformed_instructions() {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = Rng::new(0x9E37_79B9_7F4A_7C15);
     let comps: Vec<ProgramShape> = (0..3)
-        .map(|_| ProgramShape { parameters: (0..rng.next() % 5).map(|_| rng.shape(1)).collect(), result: rng.shape(1) })
+        .map(|_| ProgramShape { parameters: (0..rng.below(5)).map(|_| rng.shape(1)).collect(), result: rng.shape(1) })
         .collect();
     for &opcode in Opcode::ALL {
         for _ in 0..300 {
             let mut inst = op(opcode, rng.shape(2));
-            for _ in 0..rng.next() % 8 {
-                let name = rng.pick(ATTR_NAMES);
+            for _ in 0..rng.below(8) {
+                let name = *rng.pick(ATTR_NAMES);
                 inst.set_attr(name, rng.attr());
             }
-            if rng.next().is_multiple_of(2) {
+            if rng.below(2) == 0 {
                 inst.payload = Payload::Parameter(rng.int());
             }
-            let operands: Vec<Shape> = (0..rng.next() % 7).map(|_| rng.shape(2)).collect();
+            let operands: Vec<Shape> = (0..rng.below(7)).map(|_| rng.shape(2)).collect();
             let _ = infer_with(&inst, &operands, &comps);
         }
     }
@@ -686,30 +682,30 @@ fn no_panics_on_malformed_instructions() {
 
 #[test]
 fn no_panics_on_malformed_modules() {
-    let mut rng = Rng(0x2545_F491_4F6C_DD1D);
+    let mut rng = Rng::new(0x2545_F491_4F6C_DD1D);
     for _ in 0..300 {
         let mut m = Module::new("m");
-        for c in 0..1 + rng.next() % 3 {
+        for c in 0..1 + rng.below(3) {
             let mut comp = Computation::new(format!("c{c}"));
-            for i in 0..rng.next() % 6 {
-                let opcode = rng.pick(Opcode::ALL);
-                let operands = (0..rng.next() % 4).map(|_| InstId((rng.next() % 8) as u32)).collect();
+            for i in 0..rng.below(6) {
+                let opcode = *rng.pick(Opcode::ALL);
+                let operands = (0..rng.below(4)).map(|_| InstId(rng.below(8) as u32)).collect();
                 let mut inst = Instruction::new(format!("i{i}"), opcode, rng.shape(1), operands);
                 if opcode == Opcode::Parameter {
                     inst.payload = Payload::Parameter(rng.int());
                 }
-                if rng.next().is_multiple_of(3) {
-                    inst.control_predecessors.push(InstId((rng.next() % 8) as u32));
+                if rng.below(3) == 0 {
+                    inst.control_predecessors.push(InstId(rng.below(8) as u32));
                 }
-                for _ in 0..rng.next() % 4 {
-                    inst.set_attr(rng.pick(ATTR_NAMES), rng.attr());
+                for _ in 0..rng.below(4) {
+                    inst.set_attr(*rng.pick(ATTR_NAMES), rng.attr());
                 }
                 comp.add(inst);
             }
-            comp.root = InstId((rng.next() % 7) as u32);
+            comp.root = InstId(rng.below(7) as u32);
             m.add_computation(comp);
         }
-        m.entry = CompId((rng.next() % 4) as u32);
+        m.entry = CompId(rng.below(4) as u32);
         let _ = verify_all(&m);
     }
 }

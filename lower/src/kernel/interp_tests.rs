@@ -4,6 +4,7 @@ use tessera_hlo::{ArrayShape, ElementType};
 
 use super::*;
 use crate::program::{Buffer, BufferId, Launch, Step};
+use tessera_testkit::Rng;
 
 const F32: MemType = MemType::Scalar(Ty::F32);
 
@@ -675,52 +676,41 @@ fn inconsistent_programs_are_errors() {
     assert!(matches!(run_program(&q, &[&arg]), Err(KernelRunError::Setup { .. })));
 }
 
-/// A tiny LCG for mutations (the generator's own RNG is private to it).
-struct Lcg(u64);
-
-impl Lcg {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        self.0 >> 33
-    }
-    fn hit(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-    fn small(&mut self) -> i64 {
-        [-3, -1, 0, 1, 2, 5, 64][(self.next() % 7) as usize]
-    }
+/// A small offset, length or factor: the edges where index math breaks.
+fn small(r: &mut Rng) -> i64 {
+    *r.pick(&[-3, -1, 0, 1, 2, 5, 64])
 }
 
 const TYS: [Ty; 7] = [Ty::Pred, Ty::I8, Ty::I16, Ty::I32, Ty::I64, Ty::F32, Ty::F64];
 
-fn mutate_index(r: &mut Lcg, e: &mut IndexExpr) {
-    if r.hit(20) {
-        e.offset += r.small();
+fn mutate_index(r: &mut Rng, e: &mut IndexExpr) {
+    if r.chance(20) {
+        e.offset += small(r);
     }
     for t in &mut e.terms {
-        if r.hit(10) {
-            t.div = r.small();
+        if r.chance(10) {
+            t.div = small(r);
         }
-        if r.hit(10) {
-            t.modulo = Some(r.small());
+        if r.chance(10) {
+            t.modulo = Some(small(r));
         }
-        if r.hit(10) {
-            t.scale = r.small();
+        if r.chance(10) {
+            t.scale = small(r);
         }
-        if r.hit(10) {
-            t.src = if r.hit(50) {
-                IndexSrc::Var(VarId(r.next() as u32 % 5))
+        if r.chance(10) {
+            t.src = if r.chance(50) {
+                IndexSrc::Var(VarId(r.below(5) as u32))
             } else {
-                IndexSrc::Value(ValueId(r.next() as u32 % 40))
+                IndexSrc::Value(ValueId(r.below(40) as u32))
             };
         }
     }
 }
 
-fn mutate_body(r: &mut Lcg, body: &mut [Stmt]) {
-    let id = |r: &mut Lcg| ValueId(r.next() as u32 % 40);
+fn mutate_body(r: &mut Rng, body: &mut [Stmt]) {
+    let id = |r: &mut Rng| ValueId(r.below(40) as u32);
     for s in body {
-        if !r.hit(3) {
+        if !r.chance(3) {
             if let Stmt::Loop(l) = s {
                 mutate_body(r, &mut l.body);
             } else if let Stmt::If { then_body, else_body, .. } = s {
@@ -733,25 +723,25 @@ fn mutate_body(r: &mut Lcg, body: &mut [Stmt]) {
             Stmt::Let(v, op) => match op {
                 Op::Load { index, mem, .. } => {
                     mutate_index(r, index);
-                    if r.hit(20) {
-                        *mem = MemType::Scalar(TYS[(r.next() % 7) as usize]);
+                    if r.chance(20) {
+                        *mem = MemType::Scalar(*r.pick(&TYS));
                     }
                 }
                 Op::Index(e) => mutate_index(r, e),
                 Op::Unary { ty, a, .. } => {
-                    *ty = TYS[(r.next() % 7) as usize];
+                    *ty = *r.pick(&TYS);
                     *a = id(r);
                 }
                 Op::Binary { ty, b, .. } | Op::Cmp { ty, b, .. } => {
-                    if r.hit(50) {
-                        *ty = TYS[(r.next() % 7) as usize];
+                    if r.chance(50) {
+                        *ty = *r.pick(&TYS);
                     } else {
                         *b = id(r);
                     }
                 }
                 Op::Cast { from, to, .. } => {
-                    *from = TYS[(r.next() % 7) as usize];
-                    *to = TYS[(r.next() % 7) as usize];
+                    *from = *r.pick(&TYS);
+                    *to = *r.pick(&TYS);
                 }
                 Op::Math { args, .. } => {
                     args.pop();
@@ -759,18 +749,18 @@ fn mutate_body(r: &mut Lcg, body: &mut [Stmt]) {
                 _ => *v = id(r),
             },
             Stmt::Loop(l) => {
-                l.start += r.small();
-                l.end += r.small();
-                l.vector_width = [0, 1, 3, 4, 128][(r.next() % 5) as usize];
+                l.start += small(r);
+                l.end += small(r);
+                l.vector_width = *r.pick(&[0, 1, 3, 4, 128]);
             }
             Stmt::Store { index, value, .. } => {
                 mutate_index(r, index);
-                if r.hit(30) {
+                if r.chance(30) {
                     *value = id(r);
                 }
             }
-            Stmt::DeclLocal { ty, .. } => *ty = TYS[(r.next() % 7) as usize],
-            Stmt::SetLocal { local, .. } => *local = LocalId(r.next() as u32 % 3),
+            Stmt::DeclLocal { ty, .. } => *ty = *r.pick(&TYS),
+            Stmt::SetLocal { local, .. } => *local = LocalId(r.below(3) as u32),
             Stmt::If { cond, .. } => *cond = id(r),
             Stmt::Call { .. } => {}
         }
@@ -779,24 +769,24 @@ fn mutate_body(r: &mut Lcg, body: &mut [Stmt]) {
 
 #[test]
 fn mutated_kernels_are_errors_never_panics() {
-    let mut r = Lcg(42);
+    let mut r = Rng::new(42);
     let (mut verified, mut rejected, mut faulted) = (0, 0, 0);
     for seed in 0..2000 {
         let mut k = random::random_kernel(seed);
         mutate_body(&mut r, &mut k.body);
         for b in &mut k.buffers {
-            if r.hit(5) {
-                b.len += r.small();
+            if r.chance(5) {
+                b.len += small(&mut r);
             }
-            if r.hit(3) {
-                b.mem = MemType::Packed { bits: (r.next() % 9) as u8, pred: r.hit(50) };
+            if r.chance(3) {
+                b.mem = MemType::Packed { bits: r.below(9) as u8, pred: r.chance(50) };
             }
-            if r.hit(3) {
+            if r.chance(3) {
                 b.writable = !b.writable;
             }
         }
-        if r.hit(3) {
-            k.grid.extent = r.small();
+        if r.chance(3) {
+            k.grid.extent = small(&mut r);
         }
         let _ = k.to_string();
         match verify_kernel(&k) {
@@ -804,7 +794,7 @@ fn mutated_kernels_are_errors_never_panics() {
             Err(_) => rejected += 1,
         }
         let mut data = random::random_buffers(&k, seed);
-        if r.hit(10) {
+        if r.chance(10) {
             for d in &mut data {
                 d.truncate(d.len() / 2);
             }

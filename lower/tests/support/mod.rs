@@ -5,29 +5,7 @@
 
 use tessera_hlo::{ElementType, LayoutMap, Literal, Module, Shape};
 use tessera_lower::kernel::{run_kernel, Kernel};
-
-/// A small deterministic generator (xorshift64*).
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    pub fn unit(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+pub use tessera_testkit::Rng;
 
 /// Random raw bits for one element: floats mostly in [-4, 4] with some specials, integers
 /// mostly small with edge values mixed in.
@@ -37,7 +15,7 @@ pub fn random_bits(et: ElementType, rng: &mut Rng) -> u128 {
     let f: f64 = if special {
         [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0, -1.0, 0.5][rng.below(8) as usize]
     } else {
-        (rng.unit() * 8.0 - 4.0) * if rng.below(4) == 0 { 16.0 } else { 1.0 }
+        rng.uniform(-4.0, 4.0) * if rng.below(4) == 0 { 16.0 } else { 1.0 }
     };
     match et {
         E::Pred => u128::from(rng.below(2) == 1),
@@ -53,7 +31,7 @@ pub fn random_bits(et: ElementType, rng: &mut Rng) -> u128 {
             let mask: u64 = if w >= 64 { u64::MAX } else { (1u64 << w) - 1 };
             let v: i64 = match rng.below(8) {
                 0 => [0i64, -1, 1, i64::MIN, i64::MAX, 2][rng.below(6) as usize],
-                1 => rng.next() as i64,
+                1 => rng.next_u64() as i64,
                 _ => rng.below(41) as i64 - 20,
             };
             let v = if et.is_signed_integral() && w < 64 && v == i64::MIN {
