@@ -45,8 +45,8 @@ pub struct RunContext {
     /// Nonzero while profiling: every launch and copy then goes through the runtime, which
     /// times it.
     pub profiling: u64,
-    /// Kernel launches of this run so far: a direct call adds one itself,
-    /// [`tessera_rt_launch_ctx`] adds its own.
+    /// Kernel launches of this run: [`tessera_rt_launch_ctx`] adds its own, and the entry
+    /// adds those it called directly before it returns.
     pub launches: u64,
     /// The index of the check that failed, when the entry returns [`BAD_DIMENSION_SIZE`].
     pub failed: u64,

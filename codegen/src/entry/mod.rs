@@ -5,10 +5,12 @@
 //!
 //! - [`EntryAbi::Jit`]: `int32_t entry(void* const* args, void* const* results, RunContext* ctx)`,
 //!   what the runtime calls for every run (`tessera_runtime::entry`). Temps and constants come
-//!   from `ctx`; launches that could use more than one thread, every launch and copy while
-//!   profiling, and host operations go through the runtime (`tessera_rt_launch_ctx`,
-//!   `tessera_rt_copy_ctx`, `tessera_rt_host`); the other launches are direct calls of the
-//!   kernel, which add one to `ctx.launches` themselves.
+//!   from `ctx`. The steps are emitted twice, and `ctx.profiling` picks a copy once per run:
+//!   the profiled copy sends every launch and copy through the runtime, which times them
+//!   (`tessera_rt_launch_ctx`, `tessera_rt_copy_ctx`); the fast copy does so only for launches
+//!   that could use more than one thread, calls the others directly and counts them itself
+//!   (adding the count to `ctx.launches` when it returns). Both call `tessera_rt_host` for
+//!   host operations.
 //! - [`EntryAbi::Object`]: `int32_t SYMBOL(const void* const* args, void* const* results, void*
 //!   temp)`, the ahead-of-time object's exported function (`crate::aot`): pointers checked
 //!   first, temps at fixed offsets in one caller block, constants in the object, kernels
