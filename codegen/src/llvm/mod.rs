@@ -86,10 +86,21 @@ pub fn compile_program(
     let host = timings.time("llvm: target setup", || target::target_cpu(&cpu.resolve("llvm")?))?;
     unique_names(kernels)?;
     let mut groups = module_groups(kernels, dump.is_some());
-    let inlined = match groups.iter().position(|(effort, _)| *effort == Effort::Light) {
-        Some(i) => groups.remove(i).1,
-        None => Vec::new(),
-    };
+    // Small scalar kernels join the entry's module; larger ones (a scalar `sin` with its range
+    // reduction) LLVM would not inline anyway, so they compile in a module of their own, beside
+    // the entry's instead of after it.
+    let mut inlined = Vec::new();
+    if let Some(i) = groups.iter().position(|(effort, _)| *effort == Effort::Light) {
+        let (small, large): (Vec<usize>, Vec<usize>) = groups
+            .remove(i)
+            .1
+            .into_iter()
+            .partition(|&k| crate::partition::statements(&kernels[k].body) <= INLINED_STATEMENTS);
+        inlined = small;
+        if !large.is_empty() {
+            groups.push((Effort::Light, large));
+        }
+    }
     let (separate, entry_code) = std::thread::scope(|s| {
         let (host, groups) = (&host, &groups);
         let separate = (!groups.is_empty()).then(|| s.spawn(move || compile_groups(host, kernels, groups, dump)));
@@ -116,6 +127,10 @@ pub fn compile_program(
     let kernels = CompiledKernels { functions, code: Box::new((entry_code.code, code)), timings };
     Ok(CompiledProgram { kernels, entry, plan })
 }
+
+/// The most kernel-IR statements a scalar kernel may have to be compiled into the entry's
+/// module, where LLVM may inline it (its inliner's threshold is a few hundred instructions).
+const INLINED_STATEMENTS: usize = 100;
 
 /// The JIT entry of `plan` calling `functions[k]` for kernel `k`, for the host CPU (tests
 /// assemble programs over hand-written kernels with it).
