@@ -70,10 +70,10 @@ pub fn compile_dumping(
 }
 
 /// Compiles a buffer-assigned program: its kernels (as [`compile_dumping`] does) and its entry
-/// (the step tree as one function, `crate::entry`). The entry's module also holds the scalar
-/// kernels (`Effort::Light`), so LLVM inlines them into the loops that launch them: a scalar
-/// loop step becomes straight-line code. The other kernels' modules compile side by side with
-/// it, and the entry calls them at their addresses.
+/// (the step tree as one function, `crate::entry`). The entry's module also holds the small
+/// scalar kernels (`Effort::Light`), so LLVM inlines them into the loops that launch them: a
+/// scalar loop step becomes straight-line code. The other kernels' modules compile side by
+/// side with it, and the entry calls their kernels through a table of their addresses.
 pub fn compile_program(
     program: &Program,
     cpu: &CpuTarget,
