@@ -55,7 +55,7 @@ pub(crate) fn object(
         .collect::<Result<Vec<GlobalValue>, CodegenError>>()?;
     let runtime = entry::declare_runtime(&ctx, &module, EntryAbi::Object { parallel: options.parallel }, constants);
     let callees: Vec<_> = kernels.iter().map(|&f| entry::Callee::Function(f)).collect();
-    entry::translate(&ctx, &module, &cpu, symbol, Linkage::External, plan, &callees, &runtime).map_err(backend)?;
+    entry::translate(&ctx, &module, &cpu, symbol, plan, &callees, &runtime).map_err(backend)?;
 
     module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
     let dump = options.dump_dir.as_deref();

@@ -73,14 +73,13 @@ pub(crate) fn declare_runtime<'ctx>(
     }
 }
 
-/// Adds the entry function `name` of `plan` to `module`; `kernels[k]` is kernel `k`'s
+/// Adds the entry function `name` of `plan` to `module`, exported; `kernels[k]` is kernel `k`'s
 /// function (defined in the module, or declared and mapped by the JIT).
 pub(crate) fn translate<'ctx>(
     ctx: &'ctx Context,
     module: &Module<'ctx>,
     cpu: &TargetCpu,
     name: &str,
-    linkage: Linkage,
     plan: &EntryPlan,
     kernels: &[Callee<'ctx>],
     runtime: &Runtime<'ctx>,
@@ -103,7 +102,7 @@ pub(crate) fn translate<'ctx>(
         }
         Runtime::Object { .. } => None,
     };
-    let function = entry_function(ctx, module, cpu, name, linkage);
+    let function = entry_function(ctx, module, cpu, name, Linkage::External);
     Entry::new(ctx, runtime, function, kernels).emit(plan, Copy::Fast { profiled })?;
     Ok(function)
 }
@@ -403,10 +402,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
     fn kernel_address(&self, callee: Callee<'ctx>) -> Result<PointerValue<'ctx>, String> {
         Ok(match callee {
             Callee::Function(f) => f.as_global_value().as_pointer_value(),
-            Callee::Slot { table, index } => {
-                let slot = self.load_ptr(table.as_pointer_value(), i64::from(index), "kernel")?;
-                slot
-            }
+            Callee::Slot { table, index } => self.load_ptr(table.as_pointer_value(), i64::from(index), "kernel")?,
         })
     }
 

@@ -167,6 +167,10 @@ fn panicked() -> CodegenError {
     CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message: "a compile thread panicked".into() }
 }
 
+/// Each kernel's function (`None` for kernels in no group), the code's owners, and the slowest
+/// module's phases.
+type CompiledGroups = (Vec<Option<crate::KernelFn>>, Vec<LlvmCode>, Timings);
+
 /// Compiles each group of kernels as a module of its own, side by side (the first on the
 /// calling thread, dumping when asked); returns each kernel's function (`None` for kernels in
 /// no group), the code's owners, and the slowest module's phases (the wall time).
@@ -175,7 +179,7 @@ fn compile_groups(
     kernels: &[Kernel],
     groups: &[(Effort, Vec<usize>)],
     dump: Option<&Path>,
-) -> Result<(Vec<Option<crate::KernelFn>>, Vec<LlvmCode>, Timings), CodegenError> {
+) -> Result<CompiledGroups, CodegenError> {
     let compiled: Vec<Result<CompiledModule, CodegenError>> = std::thread::scope(|s| {
         let handles: Vec<_> = groups
             .iter()
@@ -284,7 +288,7 @@ impl EntryCode {
         let runtime = entry::declare_runtime(ctx, &module, EntryAbi::Jit, Vec::new());
         timings
             .time("llvm: translate entry", || {
-                entry::translate(ctx, &module, host, ENTRY_NAME, Linkage::External, plan, &callees, &runtime)
+                entry::translate(ctx, &module, host, ENTRY_NAME, plan, &callees, &runtime)
             })
             .map_err(backend)?;
         module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
