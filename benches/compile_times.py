@@ -8,16 +8,19 @@ Each FOLDER holds module.hlo and args/ (a corpus case, or what benches/models/pr
 writes); a folder of such folders is expanded. Every round compiles every module on XLA:CPU and
 on each Tessera backend, alternately, each in its own process; a cell is the median over
 rounds. Tessera's time is `compile_us` of `tessera run --time` (parse, verify, passes, lowering,
-code generation, assembly); XLA's is the construction of xla_run.py's `Module` (parse, the
-StableHLO round trip jax makes, compile). The run columns are the medians of N executions
-(`--time N` on both sides).
+code generation, assembly) with the compile cache off; its "cached" column is the same module
+compiled again in a fresh process with the cache holding it (read, check, link). XLA's is the
+construction of xla_run.py's `Module` (parse, the StableHLO round trip jax makes, compile). The
+run columns are the medians of N executions (`--time N` on both sides).
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.environ.get("TESSERA_SHARED", os.path.join(ROOT, "..", "shared"))
@@ -53,15 +56,35 @@ def args_dir(folder):
     return os.path.join(folder, "args")
 
 
-def tessera(folder, backend, runs):
+def tessera(folder, backend, runs, cache_dir=None):
+    """compile_us, median_us, error, cache outcome; the compile cache in cache_dir, or off."""
+    env = dict(os.environ)
+    env.pop("TESSERA_CACHE", None)
+    if cache_dir is None:
+        env["TESSERA_CACHE"] = "off"
+    else:
+        env["TESSERA_CACHE_DIR"] = cache_dir
     out = subprocess.run(
         [TESSERA, "run", os.path.join(folder, "module.hlo"), "--args", args_dir(folder),
          "--backend", backend, "--time", str(runs)],
-        capture_output=True, text=True)
+        capture_output=True, text=True, env=env)
     if out.returncode != 0:
-        return None, None, out.stderr.strip().splitlines()[-1:] or ["failed"]
+        return None, None, out.stderr.strip().splitlines()[-1:] or ["failed"], None
     line = json.loads(out.stdout.strip().splitlines()[-1])
-    return line["compile_us"], line["median_us"], None
+    return line["compile_us"], line["median_us"], None, line.get("cache")
+
+
+def cached(folder, backend):
+    """compile_us of a fresh process finding the module in the cache (filled by another)."""
+    cache_dir = tempfile.mkdtemp(prefix="tessera-bench-cache-")
+    try:
+        tessera(folder, backend, 1, cache_dir)
+        c, _, err, outcome = tessera(folder, backend, 1, cache_dir)
+        if err is None and outcome != "hit":
+            return None, [f"{backend}: the second compile was a cache {outcome}"]
+        return c, err
+    finally:
+        shutil.rmtree(cache_dir, ignore_errors=True)
 
 
 def xla(folder, runs):
@@ -99,6 +122,7 @@ def main():
     for folder in modules(a.folders):
         name = os.path.basename(folder.rstrip("/"))
         cells = {b: ([], []) for b in ["xla"] + backends}
+        hits = {b: [] for b in backends}
         errors = []
         for r in range(a.rounds):
             print(f"  {name}: round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
@@ -109,30 +133,35 @@ def main():
             if m is not None:
                 cells["xla"][1].append(m)
             for b in backends:
-                c, m, err = tessera(folder, b, a.runs)
+                c, m, err, _ = tessera(folder, b, a.runs)
                 errors += err or []
                 if c is not None:
                     cells[b][0].append(c)
                     cells[b][1].append(m)
+                c, err = cached(folder, b)
+                errors += err or []
+                if c is not None:
+                    hits[b].append(c)
         med = {k: (statistics.median(v[0]) if v[0] else None, statistics.median(v[1]) if v[1] else None)
                for k, v in cells.items()}
-        rows.append((name, med, sorted(set(errors))))
+        med_hits = {b: statistics.median(v) if v else None for b, v in hits.items()}
+        rows.append((name, med, med_hits, sorted(set(errors))))
 
     header = ["module", "XLA compile ms"]
     for b in backends:
-        header += [f"{b} ms", f"XLA/{b}"]
+        header += [f"{b} ms", f"XLA/{b}", f"{b} cached ms"]
     header += ["XLA run ms"] + [f"{b} run ms" for b in backends]
     table = [header]
-    for name, med, _ in rows:
+    for name, med, med_hits, _ in rows:
         line = [name, fmt_ms(med["xla"][0])]
         for b in backends:
-            line += [fmt_ms(med[b][0]), ratio(med["xla"][0], med[b][0])]
+            line += [fmt_ms(med[b][0]), ratio(med["xla"][0], med[b][0]), fmt_ms(med_hits[b])]
         line += [fmt_ms(med["xla"][1])] + [fmt_ms(med[b][1]) for b in backends]
         table.append(line)
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     for r in table:
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
-    for name, _, errors in rows:
+    for name, _, _, errors in rows:
         for e in errors:
             print(f"{name}: {e}", file=sys.stderr)
 

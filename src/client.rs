@@ -18,9 +18,23 @@ use tessera_hlo::{Literal, Module, Opcode};
 use tessera_lower::{assign_buffers, implemented_custom_call, lower_verified_module_timed, LowerOptions, Timings};
 use tessera_runtime::{HostFunctions, MemorySpaces, ThreadPool};
 
+use crate::cache::{CacheOutcome, CacheSetting, CachedProgram, CompileCache, Key};
 use crate::executable::{Engine, Executable, Signature};
 use crate::tiered::{PeakJob, Tiered};
 use crate::Error;
+
+/// What the cache had for a compile.
+enum Loaded {
+    Hit(Box<Executable>),
+    Absent,
+    Rejected(String),
+}
+
+/// Whether a compile with `options` may use the cache: a dump shows what a compile does, so
+/// it compiles.
+fn cacheable(options: &CompileOptions) -> bool {
+    options.dump_dir.is_none() && options.lower.dump_dir.is_none()
+}
 
 /// Which engine runs compiled modules.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -66,6 +80,9 @@ pub struct ClientOptions {
     /// Capacity in bytes of each memory space `S(n)` the host has; spaces not listed are
     /// unbounded host memory.
     pub memory_spaces: BTreeMap<i64, u64>,
+    /// The persistent compile cache (`crate::cache`): by default as the environment says
+    /// (`TESSERA_CACHE_DIR`, `TESSERA_CACHE=off`), else in the user's cache directory.
+    pub cache: CacheSetting,
 }
 
 /// How one module is compiled.
@@ -104,6 +121,14 @@ pub struct Client {
     pool: Arc<ThreadPool>,
     /// Host functions custom-calls run, by target; every backend uses the same ones.
     host: HostFunctions,
+    cache: Option<CompileCache>,
+}
+
+/// Where a compile's program is stored in the cache once compiled.
+#[derive(Clone)]
+pub(crate) struct CacheSlot {
+    pub cache: CompileCache,
+    pub key: Key,
 }
 
 impl Client {
@@ -119,7 +144,18 @@ impl Client {
         }
         // The interpreter runs no kernels, so it needs no worker threads.
         let threads = if backend == Backend::Interp { Some(1) } else { options.threads };
-        Ok(Client { backend, spaces, pool: Arc::new(ThreadPool::new(threads)?), host: HostFunctions::new() })
+        if backend != Backend::Interp {
+            // The JIT linker takes about a millisecond to create: it is made while the first
+            // module is parsed and lowered.
+            let _ = std::thread::Builder::new().name("tessera-linker".into()).spawn(tessera_codegen::loader::prepare);
+        }
+        let cache = if backend == Backend::Interp { None } else { CompileCache::open(&options.cache) };
+        Ok(Client { backend, spaces, pool: Arc::new(ThreadPool::new(threads)?), host: HostFunctions::new(), cache })
+    }
+
+    /// The directory of the client's compile cache, if it has one.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache.as_ref().map(CompileCache::dir)
     }
 
     pub fn backend(&self) -> Backend {
@@ -154,13 +190,23 @@ impl Client {
         Ok(())
     }
 
-    /// Parses HLO text and compiles it.
+    /// Parses HLO text and compiles it, or loads what an earlier compile of the same text (on
+    /// this machine, with the same options and build of Tessera) left in the compile cache.
     /// Its compile time counts parsing too: end to end, from text to a runnable executable.
     pub fn compile_text(&self, text: &str, options: &CompileOptions) -> Result<Executable, Error> {
         let start = Instant::now();
+        let slot = self.cache_slot(text, options);
+        let rejected = match &slot {
+            Some(slot) => match self.load_cached(slot, start)? {
+                Loaded::Hit(executable) => return Ok(*executable),
+                Loaded::Absent => None,
+                Loaded::Rejected(reason) => Some(reason),
+            },
+            None => None,
+        };
         let module = parse_module(text)?;
         let parsed = start.elapsed();
-        let mut executable = self.compile(&module, options)?;
+        let mut executable = self.compile_uncached(&module, options, slot, rejected)?;
         executable.compile_time = start.elapsed();
         let mut timings = Timings::new();
         timings.add("parse", parsed);
@@ -169,13 +215,115 @@ impl Client {
         Ok(executable)
     }
 
-    /// Compiles a module (parsed or built with `tessera_hlo::builder`).
+    /// Compiles a module (parsed or built with `tessera_hlo::builder`), through the compile
+    /// cache as [`Client::compile_text`] does (its key is the module's printed text).
     pub fn compile(&self, module: &Module, options: &CompileOptions) -> Result<Executable, Error> {
+        let start = Instant::now();
+        // Printing the module costs time only a cache can repay.
+        let slot = if self.cache.is_some() && cacheable(options) {
+            self.cache_slot(&module.to_string(), options)
+        } else {
+            None
+        };
+        let rejected = match &slot {
+            Some(slot) => match self.load_cached(slot, start)? {
+                Loaded::Hit(executable) => return Ok(*executable),
+                Loaded::Absent => None,
+                Loaded::Rejected(reason) => Some(reason),
+            },
+            None => None,
+        };
+        let mut executable = self.compile_uncached(module, options, slot, rejected)?;
+        executable.compile_time = start.elapsed();
+        Ok(executable)
+    }
+
+    /// The tier whose code the cache holds for this client's backend: LLVM's for the tiered
+    /// backend (a cached program needs no warm-up tier).
+    fn cached_tier(&self) -> Option<Tier> {
+        match self.backend {
+            Backend::Interp => None,
+            Backend::Cranelift => Some(Tier::Cranelift),
+            Backend::Llvm | Backend::Tiered => Some(Tier::Llvm),
+        }
+    }
+
+    /// Where `module_text` compiled with `options` is cached, if it can be.
+    fn cache_slot(&self, module_text: &str, options: &CompileOptions) -> Option<CacheSlot> {
+        let cache = self.cache.as_ref().filter(|_| cacheable(options))?;
+        let tier = self.cached_tier()?;
+        let cpu = options.target_cpu.clone().unwrap_or_else(CpuTarget::from_env);
+        // A target the host cannot run fails the compile, which reports it.
+        let target = cpu.resolve(tier.name()).ok()?;
+        let context = [
+            tier.name().to_string(),
+            format!("{target:?}"),
+            format!("{:?}", options.lower),
+            format!("{:?}", self.spaces.capacities()),
+            tessera_codegen::llvm::version(),
+        ];
+        let context: Vec<&str> = context.iter().map(String::as_str).collect();
+        Some(CacheSlot { cache: cache.clone(), key: CompileCache::key(module_text, &context) })
+    }
+
+    /// The executable the cache holds under `slot`, if any. A custom-call to a target with no
+    /// host function is the compile error it would be uncached; an entry that fails to load
+    /// is rejected (and recompiled).
+    fn load_cached(&self, slot: &CacheSlot, start: Instant) -> Result<Loaded, Error> {
+        let entry = match slot.cache.load(slot.key) {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return Ok(Loaded::Absent),
+            Err(reason) => return Ok(Loaded::Rejected(reason)),
+        };
+        let tier = self.cached_tier();
+        if Some(entry.image.tier) != tier {
+            return Ok(Loaded::Rejected(format!("the entry holds {} code", entry.image.tier.name())));
+        }
+        for (name, target) in entry.image.custom_call_targets() {
+            if !self.host.contains_key(target) {
+                return Err(Error::CustomCall {
+                    target: target.to_string(),
+                    message: format!(
+                        "'{name}' calls it, but no host function is registered for it (Client::register_custom_call)"
+                    ),
+                });
+            }
+        }
+        let mut timings = Timings::new();
+        timings.add("cache: read", start.elapsed());
+        let signature = Signature::from_shapes(entry.parameters, entry.result)?;
+        let executable = entry.image.load(&mut timings).map_err(|e| e.to_string()).and_then(|(kernels, code)| {
+            entry
+                .image
+                .instantiate(kernels, code, &self.spaces, self.pool.clone(), &self.host)
+                .map_err(|e| e.to_string())
+        });
+        let executable = match executable {
+            Ok(executable) => executable,
+            Err(reason) => return Ok(Loaded::Rejected(format!("loading the cached program: {reason}"))),
+        };
+        let tier = if entry.image.tier == Tier::Llvm { Backend::Llvm } else { Backend::Cranelift };
+        let engine = Engine::Compiled(Box::new(executable), tier);
+        let mut executable = Executable::new(self.backend, engine, signature, start.elapsed(), timings);
+        executable.cache = CacheOutcome::Hit;
+        Ok(Loaded::Hit(Box::new(executable)))
+    }
+
+    /// Compiles a module (no cache lookup), storing the program under `slot` when given;
+    /// `rejected` is why a cached entry was not used.
+    fn compile_uncached(
+        &self,
+        module: &Module,
+        options: &CompileOptions,
+        slot: Option<CacheSlot>,
+        rejected: Option<String>,
+    ) -> Result<Executable, Error> {
         let start = Instant::now();
         let mut timings = Timings::new();
         timings.time("verify", || verify(module))?;
         self.check_custom_calls(module)?;
         let signature = Signature::of_module(module)?;
+        let mut stored = None;
         let engine = match self.backend {
             Backend::Interp => {
                 let mut module = module.clone();
@@ -205,25 +353,45 @@ impl Client {
                 let tier = if self.backend == Backend::Llvm { Tier::Llvm } else { Tier::Cranelift };
                 let compiled = CompiledProgram::compile(tier, &program, &cpu, dump)?;
                 timings.extend(&compiled.kernels.timings);
-                let executable = timings.time("assembly", || {
-                    tessera_codegen::assemble_with_host(&program, compiled, &self.spaces, self.pool.clone(), &self.host)
+                let (executable, image) = timings.time("assembly", || {
+                    tessera_codegen::assemble::assemble_image(
+                        &program,
+                        compiled,
+                        &self.spaces,
+                        self.pool.clone(),
+                        &self.host,
+                    )
                 })?;
                 signature.check_program(&program)?;
                 if self.backend == Backend::Tiered {
+                    // The tiered backend caches LLVM's program, once its background compile
+                    // is done.
                     let job = PeakJob {
                         program,
                         cpu,
                         spaces: self.spaces.clone(),
                         pool: self.pool.clone(),
                         host: self.host.clone(),
+                        cache: slot.clone().map(|slot| (slot, signature.shapes())),
                     };
                     Engine::Tiered(Box::new(Tiered::start(executable, job)))
                 } else {
-                    Engine::Compiled(Box::new(executable))
+                    if let Some(slot) = &slot {
+                        let (parameters, result) = signature.shapes();
+                        let program = CachedProgram { parameters, result, image };
+                        stored = Some(timings.time("cache: store", || slot.cache.store(slot.key, &program)));
+                    }
+                    Engine::Compiled(Box::new(executable), self.backend)
                 }
             }
         };
-        Ok(Executable::new(self.backend, engine, signature, start.elapsed(), timings))
+        let mut executable = Executable::new(self.backend, engine, signature, start.elapsed(), timings);
+        executable.cache = match (slot, rejected) {
+            (None, _) => CacheOutcome::Off,
+            (Some(_), None) => CacheOutcome::Miss { stored: stored.unwrap_or(Ok(())) },
+            (Some(_), Some(reason)) => CacheOutcome::Rejected { reason, stored: stored.unwrap_or(Ok(())) },
+        };
+        Ok(executable)
     }
 
     /// Every custom-call must go to a registered host function or a target Tessera

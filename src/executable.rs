@@ -17,6 +17,7 @@ use tessera_hlo::{ArrayShape, LayoutMap, Literal, LiteralError, Module, Shape};
 use tessera_lower::{Program, Timings};
 use tessera_runtime::{HostFunctions, RuntimeError};
 
+use crate::cache::CacheOutcome;
 use crate::device_buffer::{physical_bytes, shape_text};
 use crate::tiered::Tiered;
 use crate::{Backend, DeviceBuffer, Error};
@@ -55,6 +56,22 @@ fn leaves(shape: &Shape) -> Result<Vec<Leaf>, Error> {
 }
 
 impl Signature {
+    /// The signature of entry parameters and a result of these shapes (with their layouts).
+    pub(crate) fn from_shapes(parameters: Vec<Shape>, result: Shape) -> Result<Signature, Error> {
+        let parameter_leaves = parameters.iter().map(leaves).collect::<Result<Vec<_>, _>>()?.into_iter().flatten();
+        Ok(Signature {
+            parameter_leaves: parameter_leaves.collect(),
+            result_leaves: leaves(&result)?,
+            parameters,
+            result,
+        })
+    }
+
+    /// The entry parameters' and the result's shapes, with their layouts.
+    pub(crate) fn shapes(&self) -> (Vec<Shape>, Shape) {
+        (self.parameters.clone(), self.result.clone())
+    }
+
     /// The signature `entry_computation_layout` declares (the parameter instructions' shapes
     /// where it says nothing).
     pub(crate) fn of_module(module: &Module) -> Result<Signature, Error> {
@@ -71,13 +88,7 @@ impl Signature {
             .map(|(i, s)| pick(s, declared.and_then(|d| d.parameters.get(i))))
             .collect();
         let result = pick(entry.root_inst().shape.clone(), declared.map(|d| &d.result));
-        let parameter_leaves = parameters.iter().map(leaves).collect::<Result<Vec<_>, _>>()?.into_iter().flatten();
-        Ok(Signature {
-            parameter_leaves: parameter_leaves.collect(),
-            result_leaves: leaves(&result)?,
-            parameters,
-            result,
-        })
+        Signature::from_shapes(parameters, result)
     }
 
     /// The lowering must lay out parameters and results exactly as the module declares them;
@@ -120,17 +131,18 @@ pub(crate) enum Engine {
         host: HostFunctions,
         rng_seed: u64,
     },
-    Compiled(Box<tessera_runtime::Executable>),
+    /// A compiled program, and the tier that compiled it.
+    Compiled(Box<tessera_runtime::Executable>, Backend),
     Tiered(Box<Tiered>),
 }
 
 impl Engine {
     /// The runtime executable runs use now, and the tier whose code it holds (`None` for the
     /// interpreter).
-    fn compiled(&self, backend: Backend) -> Option<(&tessera_runtime::Executable, Backend)> {
+    fn compiled(&self) -> Option<(&tessera_runtime::Executable, Backend)> {
         match self {
             Engine::Interp { .. } => None,
-            Engine::Compiled(exe) => Some((exe, backend)),
+            Engine::Compiled(exe, tier) => Some((exe, *tier)),
             Engine::Tiered(tiered) => Some(tiered.current()),
         }
     }
@@ -157,6 +169,8 @@ pub struct Executable {
     queues: InterpQueues,
     /// Kernel launches of the last run to finish (on whichever tier ran it).
     last_run_launches: AtomicU64,
+    /// What the compile cache did for this executable's compile.
+    pub(crate) cache: CacheOutcome,
 }
 
 impl Executable {
@@ -175,14 +189,21 @@ impl Executable {
             compile_timings,
             queues: InterpQueues::default(),
             last_run_launches: AtomicU64::new(0),
+            cache: CacheOutcome::Off,
         }
+    }
+
+    /// What the compile cache did for this executable: loaded it, compiled and stored it,
+    /// rejected a damaged entry, or nothing.
+    pub fn cache_outcome(&self) -> &CacheOutcome {
+        &self.cache
     }
 
     /// Queues a literal for the module's next `infeed` (first in, first out), on every
     /// backend. An `infeed` that runs with nothing queued fails the run with an error naming
     /// the instruction; the queue persists across runs.
     pub fn push_infeed(&self, literal: Literal) {
-        match self.engine.compiled(self.backend) {
+        match self.engine.compiled() {
             Some((exe, _)) => exe.push_infeed(literal),
             None => lock(&self.queues.infeed).push_back(literal),
         }
@@ -190,7 +211,7 @@ impl Executable {
 
     /// Literals queued for infeed and not read yet.
     pub fn infeed_len(&self) -> usize {
-        match self.engine.compiled(self.backend) {
+        match self.engine.compiled() {
             Some((exe, _)) => exe.infeed_len(),
             None => lock(&self.queues.infeed).len(),
         }
@@ -199,7 +220,7 @@ impl Executable {
     /// The oldest value an `outfeed` sent and nobody took yet (in the layout the outfeed's
     /// operand has).
     pub fn pop_outfeed(&self) -> Option<Literal> {
-        match self.engine.compiled(self.backend) {
+        match self.engine.compiled() {
             Some((exe, _)) => exe.pop_outfeed(),
             None => lock(&self.queues.outfeed).pop_front(),
         }
@@ -274,13 +295,13 @@ impl Executable {
     /// The runtime executable of a compiled backend (`None` for the interpreter); for the
     /// tiered backend, the one runs use now.
     pub fn runtime(&self) -> Option<&tessera_runtime::Executable> {
-        self.engine.compiled(self.backend).map(|(exe, _)| exe)
+        self.engine.compiled().map(|(exe, _)| exe)
     }
 
     /// The backend whose code runs now: the executable's own, except for the tiered backend,
     /// where it is Cranelift until LLVM's code is ready and LLVM from then on.
     pub fn active_tier(&self) -> Backend {
-        self.engine.compiled(self.backend).map_or(self.backend, |(_, tier)| tier)
+        self.engine.compiled().map_or(self.backend, |(_, tier)| tier)
     }
 
     /// For the tiered backend, waits until LLVM's code is ready (every later run uses it) and
@@ -324,7 +345,7 @@ impl Executable {
                 return Err(Error::argument(i, format!("expected {}, got {}", shape.without_layout(), arg.shape())));
             }
         }
-        let Some((exe, _)) = self.engine.compiled(self.backend) else {
+        let Some((exe, _)) = self.engine.compiled() else {
             let result = self.evaluate(args)?;
             let mut out = Vec::new();
             flatten_owned(result, &mut out);
@@ -450,7 +471,7 @@ impl Executable {
                 return Err(Error::Result { index: i, message });
             }
         }
-        if let Some((exe, tier)) = self.engine.compiled(self.backend) {
+        if let Some((exe, tier)) = self.engine.compiled() {
             exe.run(args, results)?;
             self.last_run_launches.store(exe.last_run_launches(), Ordering::Relaxed);
             return Ok(tier);

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod aot;
+mod cache;
 mod client;
 pub mod conformance;
 mod device_buffer;
@@ -26,6 +27,7 @@ mod executable;
 pub mod table;
 mod tiered;
 
+pub use cache::{CacheOutcome, CacheSetting};
 pub use client::{Backend, Client, ClientOptions, CompileOptions};
 pub use device_buffer::DeviceBuffer;
 pub use error::Error;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tessera::{Backend, Client, ClientOptions, CompileOptions, DeviceBuffer, Error, Executable};
+use tessera::{Backend, CacheOutcome, Client, ClientOptions, CompileOptions, DeviceBuffer, Error, Executable};
 use tessera_hlo::npy::{read_npy, read_npy_physical, write_npy, write_npy_physical};
 use tessera_hlo::{Literal, Shape};
 
@@ -42,6 +42,16 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
             CompileOptions { dump_dir: a.dump.clone(), ..CompileOptions::with_excess_precision(!a.strict_precision) };
         client.compile_text(&text, &options).map_err(|e| format!("{}: {e}", a.module.display()))?
     };
+    match exe.cache_outcome() {
+        CacheOutcome::Rejected { reason, stored } => {
+            eprintln!("tessera: compile cache: rejected {reason}; compiled anew");
+            if let Err(e) = stored {
+                eprintln!("tessera: compile cache: {e}");
+            }
+        }
+        CacheOutcome::Miss { stored: Err(e) } => eprintln!("tessera: compile cache: {e}"),
+        _ => {}
+    }
 
     let args = transfer_arguments(&exe, &read_arguments(&exe, &a.args, a.physical)?)?;
     let arg_refs: Vec<&DeviceBuffer> = args.iter().collect();
@@ -55,6 +65,8 @@ pub fn run(a: &RunArgs) -> Result<(), String> {
         let (times, tiers) = time_runs_on_tiers(&exe, &arg_refs, &mut results, runs)?;
         let counts = exe.kernel_count().zip(exe.last_run_launches());
         let mut line = timing_json(a.backend, exe.compile_time(), &times, counts);
+        line.pop();
+        line.push_str(&format!(",\"cache\":\"{}\"}}", exe.cache_outcome().name()));
         if a.backend == Backend::Tiered {
             line.pop();
             line.push_str(&tiers_json(&tiers, exe.peak_compile_time()));

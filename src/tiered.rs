@@ -11,7 +11,10 @@ use tessera_codegen::CpuTarget;
 use tessera_lower::Program;
 use tessera_runtime::{Executable as RuntimeExecutable, HostFunctions, MemorySpaces, ThreadPool};
 
+use crate::cache::CachedProgram;
+use crate::client::CacheSlot;
 use crate::Backend;
+use tessera_hlo::Shape;
 
 /// LLVM's executable of the program, or why it could not be made.
 type Peak = Result<(RuntimeExecutable, Duration), String>;
@@ -46,6 +49,8 @@ pub(crate) struct PeakJob {
     pub spaces: MemorySpaces,
     pub pool: Arc<ThreadPool>,
     pub host: HostFunctions,
+    /// Where LLVM's program goes in the compile cache, with the entry signature's shapes.
+    pub cache: Option<(CacheSlot, (Vec<Shape>, Shape))>,
 }
 
 impl Tiered {
@@ -101,8 +106,17 @@ impl Tiered {
     }
 }
 
+/// LLVM's executable of the job's program, stored in the compile cache when the job has a
+/// slot (a failed store only costs the next process a compile).
 fn compile_peak(job: &PeakJob) -> Result<RuntimeExecutable, String> {
-    let compiled = tessera_codegen::llvm::compile_program(&job.program, &job.cpu, None).map_err(|e| e.to_string())?;
-    tessera_codegen::assemble_with_host(&job.program, compiled, &job.spaces, job.pool.clone(), &job.host)
-        .map_err(|e| e.to_string())
+    let compiled = tessera_codegen::CompiledProgram::compile(tessera_codegen::Tier::Llvm, &job.program, &job.cpu, None)
+        .map_err(|e| e.to_string())?;
+    let (exe, image) =
+        tessera_codegen::assemble::assemble_image(&job.program, compiled, &job.spaces, job.pool.clone(), &job.host)
+            .map_err(|e| e.to_string())?;
+    if let Some((slot, (parameters, result))) = &job.cache {
+        let program = CachedProgram { parameters: parameters.clone(), result: result.clone(), image };
+        let _ = slot.cache.store(slot.key, &program);
+    }
+    Ok(exe)
 }

@@ -241,15 +241,21 @@ fn time_prints_one_json_line() {
         assert!(min > 0.0 && min <= median, "{json}");
         assert!(json["compile_us"].as_f64().unwrap() > 0.0);
         let keys: Vec<&String> = json.as_object().unwrap().keys().collect();
+        // What the compile cache did (the interpreter compiles nothing to cache).
+        let cache = json["cache"].as_str().unwrap();
+        assert!(["off", "hit", "miss", "rejected"].contains(&cache), "{json}");
+        if backend == "interp" {
+            assert_eq!(cache, "off", "{json}");
+        }
         if backend == "tiered" {
             // Which tier ran the timed runs, as spans that add up to all of them.
-            assert_eq!(keys.len(), 9, "{json}");
+            assert_eq!(keys.len(), 10, "{json}");
             let spans = json["tiers"].as_array().unwrap();
             let runs: u64 = spans.iter().map(|s| s[1].as_u64().unwrap()).sum();
             assert_eq!(runs, 5, "{json}");
             assert!(spans.iter().all(|s| s[0] == "cranelift" || s[0] == "llvm"), "{json}");
         } else {
-            assert_eq!(keys.len(), 7, "{json}");
+            assert_eq!(keys.len(), 8, "{json}");
         }
         // One kernel for the module's one fused computation, launched once; the interpreter
         // runs no kernels.

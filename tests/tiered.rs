@@ -2,15 +2,17 @@
 //! switch to LLVM's, with the same results bit for bit (both tiers translate one lowered
 //! program exactly) and the same infeed/outfeed queues.
 
-use tessera::{Backend, Client, CompileOptions, DeviceBuffer, Executable};
+use tessera::{Backend, CacheSetting, Client, ClientOptions, CompileOptions, DeviceBuffer, Executable};
 use tessera_hlo::corpus::Case;
 use tessera_hlo::Literal;
 
 mod tier_support;
 use tier_support::corpus_case;
 
+/// Compiles without the compile cache: these tests watch the background compile.
 fn compile(backend: Backend, text: &str) -> Executable {
-    Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()).unwrap()
+    let options = ClientOptions { cache: CacheSetting::Off, ..ClientOptions::default() };
+    Client::with_options(backend, &options).unwrap().compile_text(text, &CompileOptions::default()).unwrap()
 }
 
 fn run_bytes(exe: &Executable, args: &[Literal]) -> (Backend, Vec<Vec<u8>>) {

@@ -1,22 +1,18 @@
 //! Executable assembly: a buffer-assigned [`Program`] and its [`CompiledProgram`] become a
-//! runtime [`Executable`]. Constants are copied into aligned buffers, each launch of the plan
-//! gets its function, grid extent (from `Kernel::grid`) and buffer list, host operations are
-//! bound to the host functions registered for their targets, and the machine code's owner
-//! moves into the executable so it outlives every call.
-//!
-//! The program is checked against the kernels on the way (launch arity, buffer sizes against
-//! what each kernel may address: the plan does it), so a lowering bug becomes an error, not a
-//! stray access.
+//! runtime [`Executable`], through the program's image (`crate::image`): the image is checked
+//! against the program and the kernels (launch arity, buffer sizes against what each kernel
+//! may address), so a lowering bug becomes an error, not a stray access; then constants are
+//! copied into aligned buffers, each launch gets its function, host operations are bound to
+//! the host functions registered for their targets, and the machine code's owner moves into
+//! the executable so it outlives every call. A cached program is instantiated from its image
+//! the same way.
 
 use std::sync::Arc;
 
-use tessera_lower::kernel::{Kernel, MemType};
-use tessera_lower::{BufferId, BufferKind, HostOp, HostValue, Launch, Program};
-use tessera_runtime::{
-    AlignedBuffer, BufferEntry, BufferRole, Executable, ExecutableParts, HostEntry, HostFunctions, HostValueEntry,
-    LaunchEntry, MemorySpaces, RuntimeError, ThreadPool,
-};
+use tessera_lower::Program;
+use tessera_runtime::{Executable, HostFunctions, MemorySpaces, RuntimeError, ThreadPool};
 
+use crate::image::ProgramImage;
 use crate::CompiledProgram;
 
 /// Builds the executable for `program` (after buffer assignment) from its compiled kernels and
@@ -39,154 +35,36 @@ pub fn assemble_with_host(
     pool: Arc<ThreadPool>,
     host: &HostFunctions,
 ) -> Result<Executable, RuntimeError> {
-    let invalid = |m: String| Err(RuntimeError::Invalid(m));
-    let CompiledProgram { kernels: compiled, entry, plan } = compiled;
-    if compiled.functions.len() != program.kernels.len() {
-        return invalid(format!(
+    assemble_image(program, compiled, spaces, pool, host).map(|(exe, _)| exe)
+}
+
+/// [`assemble_with_host`], returning the program's image too (what the compile cache stores).
+pub fn assemble_image(
+    program: &Program,
+    compiled: CompiledProgram,
+    spaces: &MemorySpaces,
+    pool: Arc<ThreadPool>,
+    host: &HostFunctions,
+) -> Result<(Executable, ProgramImage), RuntimeError> {
+    let CompiledProgram { kernels, entry, plan, objects, tier } = compiled;
+    let image = ProgramImage::new(tier, program, &plan, objects)?;
+    if kernels.functions.len() != image.code.kernels.len() {
+        return Err(RuntimeError::Invalid(format!(
             "{} compiled functions for {} kernels",
-            compiled.functions.len(),
-            program.kernels.len()
-        ));
+            kernels.functions.len(),
+            image.code.kernels.len()
+        )));
     }
-
-    let mut buffers = Vec::with_capacity(program.buffers.len());
-    for b in &program.buffers {
-        let role = match &b.kind {
-            BufferKind::Parameter(n) => BufferRole::Parameter(*n),
-            BufferKind::Result(n) => BufferRole::Result(*n),
-            BufferKind::Temp => match b.offset {
-                Some(offset) => BufferRole::Temp { space: b.memory_space, offset },
-                None => return invalid(format!("temp '{}' has no offset (buffer assignment did not run)", b.name)),
-            },
-            BufferKind::Constant(bytes) => {
-                if bytes.len() as u64 != b.bytes {
-                    return invalid(format!("constant '{}' holds {} bytes, not {}", b.name, bytes.len(), b.bytes));
-                }
-                BufferRole::Constant(AlignedBuffer::from_bytes(bytes)?)
-            }
-        };
-        buffers.push(BufferEntry { name: b.name.clone(), bytes: b.bytes, role });
-    }
-    for (n, id) in program.parameters.iter().enumerate() {
-        if program.buffers.get(id.0 as usize).map(|b| &b.kind) != Some(&BufferKind::Parameter(n)) {
-            return invalid(format!("parameter {n} is buffer {}, which is not parameter {n}", id.0));
-        }
-    }
-    for (n, id) in program.results.iter().enumerate() {
-        if program.buffers.get(id.0 as usize).map(|b| &b.kind) != Some(&BufferKind::Result(n)) {
-            return invalid(format!("result {n} is buffer {}, which is not result {n}", id.0));
-        }
-    }
-
-    let mut launches = Vec::with_capacity(plan.launches.len());
-    for (kernel, args) in &plan.launches {
-        let launch = Launch { kernel: *kernel, args: args.clone() };
-        let k = check_launch(program, &launch).map_err(RuntimeError::Invalid)?;
-        launches.push(LaunchEntry {
-            name: k.name.clone(),
-            function: compiled.functions[*kernel],
-            extent: k.grid.extent,
-            buffers: args.iter().map(|id| id.0 as usize).collect(),
-            traffic: k.traffic_bytes(),
-        });
-    }
-    let hosts = plan.hosts.iter().map(|op| host_op(program, host, op)).collect::<Result<_, _>>()?;
-    let parts = ExecutableParts {
-        buffers,
-        launches,
-        hosts,
-        checks: plan.checks.clone(),
-        entry,
-        arenas: program.arenas.clone(),
-        code: compiled.code,
-    };
-    Executable::new(parts, spaces, pool)
-}
-
-fn buffer(program: &Program, id: BufferId) -> Result<usize, RuntimeError> {
-    let i = id.0 as usize;
-    if i < program.buffers.len() {
-        Ok(i)
-    } else {
-        Err(RuntimeError::Invalid(format!("a step names buffer {i} of {}", program.buffers.len())))
-    }
-}
-
-fn host_value(program: &Program, value: &HostValue) -> Result<HostValueEntry, RuntimeError> {
-    let buffers = value.buffers.iter().map(|&b| buffer(program, b)).collect::<Result<_, _>>()?;
-    Ok(HostValueEntry { shape: value.shape.clone(), buffers })
-}
-
-/// The runtime's form of a host operation, a custom-call bound to its target's function.
-fn host_op(program: &Program, host: &HostFunctions, op: &HostOp) -> Result<HostEntry, RuntimeError> {
-    Ok(match op {
-        HostOp::CustomCall { name, target, operands, result } => {
-            let Some(function) = host.get(target) else {
-                return Err(RuntimeError::Invalid(format!(
-                    "custom-call '{name}' calls target '{target}', for which no host function is registered"
-                )));
-            };
-            HostEntry::CustomCall {
-                name: name.clone(),
-                target: target.clone(),
-                function: function.clone(),
-                operands: operands.iter().map(|o| host_value(program, o)).collect::<Result<_, _>>()?,
-                result: host_value(program, result)?,
-            }
-        }
-        HostOp::Infeed { name, result } => {
-            HostEntry::Infeed { name: name.clone(), result: host_value(program, result)? }
-        }
-        HostOp::Outfeed { name, operand } => {
-            HostEntry::Outfeed { name: name.clone(), operand: host_value(program, operand)? }
-        }
-    })
-}
-
-/// The kernel a launch runs, once the launch is shown consistent with it: one buffer per
-/// kernel buffer, each as large as the kernel may address, none read-only that it writes.
-pub(crate) fn check_launch<'p>(program: &'p Program, launch: &Launch) -> Result<&'p Kernel, String> {
-    let Some(kernel) = program.kernels.get(launch.kernel) else {
-        return Err(format!("a launch names kernel {} of {}", launch.kernel, program.kernels.len()));
-    };
-    if launch.args.len() != kernel.buffers.len() {
-        return Err(format!(
-            "a launch binds {} buffers to kernel '{}', which has {}",
-            launch.args.len(),
-            kernel.name,
-            kernel.buffers.len()
-        ));
-    }
-    for (kb, id) in kernel.buffers.iter().zip(&launch.args) {
-        let Some(b) = program.buffers.get(id.0 as usize) else {
-            return Err(format!("a launch of '{}' names buffer {} of {}", kernel.name, id.0, program.buffers.len()));
-        };
-        let needed = addressed_bytes(kb.mem, kb.len);
-        if needed.is_none_or(|n| n > b.bytes) {
-            return Err(format!(
-                "kernel '{}' addresses {} elements of buffer '{}' ({} bytes)",
-                kernel.name, kb.len, b.name, b.bytes
-            ));
-        }
-        if kb.writable && matches!(b.kind, BufferKind::Parameter(_) | BufferKind::Constant(_)) {
-            return Err(format!("kernel '{}' writes read-only buffer '{}'", kernel.name, b.name));
-        }
-    }
-    Ok(kernel)
-}
-
-/// Bytes spanned by `len` elements of `mem` (sub-byte elements packed).
-fn addressed_bytes(mem: MemType, len: i64) -> Option<u64> {
-    let len = u64::try_from(len).ok()?;
-    Some(len.checked_mul(u64::from(mem.bits()))?.div_ceil(8))
+    let exe = image.instantiate(kernels, entry, spaces, pool, host)?;
+    Ok((exe, image))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use tessera_hlo::{ArrayShape, ElementType};
-    use tessera_lower::kernel::{Grid, Kernel, KernelBuffer, Ty, VarId};
-    use tessera_lower::{assign_buffers, Buffer, Step};
+    use tessera_lower::kernel::{Grid, Kernel, KernelBuffer, MemType, Ty, VarId};
+    use tessera_lower::{assign_buffers, Buffer, BufferId, BufferKind, Launch, Step};
 
     /// out[i] = a[i] + b[i] over i32, buffers (a, b, out).
     unsafe extern "C" fn add_i32(buffers: *const *mut u8, lo: i64, hi: i64) {
@@ -253,9 +131,8 @@ mod tests {
     fn compiled(program: &Program, count: usize) -> Result<CompiledProgram, String> {
         let plan = crate::entry::EntryPlan::new(program)?;
         let functions = vec![add_i32 as crate::KernelFn; count];
-        let (code, entry) = crate::llvm::entry_calling(&plan, &functions).map_err(|e| e.to_string())?;
-        let kernels = crate::CompiledKernels { functions, code: Box::new(code), timings: Default::default() };
-        Ok(CompiledProgram { kernels, entry, plan })
+        let (kernels, entry, objects) = crate::llvm::entry_calling(&plan, &functions).map_err(|e| e.to_string())?;
+        Ok(CompiledProgram { kernels, entry, plan, objects, tier: crate::Tier::Llvm })
     }
 
     fn pool() -> Arc<ThreadPool> {
@@ -307,6 +184,7 @@ mod tests {
 
     #[test]
     fn packed_buffers_count_bits() {
+        use crate::image::addressed_bytes;
         assert_eq!(addressed_bytes(MemType::Packed { bits: 4, pred: false }, 5), Some(3));
         assert_eq!(addressed_bytes(MemType::Pred, 5), Some(5));
         assert_eq!(addressed_bytes(MemType::Scalar(Ty::F64), 2), Some(16));

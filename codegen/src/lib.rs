@@ -1,17 +1,21 @@
 //! Kernel IR to machine code: the Cranelift tier (fast compile), the LLVM tier (inkwell,
 //! LLVM 22; peak speed) and ahead-of-time emission of an object file plus a C header.
 //!
-//! Both tiers take the same `tessera_lower::kernel::Kernel`s and return [`CompiledKernels`]:
-//! one [`KernelFn`] per kernel, plus the owner of the machine code, which must outlive every
-//! call through those pointers (the runtime executable keeps it). A whole program compiles to
-//! a [`CompiledProgram`]: its kernels plus its entry, the step tree as one native function
-//! (`entry`), which the JIT runs as an object's entry is run.
+//! Both tiers take the same `tessera_lower::kernel::Kernel`s and write their machine code as
+//! relocatable objects ([`ObjectCode`]), which `loader` links into memory: [`CompiledKernels`]
+//! holds one [`KernelFn`] per kernel, plus the owner of the machine code, which must outlive
+//! every call through those pointers (the runtime executable keeps it). A whole program
+//! compiles to a [`CompiledProgram`]: its kernels plus its entry, the step tree as one native
+//! function (`entry`), which the JIT runs as an object's entry is run. The objects are what
+//! the compile cache stores (`image`), so a cached program loads through the same path.
 
 pub mod aot;
 pub mod assemble;
 pub mod cranelift;
 pub mod entry;
+pub mod image;
 pub mod llvm;
+pub mod loader;
 mod partition;
 pub mod target;
 
@@ -24,7 +28,7 @@ pub use tessera_lower::Timings;
 pub use tessera_runtime::{EntryFn, KernelFn};
 
 /// The code generator that compiles kernels.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Tier {
     Cranelift,
     Llvm,
@@ -56,13 +60,71 @@ impl CompiledKernels {
     }
 }
 
+/// The symbol of kernel `name` in a tier's objects. Kernel names never hold a dot, so no
+/// kernel's symbol is a runtime function's, a C library function's or the entry's.
+pub(crate) fn kernel_symbol(name: &str) -> String {
+    format!("tessera.kernel.{name}")
+}
+
+/// Machine code as a tier writes it: relocatable objects for the host, with the symbol of
+/// each kernel and of the program's entry. [`ObjectCode::load`] links it into memory.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectCode {
+    pub objects: Vec<Vec<u8>>,
+    /// `kernels[i]` is the symbol of kernel `i`.
+    pub kernels: Vec<String>,
+    /// The symbol of the program's entry (`EntryFn`), if the code has one.
+    pub entry: Option<String>,
+}
+
+impl ObjectCode {
+    /// Links the objects into executable memory (binding the runtime's symbols) and finds each
+    /// kernel and the entry; `timings` gets the time it took.
+    pub fn load(&self, timings: &mut Timings) -> Result<(CompiledKernels, Option<EntryFn>), CodegenError> {
+        self.load_with(&[], timings)
+    }
+
+    /// [`ObjectCode::load`], binding `extra` symbols too (tests link hand-written kernels).
+    pub(crate) fn load_with(
+        &self,
+        extra: &[(&str, *const u8)],
+        timings: &mut Timings,
+    ) -> Result<(CompiledKernels, Option<EntryFn>), CodegenError> {
+        let failed = |message: String| CodegenError::Backend { tier: "loader", kernel: "(link)".into(), message };
+        let (code, functions, entry) = timings.time("link", || -> Result<_, CodegenError> {
+            let mut symbols = tessera_runtime::abi::symbols();
+            symbols.extend(tessera_runtime::entry_symbols());
+            symbols.extend_from_slice(extra);
+            let objects: Vec<&[u8]> = self.objects.iter().map(Vec::as_slice).collect();
+            let code = loader::LoadedCode::load(&objects, &symbols).map_err(failed)?;
+            // One lookup links every object, in one session (the entry calls the kernels).
+            let mut names: Vec<&str> = self.kernels.iter().map(String::as_str).collect();
+            names.extend(self.entry.as_deref());
+            let mut addresses = code.addresses(&names).map_err(failed)?;
+            // SAFETY: the tiers define the entry symbol with `EntryFn`'s signature, and each
+            // kernel symbol with `KernelFn`'s.
+            let entry = match self.entry {
+                Some(_) => addresses.pop().map(|a| unsafe { std::mem::transmute::<*const u8, EntryFn>(a) }),
+                None => None,
+            };
+            let functions: Vec<KernelFn> =
+                addresses.into_iter().map(|a| unsafe { std::mem::transmute::<*const u8, KernelFn>(a) }).collect();
+            Ok((code, functions, entry))
+        })?;
+        Ok((CompiledKernels { functions, code: Box::new(code), timings: Timings::new() }, entry))
+    }
+}
+
 /// Machine code for a whole program: its kernels and its entry (the step tree compiled,
-/// calling them: `crate::entry`), with the plan the entry was made from.
+/// calling them: `crate::entry`), with the plan the entry was made from and the objects it
+/// was loaded from.
 pub struct CompiledProgram {
     /// The kernels; their `code` owns the entry's machine code too.
     pub kernels: CompiledKernels,
     pub entry: EntryFn,
     pub plan: entry::EntryPlan,
+    pub objects: ObjectCode,
+    pub tier: Tier,
 }
 
 impl CompiledProgram {
@@ -74,10 +136,18 @@ impl CompiledProgram {
         cpu: &CpuTarget,
         dump: Option<&std::path::Path>,
     ) -> Result<CompiledProgram, CodegenError> {
-        match tier {
-            Tier::Cranelift => cranelift::compile_program(program, cpu, dump),
-            Tier::Llvm => llvm::compile_program(program, cpu, dump),
-        }
+        let (plan, objects, mut timings) = match tier {
+            Tier::Cranelift => cranelift::program_objects(program, cpu, dump)?,
+            Tier::Llvm => llvm::program_objects(program, cpu, dump)?,
+        };
+        let (mut kernels, entry) = objects.load(&mut timings)?;
+        kernels.timings = timings;
+        let entry = entry.ok_or_else(|| CodegenError::Backend {
+            tier: tier.name(),
+            kernel: "(entry)".into(),
+            message: "the objects define no entry".into(),
+        })?;
+        Ok(CompiledProgram { kernels, entry, plan, objects, tier })
     }
 }
 

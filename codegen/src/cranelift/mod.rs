@@ -1,4 +1,5 @@
-//! The Cranelift tier: fast compiles of kernels into one JIT module (DESIGN.md section 6).
+//! The Cranelift tier: fast compiles of kernels into one object (DESIGN.md section 6), which
+//! `crate::loader` links into memory.
 //!
 //! Each `Kernel` becomes one function with the kernel calling convention. The translation is
 //! split by job: `function` walks statements (values, locals, loops, branches, calls), `index`
@@ -18,14 +19,13 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::FunctionBuilderContext;
-use cranelift_jit::{JITBuilder, JITModule};
-use cranelift_module::{FuncId, Module, ModuleReloc};
+use cranelift_module::{FuncId, Linkage, Module, ModuleReloc};
+use cranelift_object::{ObjectBuilder, ObjectModule};
 use tessera_lower::kernel::Kernel;
 use tessera_lower::Program;
-use tessera_runtime::EntryFn;
 
 use crate::entry::{EntryAbi, EntryPlan};
-use crate::{CodegenError, CompiledKernels, CompiledProgram, CpuTarget, KernelFn, ResolvedTarget, Timings};
+use crate::{CodegenError, CompiledKernels, CpuTarget, ObjectCode, ResolvedTarget, Timings};
 
 pub(crate) const TIER: &str = "cranelift";
 
@@ -45,28 +45,6 @@ impl Failure {
         match self {
             Failure::Unsupported(what) => CodegenError::Unsupported { tier: TIER, kernel: kernel.to_string(), what },
             Failure::Malformed(message) => CodegenError::Backend { tier: TIER, kernel: kernel.to_string(), message },
-        }
-    }
-}
-
-/// Owns the JIT module whose memory holds the compiled kernels, and frees it when dropped.
-struct JitCode {
-    module: Option<JITModule>,
-}
-
-// SAFETY: after `finalize_definitions` the module is never used again except by `Drop`, which
-// needs `&mut self` (so no other reference exists). Nothing reachable through `&JitCode` is
-// ever touched, so sharing it between threads cannot race; moving it to another thread moves
-// plain heap memory (the symbol table's raw pointers are addresses of immortal functions).
-unsafe impl Send for JitCode {}
-unsafe impl Sync for JitCode {}
-
-impl Drop for JitCode {
-    fn drop(&mut self) {
-        if let Some(module) = self.module.take() {
-            // SAFETY: the code is owned by this value; `CompiledKernels` documents that its
-            // function pointers are only valid while `code` lives.
-            unsafe { module.free_memory() };
         }
     }
 }
@@ -112,17 +90,17 @@ pub(crate) fn isa_builder(cpu: &ResolvedTarget) -> std::result::Result<cranelift
     Ok(builder)
 }
 
-fn host_module(cpu: &ResolvedTarget) -> std::result::Result<JITModule, CodegenError> {
+/// An object module for `cpu`, named `name`.
+fn object_module(cpu: &ResolvedTarget, name: &str) -> std::result::Result<ObjectModule, CodegenError> {
     let target = |message: String| CodegenError::Target { tier: TIER, message };
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, name: &str, value: &str| {
         flags.set(name, value).map_err(|e| target(format!("setting {name}={value}: {e}")))
     };
     set(&mut flags, "opt_level", "speed")?;
-    // The JIT places code anywhere in the address space and calls runtime symbols by absolute
-    // address: no PIC, no colocated libcalls (what `JITBuilder::with_flags` also sets).
-    set(&mut flags, "is_pic", "false")?;
-    set(&mut flags, "use_colocated_libcalls", "false")?;
+    // Position-independent: the loader places the object anywhere in the address space, and
+    // reaches the runtime's symbols (far from it) through the global offset table.
+    set(&mut flags, "is_pic", "true")?;
     // The verifier turns a translation bug into an error instead of bad code; release builds
     // skip it for compile speed (the tests run with debug assertions, so with the verifier).
     set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
@@ -130,11 +108,9 @@ fn host_module(cpu: &ResolvedTarget) -> std::result::Result<JITModule, CodegenEr
     // IR has no fused multiply-add, so FMA instructions appear only if Cranelift itself uses
     // them, which it does only when the ISA reports them.
     let isa = isa_builder(cpu)?.finish(settings::Flags::new(flags)).map_err(|e| target(e.to_string()))?;
-    let mut builder = JITBuilder::with_isa(isa, cranelift_module::default_libcall_names());
-    for (name, address) in tessera_runtime::abi::symbols().into_iter().chain(tessera_runtime::entry_symbols()) {
-        builder.symbol(name, address);
-    }
-    Ok(JITModule::new(builder))
+    let builder = ObjectBuilder::new(isa, name.as_bytes().to_vec(), cranelift_module::default_libcall_names())
+        .map_err(|e| target(e.to_string()))?;
+    Ok(ObjectModule::new(builder))
 }
 
 /// The kernel signature: `extern "C" fn(buffers: *const *mut u8, grid_lo: i64, grid_hi: i64)`.
@@ -166,39 +142,41 @@ pub fn compile_dumping(
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
 ) -> std::result::Result<CompiledKernels, CodegenError> {
-    Ok(compile_module(kernels, None, cpu, dump)?.0)
+    let (code, mut timings) = compile_object(kernels, None, cpu, dump)?;
+    let (mut compiled, _) = code.load(&mut timings)?;
+    compiled.timings = timings;
+    Ok(compiled)
 }
 
-/// Compiles a buffer-assigned program: its kernels and its entry (the step tree as one
-/// function, `crate::entry`), for the CPU `cpu`, dumping as [`compile_dumping`] does.
-pub fn compile_program(
+/// Compiles a buffer-assigned program into one object: its kernels and its entry (the step
+/// tree as one function, `crate::entry`), for the CPU `cpu`, dumping as [`compile_dumping`]
+/// does.
+pub fn program_objects(
     program: &Program,
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
-) -> std::result::Result<CompiledProgram, CodegenError> {
+) -> std::result::Result<(EntryPlan, ObjectCode, Timings), CodegenError> {
     let plan = EntryPlan::new(program).map_err(|message| CodegenError::Backend {
         tier: TIER,
         kernel: "(entry)".into(),
         message,
     })?;
-    let (kernels, entry) = compile_module(&program.kernels, Some(&plan), cpu, dump)?;
-    let entry = entry.ok_or_else(|| CodegenError::Backend {
-        tier: TIER,
-        kernel: "(entry)".into(),
-        message: "no entry was compiled".into(),
-    })?;
-    Ok(CompiledProgram { kernels, entry, plan })
+    let (code, timings) = compile_object(&program.kernels, Some(&plan), cpu, dump)?;
+    Ok((plan, code, timings))
 }
 
-/// The kernels and, given a plan, the JIT entry that runs it, in one JIT module.
-fn compile_module(
+/// The symbol of a program's entry (never a kernel's: `crate::kernel_symbol`).
+const ENTRY_NAME: &str = "tessera.entry";
+
+/// The kernels and, given a plan, the JIT entry that runs it, in one object.
+fn compile_object(
     kernels: &[Kernel],
     plan: Option<&EntryPlan>,
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
-) -> std::result::Result<(CompiledKernels, Option<EntryFn>), CodegenError> {
+) -> std::result::Result<(ObjectCode, Timings), CodegenError> {
     let mut timings = Timings::new();
-    let mut module = timings.time("cranelift: module setup", || host_module(&cpu.resolve(TIER)?))?;
+    let mut module = timings.time("cranelift: module setup", || object_module(&cpu.resolve(TIER)?, "tessera"))?;
     if module.target_config().pointer_type() != types::I64 {
         return Err(CodegenError::Target { tier: TIER, message: "the kernel ABI needs 64-bit pointers".into() });
     }
@@ -214,8 +192,9 @@ fn compile_module(
     let mut translated: Vec<(FuncId, Context)> = Vec::with_capacity(kernels.len());
     for kernel in kernels {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
-        // Anonymous, so a kernel's name can never clash with a runtime symbol.
-        let id = module.declare_anonymous_function(&sig).map_err(|e| backend(e.to_string()))?;
+        // Exported, for the loader to find.
+        let symbol = crate::kernel_symbol(&kernel.name);
+        let id = module.declare_function(&symbol, Linkage::Export, &sig).map_err(|e| backend(e.to_string()))?;
         let mut ctx = module.make_context();
         ctx.func.signature = sig.clone();
         timings
@@ -237,7 +216,9 @@ fn compile_module(
                 entry::translate(plan, &mut module, &kernel_ids, &runtime, &mut ctx, &mut builder_ctx)
             })
             .map_err(backend)?;
-        let id = module.declare_anonymous_function(&ctx.func.signature).map_err(|e| backend(e.to_string()))?;
+        let id = module
+            .declare_function(ENTRY_NAME, Linkage::Export, &ctx.func.signature)
+            .map_err(|e| backend(e.to_string()))?;
         ctx.set_disasm(dump_path.is_some());
         // The entry compiles beside the kernels, on a thread of its own.
         groups.push(vec![translated.len()]);
@@ -263,43 +244,31 @@ fn compile_module(
             eprintln!("tessera: dump {}: {e}", std::path::Path::new(&path).display());
         }
     }
-    timings.time("cranelift: finalize", || {
-        module.finalize_definitions().map_err(|e| CodegenError::Backend {
+    let object = timings.time("cranelift: object", || {
+        module.finish().emit().map_err(|e| CodegenError::Backend {
             tier: TIER,
-            kernel: kernels.first().map(|k| k.name.clone()).unwrap_or_default(),
-            message: format!("finalizing the module: {e}"),
+            kernel: "(module)".into(),
+            message: format!("writing the object: {e}"),
         })
     })?;
-    let functions = translated[..kernels.len()]
-        .iter()
-        .map(|&(id, _)| {
-            let code = module.get_finalized_function(id);
-            // SAFETY: the function was built with `kernel_signature`, which is `KernelFn`'s ABI.
-            unsafe { std::mem::transmute::<*const u8, KernelFn>(code) }
-        })
-        .collect();
-    let entry = translated.get(kernels.len()).map(|&(id, _)| {
-        let code = module.get_finalized_function(id);
-        // SAFETY: the entry was built with `entry::entry_signature`, which is `EntryFn`'s ABI.
-        unsafe { std::mem::transmute::<*const u8, EntryFn>(code) }
-    });
-    let compiled = CompiledKernels { functions, code: Box::new(JitCode { module: Some(module) }), timings };
-    Ok((compiled, entry))
+    let code = ObjectCode {
+        objects: vec![object],
+        kernels: kernels.iter().map(|k| crate::kernel_symbol(&k.name)).collect(),
+        entry: plan.map(|_| ENTRY_NAME.to_string()),
+    };
+    Ok((code, timings))
 }
 
 /// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for
 /// tests that check what shape of code a kernel gets, e.g. vector loops).
 pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
-    let mut module = host_module(&CpuTarget::from_env().resolve(TIER)?)?;
+    let mut module = object_module(&CpuTarget::from_env().resolve(TIER)?, "tessera")?;
     let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
     let mut ctx = module.make_context();
     ctx.func.signature = kernel_signature(&module);
     function::translate(kernel, &mut module, &mut ctx, &mut FunctionBuilderContext::new(), &symbols)
         .map_err(|f| f.for_kernel(&kernel.name))?;
-    let text = ctx.func.display().to_string();
-    // SAFETY: nothing was defined in this module, so no code pointer into it exists.
-    unsafe { module.free_memory() };
-    Ok(text)
+    Ok(ctx.func.display().to_string())
 }
 
 /// One function's machine code, ready for `Module::define_function_bytes`.
@@ -343,8 +312,8 @@ fn machine_code_in_parallel(
     results
 }
 
-/// One translated function's machine code (what `JITModule::define_function` does before it
-/// copies the code into the module's memory).
+/// One translated function's machine code (what `Module::define_function` does before it
+/// places the code in the module).
 fn machine_code(isa: &dyn TargetIsa, id: FuncId, ctx: &mut Context) -> std::result::Result<MachineCode, String> {
     ctx.compile(isa, &mut Default::default()).map_err(|e| rejected(e.func, e.inner))?;
     let compiled = ctx.compiled_code().ok_or("Cranelift returned no code")?;

@@ -6,7 +6,7 @@
 
 use tessera_lower::{BufferId, BufferKind, HostOp, Program, SelectorKind, Step};
 
-use crate::assemble::check_launch;
+use crate::image::check_launch;
 
 pub use tessera_runtime::entry::{BAD_ARGUMENT, BAD_DIMENSION_SIZE, BAD_RESULT, BAD_TEMP, HOST_FAILED, OK};
 

@@ -26,7 +26,7 @@ pub(crate) fn object(
     let symbol = options.symbol.as_str();
     let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: symbol.to_string(), message };
     let cpu = target::target_cpu(target)?;
-    let machine = cpu.object_machine()?;
+    let machine = cpu.object_machine(inkwell::OptimizationLevel::Aggressive)?;
     let ctx = Context::create();
     let module = ctx.create_module(symbol);
     module.set_triple(&machine.get_triple());
@@ -35,8 +35,9 @@ pub(crate) fn object(
     let mut kernels = Vec::with_capacity(program.kernels.len());
     for kernel in &program.kernels {
         function::translate(&ctx, &module, &cpu, kernel, &names)?;
-        let f =
-            module.get_function(&kernel.name).ok_or_else(|| backend(format!("kernel '{}' vanished", kernel.name)))?;
+        let f = module
+            .get_function(&crate::kernel_symbol(&kernel.name))
+            .ok_or_else(|| backend(format!("kernel '{}' vanished", kernel.name)))?;
         // Internal: kernels of several objects linked into one program never clash.
         f.set_linkage(Linkage::Internal);
         kernels.push(f);
@@ -54,8 +55,7 @@ pub(crate) fn object(
         })
         .collect::<Result<Vec<GlobalValue>, CodegenError>>()?;
     let runtime = entry::declare_runtime(&ctx, &module, EntryAbi::Object { parallel: options.parallel }, constants);
-    let callees: Vec<_> = kernels.iter().map(|&f| entry::Callee::Function(f)).collect();
-    entry::translate(&ctx, &module, &cpu, symbol, plan, &callees, &runtime).map_err(backend)?;
+    entry::translate(&ctx, &module, &cpu, symbol, plan, &kernels, &runtime).map_err(backend)?;
 
     module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
     let dump = options.dump_dir.as_deref();

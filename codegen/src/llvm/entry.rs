@@ -15,17 +15,6 @@ use super::target::TargetCpu;
 use crate::entry::plan::{self, Addr, EntryPlan, EntryStep};
 use crate::entry::EntryAbi;
 
-/// How the entry calls a kernel.
-#[derive(Clone, Copy)]
-pub(crate) enum Callee<'ctx> {
-    /// A function of the entry's module (defined there or declared).
-    Function(FunctionValue<'ctx>),
-    /// The address in element `index` of the pointer array `table`: a kernel of another
-    /// module, which the JIT writes there once that module is compiled (so the entry's own
-    /// machine code need not wait for it).
-    Slot { table: GlobalValue<'ctx>, index: u32 },
-}
-
 /// How the entry reaches what is not its own code.
 pub(crate) enum Runtime<'ctx> {
     /// The runtime's `tessera_rt_launch_ctx`, `tessera_rt_copy_ctx` and `tessera_rt_host`.
@@ -81,7 +70,7 @@ pub(crate) fn translate<'ctx>(
     cpu: &TargetCpu,
     name: &str,
     plan: &EntryPlan,
-    kernels: &[Callee<'ctx>],
+    kernels: &[FunctionValue<'ctx>],
     runtime: &Runtime<'ctx>,
 ) -> Result<FunctionValue<'ctx>, String> {
     if module.get_function(name).is_some() {
@@ -144,7 +133,7 @@ struct Entry<'a, 'ctx> {
     runtime: &'a Runtime<'ctx>,
     builder: Builder<'ctx>,
     function: FunctionValue<'ctx>,
-    kernels: &'a [Callee<'ctx>],
+    kernels: &'a [FunctionValue<'ctx>],
     /// The `args` and `results` arrays (a JIT entry loads a pointer where it uses it).
     args: Option<PointerValue<'ctx>>,
     results: Option<PointerValue<'ctx>>,
@@ -175,7 +164,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         ctx: &'ctx Context,
         runtime: &'a Runtime<'ctx>,
         function: FunctionValue<'ctx>,
-        kernels: &'a [Callee<'ctx>],
+        kernels: &'a [FunctionValue<'ctx>],
     ) -> Self {
         Entry {
             ctx,
@@ -398,26 +387,10 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
         steps.iter().try_for_each(|s| self.step(s))
     }
 
-    /// The address of kernel `callee`.
-    fn kernel_address(&self, callee: Callee<'ctx>) -> Result<PointerValue<'ctx>, String> {
-        Ok(match callee {
-            Callee::Function(f) => f.as_global_value().as_pointer_value(),
-            Callee::Slot { table, index } => self.load_ptr(table.as_pointer_value(), i64::from(index), "kernel")?,
-        })
-    }
-
-    /// Calls kernel `callee` on `table` over the grid `0..extent`.
-    fn call_kernel(&self, callee: Callee<'ctx>, table: PointerValue<'ctx>, extent: i64) -> Result<(), String> {
+    /// Calls kernel `f` on `table` over the grid `0..extent`.
+    fn call_kernel(&self, f: FunctionValue<'ctx>, table: PointerValue<'ctx>, extent: i64) -> Result<(), String> {
         let args = [table.into(), self.i64(0).into(), self.i64(extent).into()];
-        match callee {
-            Callee::Function(f) => self.builder.build_call(f, &args, "").map_err(e)?,
-            Callee::Slot { .. } => {
-                let i64t = self.ctx.i64_type();
-                let ty = self.ctx.void_type().fn_type(&[self.ptr().into(), i64t.into(), i64t.into()], false);
-                let f = self.kernel_address(callee)?;
-                self.builder.build_indirect_call(ty, f, &args, "").map_err(e)?
-            }
-        };
+        self.builder.build_call(f, &args, "").map_err(e)?;
         Ok(())
     }
 
@@ -445,7 +418,7 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     }
                     Runtime::Object { launcher: Some(launch), .. } => {
                         let work = i64::try_from(*work_bytes).unwrap_or(i64::MAX);
-                        let kernel = self.kernel_address(f)?;
+                        let kernel = f.as_global_value().as_pointer_value();
                         let args = [kernel.into(), table.into(), self.i64(*extent).into(), self.i64(work).into()];
                         self.builder.build_call(launch, &args, "").map_err(e)?;
                     }

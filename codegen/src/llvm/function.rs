@@ -67,13 +67,14 @@ pub fn translate<'ctx>(
     if kernel.name.is_empty() || kernel.name.contains('\0') {
         return Err(unsupported(format!("kernel name {:?} is not a symbol", kernel.name)));
     }
-    if module.get_function(&kernel.name).is_some() || symbols.contains(kernel.name.as_str()) {
+    let symbol = crate::kernel_symbol(&kernel.name);
+    if module.get_function(&symbol).is_some() {
         return Err(unsupported(format!("kernel name '{}' is already taken in this compile", kernel.name)));
     }
     let i64t = ctx.i64_type();
     let ptr = ctx.ptr_type(Default::default());
     let fn_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
-    let function = module.add_function(&kernel.name, fn_type, Some(Linkage::External));
+    let function = module.add_function(&symbol, fn_type, Some(Linkage::External));
     for (key, value) in [("target-cpu", target.cpu.as_str()), ("target-features", target.features.as_str())] {
         function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(key, value));
     }

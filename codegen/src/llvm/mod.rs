@@ -1,6 +1,6 @@
 //! The LLVM tier (DESIGN.md section 6): kernels become LLVM functions tuned for the target CPU
 //! (the host unless a [`CpuTarget`] says otherwise), optimized with the `default<O3>` pipeline
-//! and JIT-compiled with MCJIT.
+//! and written as relocatable objects, which `crate::loader` links into memory.
 //!
 //! Compile time: a program's kernels are split into one module per available core (balanced by
 //! their size in kernel IR), each optimized and compiled on its own thread in its own LLVM
@@ -10,7 +10,6 @@
 //! step) and the time to compile it, without a run-time gain we could measure.
 
 pub(crate) mod aot;
-mod engine;
 pub(crate) mod entry;
 mod function;
 mod index;
@@ -19,23 +18,21 @@ mod ops;
 mod target;
 mod vector;
 
+pub(crate) use target::initialize_native;
+
 use std::collections::HashSet;
 use std::path::Path;
 
 use inkwell::context::Context;
 use inkwell::passes::PassBuilderOptions;
-use inkwell::OptimizationLevel;
-
-use inkwell::module::Linkage;
+use inkwell::targets::{FileType, TargetMachine};
 use inkwell::AddressSpace;
+use inkwell::OptimizationLevel;
 use tessera_lower::kernel::Kernel;
 use tessera_lower::Program;
-use tessera_runtime::EntryFn;
-
-pub use engine::LlvmCode;
 
 use crate::entry::{EntryAbi, EntryPlan};
-use crate::{CodegenError, CompiledKernels, CompiledProgram, CpuTarget, Timings};
+use crate::{CodegenError, CompiledKernels, CpuTarget, ObjectCode, Timings};
 
 /// Compiles `kernels` into one module for the CPU of [`CpuTarget::from_env`] (the host unless
 /// `TESSERA_CPU` names another); `functions[i]` of the result runs `kernels[i]`.
@@ -63,22 +60,26 @@ pub fn compile_dumping(
         Some(_) => vec![(Effort::Full, (0..kernels.len()).collect())],
         None => module_groups(kernels, false),
     };
-    let (functions, code, slowest) = compile_groups(&host, kernels, &groups, dump)?;
+    let (objects, slowest) = compile_groups(&host, kernels, &groups, dump)?;
     timings.extend(&slowest);
-    let functions = functions.into_iter().collect::<Option<Vec<_>>>().ok_or_else(no_module)?;
-    Ok(CompiledKernels { functions, code: Box::new(code), timings })
+    let code =
+        ObjectCode { objects, kernels: kernels.iter().map(|k| crate::kernel_symbol(&k.name)).collect(), entry: None };
+    let (mut compiled, _) = code.load(&mut timings)?;
+    compiled.timings = timings;
+    Ok(compiled)
 }
 
-/// Compiles a buffer-assigned program: its kernels (as [`compile_dumping`] does) and its entry
-/// (the step tree as one function, `crate::entry`). The entry's module also holds the small
-/// scalar kernels (`Effort::Light`), so LLVM inlines them into the loops that launch them: a
-/// scalar loop step becomes straight-line code. The other kernels' modules compile side by
-/// side with it, and the entry calls their kernels through a table of their addresses.
-pub fn compile_program(
+/// Compiles a buffer-assigned program into objects: its kernels (as [`compile_dumping`] does)
+/// and its entry (the step tree as one function, `crate::entry`). The entry's module also
+/// holds the small scalar kernels (`Effort::Light`), so LLVM inlines them into the loops that
+/// launch them: a scalar loop step becomes straight-line code. The other kernels' modules
+/// compile side by side with it; the entry calls their kernels by symbol, and linking the
+/// objects binds those calls.
+pub fn program_objects(
     program: &Program,
     cpu: &CpuTarget,
     dump: Option<&Path>,
-) -> Result<CompiledProgram, CodegenError> {
+) -> Result<(EntryPlan, ObjectCode, Timings), CodegenError> {
     let entry_error = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
     let plan = EntryPlan::new(program).map_err(entry_error)?;
     let kernels = &program.kernels;
@@ -101,31 +102,33 @@ pub fn compile_program(
             groups.push((Effort::Light, large));
         }
     }
-    let (separate, entry_code) = std::thread::scope(|s| {
+    let names: Vec<String> = kernels.iter().map(|k| crate::kernel_symbol(&k.name)).collect();
+    let (separate, entry_object) = std::thread::scope(|s| {
         let (host, groups) = (&host, &groups);
         let separate = (!groups.is_empty()).then(|| s.spawn(move || compile_groups(host, kernels, groups, dump)));
         let mut entry_timings = Timings::new();
-        let entry_code = EntryCode::compile(host, &plan, kernels, &inlined, dump, &mut entry_timings);
+        let entry_object = entry_object(host, &plan, kernels, &names, &inlined, dump, &mut entry_timings);
         let separate = match separate {
             Some(handle) => handle.join().unwrap_or_else(|_| Err(panicked())),
-            None => Ok((vec![None; kernels.len()], Vec::new(), Timings::new())),
+            None => Ok((Vec::new(), Timings::new())),
         };
-        (separate, entry_code.map(|c| (c, entry_timings)))
+        (separate, entry_object.map(|c| (c, entry_timings)))
     });
-    let (mut functions, code, slowest) = separate?;
-    let (entry_code, entry_timings) = entry_code?;
-    // The entry's module compiled beside the others; now it learns where their kernels are.
-    entry_code.link(&functions)?;
-    for (&k, &f) in inlined.iter().zip(&entry_code.defined) {
-        functions[k] = Some(f);
-    }
-    let functions = functions.into_iter().collect::<Option<Vec<_>>>().ok_or_else(no_module)?;
+    let (mut objects, slowest) = separate?;
+    let (entry_object, entry_timings) = entry_object?;
+    objects.push(entry_object);
     // The modules compile side by side: the slowest one's phases are the wall time.
     timings.extend(if slowest.total() > entry_timings.total() { &slowest } else { &entry_timings });
-    let entry = entry_code.entry;
-    // The entry's code goes first: it calls into the kernels' code, so it is freed before them.
-    let kernels = CompiledKernels { functions, code: Box::new((entry_code.code, code)), timings };
-    Ok(CompiledProgram { kernels, entry, plan })
+    Ok((plan, ObjectCode { objects, kernels: names, entry: Some(ENTRY_NAME.to_string()) }, timings))
+}
+
+/// The LLVM library's version (`22.1.x`): the compile cache keys entries by it, as code
+/// generation may change with it.
+pub fn version() -> String {
+    let (mut major, mut minor, mut patch) = (0, 0, 0);
+    // SAFETY: LLVMGetVersion only writes the three integers.
+    unsafe { llvm_sys::core::LLVMGetVersion(&mut major, &mut minor, &mut patch) };
+    format!("{major}.{minor}.{patch}")
 }
 
 /// The most kernel-IR statements a scalar kernel may have to be compiled into the entry's
@@ -138,11 +141,16 @@ const INLINED_STATEMENTS: usize = 100;
 pub(crate) fn entry_calling(
     plan: &EntryPlan,
     functions: &[crate::KernelFn],
-) -> Result<(LlvmCode, EntryFn), CodegenError> {
+) -> Result<(CompiledKernels, tessera_runtime::EntryFn, ObjectCode), CodegenError> {
     let host = target::target_cpu(&CpuTarget::from_env().resolve("llvm")?)?;
-    let code = EntryCode::compile(&host, plan, &[], &[], None, &mut Timings::new())?;
-    code.link(&functions.iter().map(|&f| Some(f)).collect::<Vec<_>>())?;
-    Ok((code.code, code.entry))
+    let names: Vec<String> = (0..functions.len()).map(|k| format!("test.kernel.{k}")).collect();
+    let object = entry_object(&host, plan, &[], &names, &[], None, &mut Timings::new())?;
+    let extra: Vec<(&str, *const u8)> =
+        names.iter().zip(functions).map(|(name, &f)| (name.as_str(), f as *const u8)).collect();
+    let code = ObjectCode { objects: vec![object], kernels: names.clone(), entry: Some(ENTRY_NAME.to_string()) };
+    let (compiled, entry) = code.load_with(&extra, &mut Timings::new())?;
+    let missing = || CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message: "no entry".into() };
+    Ok((compiled, entry.ok_or_else(missing)?, code))
 }
 
 /// Kernel names must be unique in the whole compile, not only within each module.
@@ -155,32 +163,20 @@ fn unique_names(kernels: &[Kernel]) -> Result<(), CodegenError> {
     Ok(())
 }
 
-fn no_module() -> CodegenError {
-    CodegenError::Backend {
-        tier: "llvm",
-        kernel: "(module)".into(),
-        message: "a kernel was compiled by no module".into(),
-    }
-}
-
 fn panicked() -> CodegenError {
     CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message: "a compile thread panicked".into() }
 }
 
-/// Each kernel's function (`None` for kernels in no group), the code's owners, and the slowest
-/// module's phases.
-type CompiledGroups = (Vec<Option<crate::KernelFn>>, Vec<LlvmCode>, Timings);
-
 /// Compiles each group of kernels as a module of its own, side by side (the first on the
-/// calling thread, dumping when asked); returns each kernel's function (`None` for kernels in
-/// no group), the code's owners, and the slowest module's phases (the wall time).
+/// calling thread, dumping when asked); returns each module's object and the slowest module's
+/// phases (the wall time).
 fn compile_groups(
     host: &target::TargetCpu,
     kernels: &[Kernel],
     groups: &[(Effort, Vec<usize>)],
     dump: Option<&Path>,
-) -> Result<CompiledGroups, CodegenError> {
-    let compiled: Vec<Result<CompiledModule, CodegenError>> = std::thread::scope(|s| {
+) -> Result<(Vec<Vec<u8>>, Timings), CodegenError> {
+    let compiled: Vec<Result<(Vec<u8>, Timings), CodegenError>> = std::thread::scope(|s| {
         let handles: Vec<_> = groups
             .iter()
             .skip(1)
@@ -195,34 +191,17 @@ fn compile_groups(
         }
         results
     });
-    let mut functions: Vec<Option<crate::KernelFn>> = vec![None; kernels.len()];
-    let mut code = Vec::with_capacity(groups.len());
+    let mut objects = Vec::with_capacity(groups.len());
     let mut slowest = Timings::new();
-    for ((_, group), result) in groups.iter().zip(compiled) {
-        let (owner, group_functions, group_timings) = result?;
-        for (&k, f) in group.iter().zip(group_functions) {
-            functions[k] = Some(f);
-        }
-        code.push(owner);
+    for result in compiled {
+        let (object, module_timings) = result?;
+        objects.push(object);
         // The modules compile side by side: the slowest one's phases are the wall time.
-        if group_timings.total() > slowest.total() {
-            slowest = group_timings;
+        if module_timings.total() > slowest.total() {
+            slowest = module_timings;
         }
     }
-    Ok((functions, code, slowest))
-}
-
-/// The entry's module compiled: the entry, the scalar kernels it defines (so LLVM could
-/// inline them), and the table through which it calls every other kernel, which
-/// [`EntryCode::link`] fills once their modules are compiled.
-struct EntryCode {
-    code: LlvmCode,
-    entry: EntryFn,
-    /// The functions of the kernels the module defines, in the order given.
-    defined: Vec<crate::KernelFn>,
-    /// `table[slot]` is kernel `external[slot]`'s address.
-    table: *mut crate::KernelFn,
-    external: Vec<usize>,
+    Ok((objects, slowest))
 }
 
 /// The entry module's optimization: scalar replacement, CSE and CFG cleanup around the
@@ -231,118 +210,70 @@ struct EntryCode {
 /// against 1,048 for binary_search_loop) and its code-generation time, for no measured gain.
 const ENTRY_PIPELINE: &str = "function(sroa,early-cse,simplifycfg),cgscc(inline),function(sroa,early-cse<memssa>,instcombine<no-verify-fixpoint>,simplifycfg)";
 
-/// The entry function's name: kernel names never hold a dot, so it is never a kernel's.
+/// The entry function's symbol (never a kernel's: `crate::kernel_symbol`).
 const ENTRY_NAME: &str = "tessera.entry";
-/// A function of the entry's module returning the address of its kernel table.
-const TABLE_GETTER: &str = "tessera.kernel_table";
 
-impl EntryCode {
-    /// Translates `inlined` (indices into `kernels`) and the entry of `plan` into one module,
-    /// optimized at light effort, and makes its machine code; every other kernel is called
-    /// through the table.
-    fn compile(
-        host: &target::TargetCpu,
-        plan: &EntryPlan,
-        kernels: &[Kernel],
-        inlined: &[usize],
-        dump: Option<&Path>,
-        timings: &mut Timings,
-    ) -> Result<EntryCode, CodegenError> {
-        let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
-        let context = Box::new(Context::create());
-        // SAFETY: as in `compile_module`: everything made from the context but the engine is
-        // dropped before it, and `LlvmCode` disposes of the engine first.
-        let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
-        let machine = host.machine()?;
-        let module = ctx.create_module("tessera_entry");
-        module.set_triple(&machine.get_triple());
-        module.set_data_layout(&machine.get_target_data().get_data_layout());
-        let symbols = tessera_runtime::abi::symbols();
-        let names: HashSet<&'static str> = symbols.iter().map(|(n, _)| *n).collect();
-        let count = plan.launches.iter().map(|(k, _)| k + 1).max().unwrap_or(0).max(kernels.len());
-        let mut callees: Vec<Option<entry::Callee>> = vec![None; count];
-        let mut defined = Vec::with_capacity(inlined.len());
-        timings.time("llvm: translate entry", || -> Result<(), CodegenError> {
-            for &k in inlined {
-                let kernel = &kernels[k];
-                function::translate(ctx, &module, host, kernel, &names)?;
-                callees[k] = module.get_function(&kernel.name).map(entry::Callee::Function);
-                defined.push(kernel.name.clone());
-            }
-            Ok(())
-        })?;
-        let ptr = ctx.ptr_type(AddressSpace::default());
-        let external: Vec<usize> = (0..count).filter(|&k| callees[k].is_none()).collect();
-        let slots = u32::try_from(external.len()).map_err(|_| backend("too many kernels".into()))?;
-        let table = module.add_global(ptr.array_type(slots), None, "tessera.kernels");
-        table.set_initializer(&ptr.array_type(slots).const_zero());
-        for (slot, &k) in external.iter().enumerate() {
-            callees[k] = Some(entry::Callee::Slot { table, index: slot as u32 });
-        }
-        let getter = module.add_function(TABLE_GETTER, ptr.fn_type(&[], false), Some(Linkage::External));
-        let builder = ctx.create_builder();
-        builder.position_at_end(ctx.append_basic_block(getter, "entry"));
-        builder.build_return(Some(&table.as_pointer_value())).map_err(|e| backend(e.to_string()))?;
-        drop(builder);
-        let callees: Vec<_> = callees.into_iter().map(|c| c.expect("filled above")).collect();
-        let runtime = entry::declare_runtime(ctx, &module, EntryAbi::Jit, Vec::new());
-        timings
-            .time("llvm: translate entry", || {
-                entry::translate(ctx, &module, host, ENTRY_NAME, plan, &callees, &runtime)
-            })
-            .map_err(backend)?;
-        module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
-        if let Some(dir) = dump {
-            let path = dir.join("llvm-entry.ll");
-            if let Err(e) = module.print_to_file(&path) {
-                eprintln!("tessera: dump {}: {e}", path.display());
-            }
-        }
-        timings
-            .time("llvm: optimize entry", || module.run_passes(ENTRY_PIPELINE, &machine, pass_options()))
-            .map_err(|e| backend(format!("the entry pipeline: {e}")))?;
-        if let Some(dir) = dump {
-            let path = dir.join("llvm-entry-opt.ll");
-            if let Err(e) = module.print_to_file(&path) {
-                eprintln!("tessera: dump {}: {e}", path.display());
-            }
-        }
-        let mut symbols: Vec<(&str, *const u8)> = symbols;
-        symbols.extend(tessera_runtime::entry_symbols());
-        let mut names = defined;
-        names.extend([TABLE_GETTER.to_string(), ENTRY_NAME.to_string()]);
-        let (engine, mut found) = timings
-            .time("llvm: entry machine code", || engine::jit(&module, &names, &symbols, OptimizationLevel::Less))?;
-        drop(module);
-        // SAFETY: the engine comes from the module of `context`, and nothing else made from it
-        // lives.
-        let code = unsafe { LlvmCode::new(engine, context) };
-        let (Some(entry), Some(getter)) = (found.pop(), found.pop()) else {
-            return Err(backend("the entry module lost its functions".into()));
-        };
-        // SAFETY: the entry was built with the signature `EntryFn` describes (`i32(ptr, ptr,
-        // ptr)`, C calling convention), the getter as `ptr()`; `jit` typed them as kernels
-        // only to find them.
-        let entry = unsafe { std::mem::transmute::<crate::KernelFn, EntryFn>(entry) };
-        let getter = unsafe { std::mem::transmute::<crate::KernelFn, extern "C" fn() -> *mut crate::KernelFn>(getter) };
-        let table = getter();
-        Ok(EntryCode { code, entry, defined: found, table, external })
+/// The object of the entry's module: the entry of `plan` and the kernels `inlined` (indices
+/// into `kernels`), optimized at light effort; kernel `k` is the function `names[k]` (its
+/// symbol), defined
+/// in the module if inlined, else declared (another object defines it).
+fn entry_object(
+    host: &target::TargetCpu,
+    plan: &EntryPlan,
+    kernels: &[Kernel],
+    names: &[String],
+    inlined: &[usize],
+    dump: Option<&Path>,
+    timings: &mut Timings,
+) -> Result<Vec<u8>, CodegenError> {
+    let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(entry)".into(), message };
+    let ctx = Context::create();
+    let machine = host.object_machine(OptimizationLevel::Less)?;
+    let module = ctx.create_module("tessera_entry");
+    module.set_triple(&machine.get_triple());
+    module.set_data_layout(&machine.get_target_data().get_data_layout());
+    let symbols: HashSet<&'static str> = tessera_runtime::abi::symbols().iter().map(|(n, _)| *n).collect();
+    let count = plan.launches.iter().map(|(k, _)| k + 1).max().unwrap_or(0).max(kernels.len());
+    if names.len() < count {
+        return Err(backend(format!("{} kernel names for {count} kernels", names.len())));
     }
+    timings.time("llvm: translate entry", || {
+        inlined.iter().try_for_each(|&k| function::translate(&ctx, &module, host, &kernels[k], &symbols))
+    })?;
+    let ptr = ctx.ptr_type(AddressSpace::default());
+    let i64t = ctx.i64_type();
+    let kernel_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
+    let callees: Vec<_> = names[..count]
+        .iter()
+        .map(|name| module.get_function(name).unwrap_or_else(|| module.add_function(name, kernel_type, None)))
+        .collect();
+    let runtime = entry::declare_runtime(&ctx, &module, EntryAbi::Jit, Vec::new());
+    timings
+        .time("llvm: translate entry", || entry::translate(&ctx, &module, host, ENTRY_NAME, plan, &callees, &runtime))
+        .map_err(backend)?;
+    module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
+    if let Some(dir) = dump {
+        let path = dir.join("llvm-entry.ll");
+        if let Err(e) = module.print_to_file(&path) {
+            eprintln!("tessera: dump {}: {e}", path.display());
+        }
+    }
+    timings
+        .time("llvm: optimize entry", || module.run_passes(ENTRY_PIPELINE, &machine, pass_options()))
+        .map_err(|e| backend(format!("the entry pipeline: {e}")))?;
+    if let Some(dir) = dump {
+        let path = dir.join("llvm-entry-opt.ll");
+        if let Err(e) = module.print_to_file(&path) {
+            eprintln!("tessera: dump {}: {e}", path.display());
+        }
+    }
+    timings.time("llvm: entry machine code", || object_of(&module, &machine)).map_err(backend)
+}
 
-    /// Writes the address of every kernel the entry calls through its table.
-    fn link(&self, functions: &[Option<crate::KernelFn>]) -> Result<(), CodegenError> {
-        for (slot, &k) in self.external.iter().enumerate() {
-            let f = functions.get(k).copied().flatten().ok_or_else(|| CodegenError::Backend {
-                tier: "llvm",
-                kernel: "(entry)".into(),
-                message: format!("kernel {k} has no code"),
-            })?;
-            // SAFETY: the table is the module's array of `external.len()` pointers, alive with
-            // `code`; nothing runs the entry before it is linked.
-            unsafe { self.table.add(slot).write(f) };
-        }
-        Ok(())
-    }
+/// The module's machine code as a relocatable object.
+fn object_of(module: &inkwell::module::Module<'_>, machine: &TargetMachine) -> Result<Vec<u8>, String> {
+    let buffer = machine.write_to_memory_buffer(module, FileType::Object).map_err(|e| format!("machine code: {e}"))?;
+    Ok(buffer.as_slice().to_vec())
 }
 
 /// How hard a module is optimized.
@@ -374,69 +305,42 @@ fn module_groups(kernels: &[Kernel], dumping: bool) -> Vec<(Effort, Vec<usize>)>
     groups
 }
 
-/// One module's machine code, its kernels' entry points (in the group's order) and where its
-/// time went.
-type CompiledModule = (LlvmCode, Vec<crate::KernelFn>, Timings);
-
 /// `kernels[i]` for each `i` of `group`, in order.
 fn pick<'k>(kernels: &'k [Kernel], group: &[usize]) -> Vec<&'k Kernel> {
     group.iter().map(|&i| &kernels[i]).collect()
 }
 
 /// One LLVM module of `kernels`, in a context of its own (so modules compile on separate
-/// threads), optimized and JIT-compiled.
+/// threads), optimized and written as an object; with where its time went.
 fn compile_module(
     host: &target::TargetCpu,
     kernels: &[&Kernel],
     effort: Effort,
     dump: Option<&Path>,
-) -> Result<CompiledModule, CodegenError> {
-    let mut timings = Timings::new();
-    let context = Box::new(Context::create());
-    // SAFETY: the reference outlives every use: `build` drops all it creates from the context
-    // except the engine, which `LlvmCode` disposes of before the context.
-    let ctx: &'static Context = unsafe { &*(&*context as *const Context) };
-    let (engine, functions) = build(ctx, host, kernels, effort, dump, &mut timings)?;
-    // SAFETY: `engine` comes from a module of `context`, and `build` returned nothing else
-    // made from it.
-    let code = unsafe { LlvmCode::new(engine, context) };
-    Ok((code, functions, timings))
-}
-
-fn build(
-    ctx: &'static Context,
-    host: &target::TargetCpu,
-    kernels: &[&Kernel],
-    effort: Effort,
-    dump: Option<&Path>,
-    timings: &mut Timings,
-) -> Result<(inkwell::execution_engine::ExecutionEngine<'static>, Vec<crate::KernelFn>), CodegenError> {
+) -> Result<(Vec<u8>, Timings), CodegenError> {
     let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message };
-    let symbols = tessera_runtime::abi::symbols();
-    let names: HashSet<&'static str> = symbols.iter().map(|(n, _)| *n).collect();
-    let machine = host.machine()?;
+    let mut timings = Timings::new();
+    let ctx = Context::create();
+    let symbols: HashSet<&'static str> = tessera_runtime::abi::symbols().iter().map(|(n, _)| *n).collect();
+    let (pipeline, level) = match effort {
+        Effort::Full => ("default<O3>", OptimizationLevel::Aggressive),
+        Effort::Light => ("default<O1>", OptimizationLevel::Less),
+    };
+    let machine = host.object_machine(level)?;
     let module = ctx.create_module("tessera");
     module.set_triple(&machine.get_triple());
     module.set_data_layout(&machine.get_target_data().get_data_layout());
     timings.time("llvm: translate", || {
-        kernels.iter().try_for_each(|kernel| function::translate(ctx, &module, host, kernel, &names))
+        kernels.iter().try_for_each(|kernel| function::translate(&ctx, &module, host, kernel, &symbols))
     })?;
     timings.time("llvm: verify", || module.verify()).map_err(|e| backend(format!("invalid IR: {e}")))?;
     dump_ir(&module, dump);
-    let (pipeline, codegen) = match effort {
-        Effort::Full => ("default<O3>", OptimizationLevel::Aggressive),
-        Effort::Light => ("default<O1>", OptimizationLevel::Less),
-    };
     timings
         .time("llvm: optimize", || module.run_passes(pipeline, &machine, pass_options()))
         .map_err(|e| backend(format!("{pipeline} pipeline: {e}")))?;
     dump_optimized(&module, &machine, dump);
-    let kernel_names: Vec<String> = kernels.iter().map(|k| k.name.clone()).collect();
-    let (engine, functions) =
-        timings.time("llvm: machine code", || engine::jit(&module, &kernel_names, &symbols, codegen))?;
-    // The module's own clone of the engine goes with it, leaving `engine` the only one.
-    drop(module);
-    Ok((engine, functions))
+    let object = timings.time("llvm: machine code", || object_of(&module, &machine)).map_err(backend)?;
+    Ok((object, timings))
 }
 
 /// The optimization pipeline's tuning (the unroller's limits are process-wide options set with

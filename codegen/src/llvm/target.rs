@@ -10,8 +10,8 @@ use inkwell::OptimizationLevel;
 
 use crate::{CodegenError, ResolvedTarget};
 
-/// What a kernel function must carry so MCJIT (which otherwise targets a baseline x86-64)
-/// generates code for the chosen CPU (TOOLCHAIN.md).
+/// What a kernel function must carry so LLVM generates code for the chosen CPU (TOOLCHAIN.md:
+/// without the attributes, code generation targets a baseline x86-64).
 #[derive(Debug)]
 pub struct TargetCpu {
     pub triple: String,
@@ -27,14 +27,7 @@ static CROSS: OnceLock<()> = OnceLock::new();
 /// `target` for LLVM, initializing LLVM's native target on first use (and, for another
 /// architecture, the targets objects can be made for).
 pub fn target_cpu(target: &ResolvedTarget) -> Result<TargetCpu, CodegenError> {
-    NATIVE
-        .get_or_init(|| {
-            Target::initialize_native(&InitializationConfig::default())?;
-            limit_unrolling();
-            Ok(())
-        })
-        .as_ref()
-        .map_err(|message| CodegenError::Target { tier: "llvm", message: message.clone() })?;
+    initialize_native().map_err(|message| CodegenError::Target { tier: "llvm", message })?;
     if !target.is_host {
         CROSS.get_or_init(|| {
             let config = InitializationConfig::default();
@@ -48,6 +41,18 @@ pub fn target_cpu(target: &ResolvedTarget) -> Result<TargetCpu, CodegenError> {
         features: target.features.clone(),
         avx512: target.has("avx512f"),
     })
+}
+
+/// Initializes LLVM's native target once per process (code generation and `crate::loader`
+/// need it).
+pub fn initialize_native() -> Result<(), String> {
+    NATIVE
+        .get_or_init(|| {
+            Target::initialize_native(&InitializationConfig::default())?;
+            limit_unrolling();
+            Ok(())
+        })
+        .clone()
 }
 
 /// Keeps LLVM's loop unroller to full unrolling of loops with small constant trip counts (a
@@ -66,23 +71,15 @@ fn limit_unrolling() {
 }
 
 impl TargetCpu {
-    /// A target machine for this CPU (optimization passes and data layout) in this process.
-    pub fn machine(&self) -> Result<TargetMachine, CodegenError> {
-        self.machine_with(RelocMode::Default, CodeModel::JITDefault)
-    }
-
     /// A target machine writing relocatable, position-independent objects (which link into
-    /// executables and shared libraries alike).
-    pub fn object_machine(&self) -> Result<TargetMachine, CodegenError> {
-        self.machine_with(RelocMode::PIC, CodeModel::Default)
-    }
-
-    fn machine_with(&self, reloc: RelocMode, model: CodeModel) -> Result<TargetMachine, CodegenError> {
+    /// executables and shared libraries alike, and which `crate::loader` links into memory),
+    /// selecting instructions at `level`.
+    pub fn object_machine(&self, level: OptimizationLevel) -> Result<TargetMachine, CodegenError> {
         let triple = TargetTriple::create(&self.triple);
         let target =
             Target::from_triple(&triple).map_err(|e| CodegenError::Target { tier: "llvm", message: e.to_string() })?;
         target
-            .create_target_machine(&triple, &self.cpu, &self.features, OptimizationLevel::Aggressive, reloc, model)
+            .create_target_machine(&triple, &self.cpu, &self.features, level, RelocMode::PIC, CodeModel::Default)
             .ok_or_else(|| CodegenError::Target {
                 tier: "llvm",
                 message: format!("LLVM has no target machine for {} ({})", self.triple, self.cpu),
