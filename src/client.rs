@@ -23,13 +23,6 @@ use crate::executable::{Engine, Executable, Signature};
 use crate::tiered::{PeakJob, Tiered};
 use crate::Error;
 
-/// What the cache had for a compile.
-enum Loaded {
-    Hit(Box<Executable>),
-    Absent,
-    Rejected(String),
-}
-
 /// Whether a compile with `options` may use the cache: a dump shows what a compile does, so
 /// it compiles.
 fn cacheable(options: &CompileOptions) -> bool {
@@ -196,13 +189,9 @@ impl Client {
     pub fn compile_text(&self, text: &str, options: &CompileOptions) -> Result<Executable, Error> {
         let start = Instant::now();
         let slot = self.cache_slot(text, options);
-        let rejected = match &slot {
-            Some(slot) => match self.load_cached(slot, start)? {
-                Loaded::Hit(executable) => return Ok(*executable),
-                Loaded::Absent => None,
-                Loaded::Rejected(reason) => Some(reason),
-            },
-            None => None,
+        let rejected = match self.load_cached(slot.as_ref(), start)? {
+            Ok(hit) => return Ok(hit),
+            Err(rejected) => rejected,
         };
         let module = parse_module(text)?;
         let parsed = start.elapsed();
@@ -225,13 +214,9 @@ impl Client {
         } else {
             None
         };
-        let rejected = match &slot {
-            Some(slot) => match self.load_cached(slot, start)? {
-                Loaded::Hit(executable) => return Ok(*executable),
-                Loaded::Absent => None,
-                Loaded::Rejected(reason) => Some(reason),
-            },
-            None => None,
+        let rejected = match self.load_cached(slot.as_ref(), start)? {
+            Ok(hit) => return Ok(hit),
+            Err(rejected) => rejected,
         };
         let mut executable = self.compile_uncached(module, options, slot, rejected)?;
         executable.compile_time = start.elapsed();
@@ -266,18 +251,24 @@ impl Client {
         Some(CacheSlot { cache: cache.clone(), key: CompileCache::key(module_text, &context) })
     }
 
-    /// The executable the cache holds under `slot`, if any. A custom-call to a target with no
-    /// host function is the compile error it would be uncached; an entry that fails to load
-    /// is rejected (and recompiled).
-    fn load_cached(&self, slot: &CacheSlot, start: Instant) -> Result<Loaded, Error> {
+    /// The executable the cache holds under `slot` (`Ok(Ok(..))`), or why there is none: no
+    /// entry (`Ok(Err(None))`) or an entry that failed its checks or to load, which is then
+    /// compiled anew (`Ok(Err(Some(reason)))`). A custom-call to a target with no host function
+    /// is the compile error it would be uncached.
+    fn load_cached(
+        &self,
+        slot: Option<&CacheSlot>,
+        start: Instant,
+    ) -> Result<Result<Executable, Option<String>>, Error> {
+        let Some(slot) = slot else { return Ok(Err(None)) };
         let entry = match slot.cache.load(slot.key) {
             Ok(Some(entry)) => entry,
-            Ok(None) => return Ok(Loaded::Absent),
-            Err(reason) => return Ok(Loaded::Rejected(reason)),
+            Ok(None) => return Ok(Err(None)),
+            Err(reason) => return Ok(Err(Some(reason))),
         };
         let tier = self.cached_tier();
         if Some(entry.image.tier) != tier {
-            return Ok(Loaded::Rejected(format!("the entry holds {} code", entry.image.tier.name())));
+            return Ok(Err(Some(format!("the entry holds {} code", entry.image.tier.name()))));
         }
         for (name, target) in entry.image.custom_call_targets() {
             if !self.host.contains_key(target) {
@@ -300,13 +291,13 @@ impl Client {
         });
         let executable = match executable {
             Ok(executable) => executable,
-            Err(reason) => return Ok(Loaded::Rejected(format!("loading the cached program: {reason}"))),
+            Err(reason) => return Ok(Err(Some(format!("loading the cached program: {reason}")))),
         };
         let tier = if entry.image.tier == Tier::Llvm { Backend::Llvm } else { Backend::Cranelift };
         let engine = Engine::Compiled(Box::new(executable), tier);
         let mut executable = Executable::new(self.backend, engine, signature, start.elapsed(), timings);
         executable.cache = CacheOutcome::Hit;
-        Ok(Loaded::Hit(Box::new(executable)))
+        Ok(Ok(executable))
     }
 
     /// Compiles a module (no cache lookup), storing the program under `slot` when given;

@@ -1,6 +1,6 @@
 //! The requirement: the JIT-compiled code of an elementwise kernel uses the host's
 //! widest vectors (zmm on AVX-512, ymm on AVX2), which only happens when every function
-//! carries the host CPU and features (MCJIT otherwise emits SSE); and a named target CPU
+//! carries the host CPU and features (LLVM otherwise emits SSE); and a named target CPU
 //! (an x86-64 level) gets that level's vectors and no wider.
 
 #[path = "llvm_common/mod.rs"]
@@ -12,7 +12,7 @@ use inkwell::llvm_sys::disassembler::{LLVMCreateDisasmCPUFeatures, LLVMDisasmDis
 use inkwell::targets::TargetMachine;
 use tessera_codegen::CpuTarget;
 
-/// Disassembles the function at `start`. MCJIT does not report function sizes, so this
+/// Disassembles the function at `start`. The JIT linker does not report function sizes, so this
 /// walks instructions linearly and stops at a return or unconditional jump once no branch
 /// seen so far targets a later address (compiler output has no jump tables here).
 fn disassemble(start: *const u8) -> Vec<String> {
