@@ -17,7 +17,7 @@ use tessera::conformance::bench_args::{generate, Dist};
 use tessera::conformance::case::{Expected, Output};
 use tessera::conformance::{classify, tolerance, Outcome};
 use tessera::table::Table;
-use tessera::{Backend, Client, ClientOptions, CompileOptions, DeviceBuffer, Error, Executable};
+use tessera::{Backend, CacheOutcome, Client, ClientOptions, CompileOptions, DeviceBuffer, Error, Executable};
 use tessera_hlo::text::parse_module;
 use tessera_hlo::{ArrayShape, ElementType, Literal, Shape};
 
@@ -42,6 +42,8 @@ const SEED: u64 = 0x7e55_e7a0;
 enum Row {
     Ran {
         compile: Duration,
+        /// Loaded from the compile cache rather than compiled.
+        cached: bool,
         median: Duration,
         outputs: Vec<Literal>,
     },
@@ -129,7 +131,12 @@ fn run_tier(exe: &Executable, literals: &[Literal], runs: usize) -> Result<Row, 
         Err(e) => return Ok(Row::Failed(e.to_string())),
     };
     match time_runs(exe, &arg_refs, &mut results, runs) {
-        Ok(times) => Ok(Row::Ran { compile: exe.compile_time(), median: median(times), outputs }),
+        Ok(times) => Ok(Row::Ran {
+            compile: exe.compile_time(),
+            cached: *exe.cache_outcome() == CacheOutcome::Hit,
+            median: median(times),
+            outputs,
+        }),
         Err(m) => Ok(Row::Failed(m)),
     }
 }
@@ -155,7 +162,7 @@ fn render(rows: &[(Backend, Row)], runs: usize) -> (String, bool) {
     let mut agree = true;
     for (backend, row) in rows {
         let cells = match row {
-            Row::Ran { compile, median, outputs } => {
+            Row::Ran { compile, cached, median, outputs } => {
                 let (speedup, verdict) = match (&reference, *backend) {
                     (_, Backend::Interp) => ("1.0x".to_string(), "reference".to_string()),
                     (Some((interp, expected)), _) => {
@@ -170,7 +177,11 @@ fn render(rows: &[(Backend, Row)], runs: usize) -> (String, bool) {
                     }
                     (None, _) => ("-".to_string(), "unchecked (no interp result)".to_string()),
                 };
-                let compile = if *backend == Backend::Interp { "-".to_string() } else { duration(*compile) };
+                let compile = match (*backend, *cached) {
+                    (Backend::Interp, _) => "-".to_string(),
+                    (_, true) => format!("{} (cached)", duration(*compile)),
+                    (_, false) => duration(*compile),
+                };
                 vec![backend.name().to_string(), compile, duration(*median), speedup, verdict]
             }
             Row::Refused(m) => vec![backend.name().into(), "-".into(), "-".into(), "-".into(), format!("refused: {m}")],
