@@ -1,5 +1,7 @@
-//! Splitting a program's kernels among compile threads: both tiers compile kernels side by
-//! side on the available cores, in groups of similar size.
+//! Which kernels a compile makes code for, and on which thread: kernels that compute the same
+//! thing (a model's layers lower to the same kernels over different buffers) share one
+//! function, and both tiers compile the distinct kernels side by side on the available cores,
+//! in groups of similar size.
 
 use tessera_lower::kernel::{Kernel, Stmt};
 
@@ -11,6 +13,7 @@ pub(crate) fn compile_threads() -> usize {
 /// Splits kernel indices into at most `groups` non-empty groups of similar total size (longest
 /// first, each into the lightest group so far), each ascending; one empty group when there are
 /// no kernels.
+#[cfg(test)]
 pub(crate) fn partition(kernels: &[Kernel], groups: usize) -> Vec<Vec<usize>> {
     let all: Vec<usize> = (0..kernels.len()).collect();
     partition_of(kernels, &all, groups)
@@ -42,6 +45,36 @@ pub(crate) fn partition_of(kernels: &[Kernel], subset: &[usize], groups: usize) 
     out
 }
 
+/// For each kernel, the first kernel with the same code: the same grid, body and buffer types,
+/// names aside (names are for diagnostics; the code never reads them). A tier compiles only
+/// the kernels that are their own representative, and a kernel's symbol is its
+/// representative's. A 26-layer decoder lowers to 783 kernels of 25 distinct bodies.
+pub(crate) fn representatives(kernels: &[Kernel]) -> Vec<usize> {
+    let same_code = |a: &Kernel, b: &Kernel| {
+        a.grid == b.grid
+            && a.buffers.len() == b.buffers.len()
+            && a.buffers
+                .iter()
+                .zip(&b.buffers)
+                .all(|(x, y)| x.mem == y.mem && x.len == y.len && x.writable == y.writable)
+            && a.body == b.body
+    };
+    // Buckets by a cheap key, so only likely duplicates are compared in full.
+    let mut buckets: std::collections::HashMap<(usize, usize, i64), Vec<usize>> = Default::default();
+    let mut representative = Vec::with_capacity(kernels.len());
+    for (i, kernel) in kernels.iter().enumerate() {
+        let bucket = buckets.entry((kernel.buffers.len(), statements(&kernel.body), kernel.grid.extent)).or_default();
+        match bucket.iter().find(|&&r| same_code(&kernels[r], kernel)) {
+            Some(&r) => representative.push(r),
+            None => {
+                bucket.push(i);
+                representative.push(i);
+            }
+        }
+    }
+    representative
+}
+
 /// Whether a kernel is scalar work: one grid index and no loop, so a few hundred operations
 /// at most, where optimizing harder buys nothing measurable.
 pub(crate) fn is_scalar(kernel: &Kernel) -> bool {
@@ -70,6 +103,24 @@ pub(crate) fn statements(body: &[Stmt]) -> usize {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn kernels_with_the_same_code_share_a_representative() {
+        use tessera_lower::kernel::{IndexExpr, KernelBuilder, MemType, Ty};
+        // `copy(n, offset)`: out[0] = in[offset], over buffers of `n` elements.
+        let copy = |name: &str, n: i64, offset: i64| {
+            let mut b = KernelBuilder::new(name, 1);
+            let input = b.buffer(&format!("{name}_in"), MemType::Scalar(Ty::F32), n, false);
+            let out = b.buffer(&format!("{name}_out"), MemType::Scalar(Ty::F32), n, true);
+            let v = b.load(input, IndexExpr::constant(offset));
+            b.store(out, IndexExpr::constant(0), v);
+            b.finish()
+        };
+        let kernels = [copy("a", 4, 1), copy("b", 4, 1), copy("c", 4, 2), copy("d", 8, 1), copy("e", 4, 2)];
+        // Names differ everywhere; only the offset and the buffer sizes make code differ.
+        assert_eq!(super::representatives(&kernels), vec![0, 0, 2, 3, 2]);
+        assert!(super::representatives(&[]).is_empty());
+    }
+
     use super::*;
     use tessera_lower::kernel::random::random_kernel;
 

@@ -189,8 +189,11 @@ fn compile_object(
     };
     // Translation declares runtime functions in the module, so it runs here, kernel by kernel;
     // machine code needs only the ISA, so the translated functions compile side by side.
-    let mut translated: Vec<(FuncId, Context)> = Vec::with_capacity(kernels.len());
-    for kernel in kernels {
+    // Kernels with the same code share one function: only the distinct ones compile.
+    let representative = crate::partition::representatives(kernels);
+    let distinct: Vec<usize> = (0..kernels.len()).filter(|&k| representative[k] == k).collect();
+    let mut translated: Vec<(FuncId, Context)> = Vec::with_capacity(distinct.len());
+    for kernel in distinct.iter().map(|&k| &kernels[k]) {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
         // Exported, for the loader to find.
         let symbol = crate::kernel_symbol(&kernel.name);
@@ -205,10 +208,16 @@ fn compile_object(
         ctx.set_disasm(dump_path.is_some());
         translated.push((id, ctx));
     }
-    let mut groups = crate::partition::partition(kernels, crate::partition::compile_threads());
+    // Groups of positions in `translated` (that is, in `distinct`).
+    let position: std::collections::HashMap<usize, usize> = distinct.iter().enumerate().map(|(p, &k)| (k, p)).collect();
+    let mut groups: Vec<Vec<usize>> =
+        crate::partition::partition_of(kernels, &distinct, crate::partition::compile_threads())
+            .into_iter()
+            .map(|g| g.iter().map(|k| position[k]).collect())
+            .collect();
     if let Some(plan) = plan {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: "(entry)".into(), message };
-        let kernel_ids: Vec<FuncId> = translated.iter().map(|(id, _)| *id).collect();
+        let kernel_ids: Vec<FuncId> = representative.iter().map(|r| translated[position[r]].0).collect();
         let mut ctx = module.make_context();
         timings
             .time("cranelift: translate entry", || {
@@ -227,7 +236,7 @@ fn compile_object(
     let machine_code =
         timings.time("cranelift: machine code", || machine_code_in_parallel(module.isa(), &mut translated, &groups));
     let mut listing = String::new();
-    let names = kernels.iter().map(|k| format!("kernel {}", k.name)).chain(["entry".to_string()]);
+    let names = distinct.iter().map(|&k| format!("kernel {}", kernels[k].name)).chain(["entry".to_string()]);
     for ((name, (id, ctx)), code) in names.zip(&translated).zip(machine_code) {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: name.clone(), message };
         let code = code.map_err(backend)?;
@@ -253,7 +262,7 @@ fn compile_object(
     })?;
     let code = ObjectCode {
         objects: vec![object],
-        kernels: kernels.iter().map(|k| crate::kernel_symbol(&k.name)).collect(),
+        kernels: representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect(),
         entry: plan.map(|_| ENTRY_NAME.to_string()),
     };
     Ok((code, timings))

@@ -58,7 +58,7 @@ pub fn compile_dumping(
     let groups = match dump {
         // A dump is one module's IR and assembly.
         Some(_) => vec![(Effort::Full, (0..kernels.len()).collect())],
-        None => module_groups(kernels, false),
+        None => module_groups(kernels, &(0..kernels.len()).collect::<Vec<_>>(), false),
     };
     let (objects, slowest) = compile_groups(&host, kernels, &groups, dump)?;
     timings.extend(&slowest);
@@ -86,7 +86,10 @@ pub fn program_objects(
     let mut timings = Timings::new();
     let host = timings.time("llvm: target setup", || target::target_cpu(&cpu.resolve("llvm")?))?;
     unique_names(kernels)?;
-    let mut groups = module_groups(kernels, dump.is_some());
+    // Kernels with the same code share one function: only the distinct ones compile.
+    let representative = crate::partition::representatives(kernels);
+    let distinct: Vec<usize> = (0..kernels.len()).filter(|&k| representative[k] == k).collect();
+    let mut groups = module_groups(kernels, &distinct, dump.is_some());
     // Small scalar kernels join the entry's module; larger ones (a scalar `sin` with its range
     // reduction) LLVM would not inline anyway, so they compile in a module of their own, beside
     // the entry's instead of after it.
@@ -102,7 +105,7 @@ pub fn program_objects(
             groups.push((Effort::Light, large));
         }
     }
-    let names: Vec<String> = kernels.iter().map(|k| crate::kernel_symbol(&k.name)).collect();
+    let names: Vec<String> = representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect();
     let (separate, entry_object) = std::thread::scope(|s| {
         let (host, groups) = (&host, &groups);
         let separate = (!groups.is_empty()).then(|| s.spawn(move || compile_groups(host, kernels, groups, dump)));
@@ -288,12 +291,13 @@ enum Effort {
     Light,
 }
 
-/// The modules to compile side by side: the kernels that loop, split into one group per core
-/// of similar size, at full effort; the scalar ones together, at light effort. A dump is one
-/// module's IR and assembly, so with one the looping kernels are one module.
-fn module_groups(kernels: &[Kernel], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
+/// The modules to compile side by side, of the kernels `subset` names: the kernels that loop,
+/// split into one group per core of similar size, at full effort; the scalar ones together,
+/// at light effort. A dump is one module's IR and assembly, so with one the looping kernels
+/// are one module.
+fn module_groups(kernels: &[Kernel], subset: &[usize], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
     let (light, full): (Vec<usize>, Vec<usize>) =
-        (0..kernels.len()).partition(|&i| crate::partition::is_scalar(&kernels[i]));
+        subset.iter().partition(|&&i| crate::partition::is_scalar(&kernels[i]));
     let mut groups: Vec<(Effort, Vec<usize>)> = Vec::new();
     if !full.is_empty() || light.is_empty() {
         let threads = if dumping { 1 } else { crate::partition::compile_threads() };
