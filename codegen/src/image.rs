@@ -157,13 +157,7 @@ impl ProgramImage {
 
     /// Links the image's objects into memory: its kernels and its entry.
     pub fn load(&self, timings: &mut crate::Timings) -> Result<(CompiledKernels, EntryFn), CodegenError> {
-        let (kernels, entry) = self.code.load(timings)?;
-        let entry = entry.ok_or_else(|| CodegenError::Backend {
-            tier: self.tier.name(),
-            kernel: "(entry)".into(),
-            message: "the objects define no entry".into(),
-        })?;
-        Ok((kernels, entry))
+        self.code.load_program(self.tier, timings)
     }
 
     /// The executable of this image, running `kernels` and `entry` (its code, loaded), with

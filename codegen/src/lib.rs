@@ -84,6 +84,17 @@ impl ObjectCode {
         self.load_with(&[], timings)
     }
 
+    /// [`ObjectCode::load`] of a program's code (compiled by `tier`), whose entry it must define.
+    pub fn load_program(&self, tier: Tier, timings: &mut Timings) -> Result<(CompiledKernels, EntryFn), CodegenError> {
+        let (kernels, entry) = self.load(timings)?;
+        let entry = entry.ok_or_else(|| CodegenError::Backend {
+            tier: tier.name(),
+            kernel: "(entry)".into(),
+            message: "the objects define no entry".into(),
+        })?;
+        Ok((kernels, entry))
+    }
+
     /// [`ObjectCode::load`], binding `extra` symbols too (tests link hand-written kernels).
     pub(crate) fn load_with(
         &self,
@@ -140,13 +151,8 @@ impl CompiledProgram {
             Tier::Cranelift => cranelift::program_objects(program, cpu, dump)?,
             Tier::Llvm => llvm::program_objects(program, cpu, dump)?,
         };
-        let (mut kernels, entry) = objects.load(&mut timings)?;
+        let (mut kernels, entry) = objects.load_program(tier, &mut timings)?;
         kernels.timings = timings;
-        let entry = entry.ok_or_else(|| CodegenError::Backend {
-            tier: tier.name(),
-            kernel: "(entry)".into(),
-            message: "the objects define no entry".into(),
-        })?;
         Ok(CompiledProgram { kernels, entry, plan, objects, tier })
     }
 }
