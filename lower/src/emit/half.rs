@@ -29,10 +29,15 @@ pub fn f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     if let Some(h) = b.narrow_bits(f, format(true)) {
         return h;
     }
+    if let Some(r) = b.narrow_bits(f, BF16_IN_F32) {
+        let hi = bin(b, BinOp::LShr, r, 16);
+        return b.cast(CastOp::Trunc, Ty::I32, Ty::I16, hi);
+    }
     let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
     let mag = bin(b, BinOp::And, x, 0x7fff_ffff);
     let inf = c32(b, 0x7f80_0000);
-    let is_nan = b.cmp(CmpOp::Ugt, Ty::I32, mag, inf);
+    // Signed: mag is non-negative, and x86 vectors compare only signed integers.
+    let is_nan = b.cmp(CmpOp::Sgt, Ty::I32, mag, inf);
     let hi = bin(b, BinOp::LShr, x, 16);
     let nan = bin(b, BinOp::Or, hi, 0x40);
     // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry moves into the
@@ -101,7 +106,7 @@ pub fn f32_to_f16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     let nan_bit = b.select(Ty::I32, man_zero, zero, nan_bit);
     let special = bin(b, BinOp::Or, man_hi, 0x7c00);
     let special = b.binary(BinOp::Or, Ty::I32, special, nan_bit);
-    let is_nan_inf = bin_cmp(b, CmpOp::Uge, a, 0x7f80_0000);
+    let is_nan_inf = bin_cmp(b, CmpOp::Sge, a, 0x7f80_0000);
     let inf = c32(b, 0x7c00);
     let big = b.select(Ty::I32, is_nan_inf, special, inf);
     // Normal results: rebias and round half to even on the 13 dropped bits; a carry rolls
@@ -118,8 +123,8 @@ pub fn f32_to_f16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     let sum = b.binary(BinOp::Add, Ty::F32, af, magic);
     let sum = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, sum);
     let sub = bin(b, BinOp::Sub, sum, 0.5f32.to_bits());
-    let is_big = bin_cmp(b, CmpOp::Uge, a, (127 + 16) << 23);
-    let is_sub = bin_cmp(b, CmpOp::Ult, a, 113 << 23);
+    let is_big = bin_cmp(b, CmpOp::Sge, a, (127 + 16) << 23);
+    let is_sub = bin_cmp(b, CmpOp::Slt, a, 113 << 23);
     let r = b.select(Ty::I32, is_sub, sub, normal);
     let r = b.select(Ty::I32, is_big, big, r);
     let r = b.binary(BinOp::Or, Ty::I32, r, sign);
@@ -128,18 +133,40 @@ pub fn f32_to_f16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
 
 /// Rounds an `F32` to the nearest f16 or bf16 value (`bf16` selects which), staying `F32`.
 pub fn round_f32_to(b: &mut KernelBuilder, f: ValueId, bf16: bool) -> ValueId {
-    let (h, v) = if bf16 {
-        let h = f32_to_bf16(b, f);
-        (h, bf16_to_f32(b, h))
-    } else {
-        let h = f32_to_f16(b, f);
-        (h, f16_to_f32(b, h))
-    };
+    if bf16 {
+        return round_f32_to_bf16(b, f);
+    }
+    let h = f32_to_f16(b, f);
+    let v = f16_to_f32(b, h);
     // Narrowing `v` again (to store it) gives back `h` exactly: `h` came from a narrowing, so
     // it is no signaling NaN, and every other half value round-trips.
-    b.note_narrow_bits(v, format(bf16), h);
+    b.note_narrow_bits(v, format(false), h);
     v
 }
+
+/// [`f32_to_bf16`]'s rounding kept in the upper half of an f32's bits: where the rounded value
+/// is used as an f32 (every bf16 op's result), no narrowing to `I16` and widening back.
+fn round_f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
+    let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
+    let mag = bin(b, BinOp::And, x, 0x7fff_ffff);
+    let inf = c32(b, 0x7f80_0000);
+    let is_nan = b.cmp(CmpOp::Sgt, Ty::I32, mag, inf);
+    let nan = bin(b, BinOp::Or, x, 0x40 << 16);
+    let hi = bin(b, BinOp::LShr, x, 16);
+    let odd = bin(b, BinOp::And, hi, 1);
+    let bias = bin(b, BinOp::Add, odd, 0x7fff);
+    let sum = b.binary(BinOp::Add, Ty::I32, x, bias);
+    let r = b.select(Ty::I32, is_nan, nan, sum);
+    let r = bin(b, BinOp::And, r, 0xffff_0000);
+    let v = b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, r);
+    // Narrowing `v` (to store it) is `r`'s upper half: `v` is no signaling NaN, and every
+    // other bf16 value round-trips.
+    b.note_narrow_bits(v, BF16_IN_F32, r);
+    v
+}
+
+/// The `narrow_bits` key of a rounded bf16 value's f32 bits ([`round_f32_to_bf16`]).
+const BF16_IN_F32: u8 = 3;
 
 fn format(bf16: bool) -> u8 {
     if bf16 {
@@ -236,6 +263,26 @@ mod tests {
         let out = u16s(&run(&bytes, inputs.len() as i64, Ty::F32, Ty::I16, f32_to_bf16));
         for (x, got) in inputs.into_iter().zip(out) {
             assert_eq!(got, ::half::bf16::from_f32(f32::from_bits(x)).to_bits(), "f32 bits {x:#010x}");
+        }
+    }
+
+    #[test]
+    fn rounding_to_bf16_in_f32_matches_half() {
+        // The rounded f32 value, and its narrowing (which reuses the rounding's bits), against
+        // the half crate's rounding, around every bf16 rounding boundary.
+        let inputs = f32_inputs();
+        let bytes: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let n = inputs.len() as i64;
+        let rounded = u32s(&run(&bytes, n, Ty::F32, Ty::F32, |b, x| round_f32_to(b, x, true)));
+        let narrow = |b: &mut KernelBuilder, x: ValueId| {
+            let v = round_f32_to(b, x, true);
+            f32_to_bf16(b, v)
+        };
+        let narrowed = u16s(&run(&bytes, n, Ty::F32, Ty::I16, narrow));
+        for ((x, r), h) in inputs.into_iter().zip(rounded).zip(narrowed) {
+            let want = ::half::bf16::from_f32(f32::from_bits(x));
+            assert_eq!(r, want.to_f32().to_bits(), "f32 bits {x:#010x}");
+            assert_eq!(h, want.to_bits(), "f32 bits {x:#010x}");
         }
     }
 
