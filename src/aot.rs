@@ -34,6 +34,8 @@ pub fn compile(module: &Module, lower: &LowerOptions, options: &AotOptions) -> R
     if options.dump_dir.is_some() {
         lower.dump_dir.clone_from(&options.dump_dir);
     }
+    // An unknown target fails in code generation, which names it.
+    lower.fma = options.cpu.resolve_for_object(backend, options.triple.as_deref()).is_ok_and(|t| t.has_fma());
     let mut program = lower_module(module, &lower).map_err(|source| Error::Lower { backend, source })?;
     assign_buffers(&mut program, &Default::default())?;
     if let Some(dir) = &options.dump_dir {

@@ -328,10 +328,14 @@ impl Client {
             }
             Backend::Cranelift | Backend::Llvm | Backend::Tiered => {
                 let backend = self.backend.name();
+                let cpu = options.target_cpu.clone().unwrap_or_else(CpuTarget::from_env);
+                let tier = if self.backend == Backend::Llvm { Tier::Llvm } else { Tier::Cranelift };
                 let mut lower = options.lower.clone();
                 if options.dump_dir.is_some() {
                     lower.dump_dir.clone_from(&options.dump_dir);
                 }
+                // A target the host cannot run fails in code generation, which names it.
+                lower.fma = cpu.resolve(tier.name()).is_ok_and(|t| t.has_fma());
                 let (mut program, lowering) =
                     lower_verified_module_timed(module, &lower).map_err(|source| Error::Lower { backend, source })?;
                 timings.extend(&lowering);
@@ -340,8 +344,6 @@ impl Client {
                 if let Some(dir) = dump {
                     tessera_lower::dump_program(&program, dir);
                 }
-                let cpu = options.target_cpu.clone().unwrap_or_else(CpuTarget::from_env);
-                let tier = if self.backend == Backend::Llvm { Tier::Llvm } else { Tier::Cranelift };
                 let compiled = CompiledProgram::compile(tier, &program, &cpu, dump)?;
                 timings.extend(&compiled.kernels.timings);
                 let (executable, image) = timings.time("assembly", || {

@@ -289,3 +289,34 @@ fn a_target_cpu_the_host_cannot_run_is_an_unsupported_target_feature_error() {
         assert_eq!(out[0].to_vec::<f32>().unwrap(), vec![-1.0, 2.0, -0.5, -0.0]);
     }
 }
+
+#[test]
+fn math_fuses_multiply_adds_only_where_the_target_has_them() {
+    // Lowering writes the polynomial steps of exp as fused multiply-adds for an FMA target
+    // and as products and sums otherwise; both are within 2 ulp of e^x.
+    let text = "HloModule m\nENTRY e {\n  p = f32[64] parameter(0)\n  ROOT x = f32[64] exponential(p)\n}\n";
+    let xs: Vec<f32> = (0..64).map(|i| i as f32 * 0.37 - 11.0).collect();
+    let host_has_fma = tessera::CpuTarget::host().resolve("llvm").unwrap().has_fma();
+    for backend in [Backend::Cranelift, Backend::Llvm] {
+        for (target, fused) in
+            [(tessera::CpuTarget::host(), host_has_fma), (tessera::CpuTarget::host().with_features(&["-fma"]), false)]
+        {
+            let dir = std::env::temp_dir().join(format!("tessera-fma-{}-{backend}-{fused}", std::process::id()));
+            let options =
+                CompileOptions { target_cpu: Some(target), dump_dir: Some(dir.clone()), ..CompileOptions::default() };
+            let exe = Client::new(backend).unwrap().compile_text(text, &options).unwrap();
+            let program = std::fs::read_to_string(dir.join("program.txt")).unwrap();
+            std::fs::remove_dir_all(&dir).ok();
+            assert_eq!(program.contains(" fma.f32 "), fused, "{backend}, fused {fused}:\n{program}");
+            let out = exe.run(&[Literal::from_vec(&[64], xs.clone()).unwrap()]).unwrap()[0].to_vec::<f32>().unwrap();
+            for (x, y) in xs.iter().zip(out) {
+                let want = f64::from(*x).exp();
+                let ulp = f64::from(f32::from_bits((want as f32).to_bits() + 1)) - f64::from(want as f32);
+                assert!(
+                    (f64::from(y) - want).abs() <= 2.0 * ulp,
+                    "{backend}, fused {fused}: exp({x}) = {y}, want {want}"
+                );
+            }
+        }
+    }
+}

@@ -80,6 +80,12 @@ impl ResolvedTarget {
     pub fn has(&self, feature: &str) -> bool {
         self.enabled.contains(feature)
     }
+
+    /// Whether the code may use fused multiply-add instructions: x86-64's FMA3 feature, or any
+    /// aarch64 CPU (FMADD and FMLA are base instructions there).
+    pub fn has_fma(&self) -> bool {
+        self.has("fma") || self.triple.starts_with("aarch64")
+    }
 }
 
 struct HostCpu {

@@ -81,6 +81,13 @@ impl Damage {
                         }
                     }
                     Op::Select { cond, .. } => *cond = self.value(),
+                    Op::Fma { ty, c, .. } => {
+                        if self.one_in(2) {
+                            *ty = self.ty();
+                        } else {
+                            *c = self.value();
+                        }
+                    }
                     Op::Cast { from, to, .. } => {
                         *from = self.ty();
                         *to = self.ty();

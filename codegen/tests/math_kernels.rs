@@ -1,7 +1,7 @@
 //! The inline math functions (`tessera_lower::emit::math`) as kernels: every function, emitted
 //! as kernel IR in a vector loop, gives bit for bit what `math::Eval` computes on plain f32, in
-//! the kernel interpreter and on both tiers, over special values and a spread of bit patterns;
-//! and Cranelift runs those loops as vectors (the math holds nothing that would keep a loop
+//! the kernel interpreter and on both tiers, over special values and a spread of bit patterns,
+//! with plain and with fused multiply-adds; and Cranelift runs those loops as vectors (the math holds nothing that would keep a loop
 //! scalar).
 
 mod common;
@@ -86,8 +86,9 @@ fn inputs(n: usize, salt: u32) -> Vec<f32> {
 }
 
 /// `out[i] = f(in0[i], ..)` over `n` elements in one loop of vector width 16 (peeled tail).
-fn kernel(name: &str, arity: usize, emit: Emit, n: i64) -> Kernel {
+fn kernel(name: &str, arity: usize, emit: Emit, n: i64, fma: bool) -> Kernel {
     let mut b = KernelBuilder::new(name, 1);
+    b.use_fused_multiply_add(fma);
     let ins: Vec<_> = (0..arity).map(|i| b.buffer(format!("in{i}"), MemType::Scalar(Ty::F32), n, false)).collect();
     let out = b.buffer("out", MemType::Scalar(Ty::F32), n, true);
     let v = b.begin_loop(0, n);
@@ -106,15 +107,17 @@ fn same(a: f32, b: f32) -> bool {
 fn every_tier_computes_what_eval_computes() {
     // Not a multiple of 16: the vector loops' scalar tails run too.
     let n = 4099usize;
-    for (name, arity, emit, reference) in functions() {
+    for ((name, arity, emit, reference), fma) in functions().into_iter().flat_map(|f| [(f, false), (f, true)]) {
+        let eval = Eval { fma };
         let args: Vec<Vec<f32>> = (0..arity).map(|i| inputs(n, i as u32 * 7919)).collect();
         let want: Vec<f32> = (0..n)
             .map(|i| {
                 let a: Vec<f32> = args.iter().map(|col| col[i]).collect();
-                reference(&mut Eval, &a)
+                reference(&mut { eval }, &a)
             })
             .collect();
-        let k = kernel(&format!("math_{name}"), arity, emit, n as i64);
+        let k = kernel(&format!("math_{name}"), arity, emit, n as i64, fma);
+        assert!(fma || !k.to_string().contains("fma."), "{name}: a fused multiply-add in the plain form");
         let fresh = || -> Vec<Vec<u8>> {
             let mut bufs: Vec<Vec<u8>> =
                 args.iter().map(|col| col.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
@@ -137,7 +140,12 @@ fn every_tier_computes_what_eval_computes() {
             let got = decode(&bufs[arity]);
             for i in 0..n {
                 let a: Vec<f32> = args.iter().map(|col| col[i]).collect();
-                assert!(same(got[i], want[i]), "{name}{a:?} on {tier}: {} but Eval gives {}", got[i], want[i]);
+                assert!(
+                    same(got[i], want[i]),
+                    "{name}{a:?} on {tier} (fma {fma}): {} but Eval gives {}",
+                    got[i],
+                    want[i]
+                );
             }
         }
         let clif = tessera_codegen::cranelift::clif(&k).unwrap();

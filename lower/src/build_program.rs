@@ -7,7 +7,7 @@
 //!   reads them as a buffer; a scalar constant feeding a single-op kernel is folded into it.
 //! - `tuple`, `get-tuple-element`, `opt-barrier` and `add-dependency` only alias: they build,
 //!   take apart or pass on lists of buffers. Tokens have no storage.
-//! - Every other array instruction becomes one kernel through [`emit_kernel`]: a fusion lowers
+//! - Every other array instruction becomes one kernel through [`crate::emit_kernel`]: a fusion lowers
 //!   its fused computation; a single op is wrapped in a computation whose parameters are its
 //!   operands. Its arrays get `Temp` buffers.
 //! - `while` gets one state buffer per array leaf of its shape, in its layouts. The initial
@@ -32,8 +32,8 @@ use tessera_hlo::ir::AttrList;
 use tessera_hlo::ir::{AttrValue, Payload};
 use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, LayoutMap, Module, Opcode, Shape};
 
+use crate::emit::emit_kernel_with;
 use crate::emit::rng;
-use crate::emit_kernel;
 use crate::kernel::verify_kernel;
 use crate::program::{Buffer, BufferId, BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
 use crate::LowerError;
@@ -63,9 +63,10 @@ impl Value {
     }
 }
 
-pub(crate) fn build_program(module: &Module, rng_seed: u64) -> Result<Program, LowerError> {
+pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result<Program, LowerError> {
     let mut b = Builder {
         module,
+        fma,
         program: Program::default(),
         kernel_names: HashSet::new(),
         steps: Vec::new(),
@@ -97,6 +98,8 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64) -> Result<Program, L
 
 struct Builder<'m> {
     module: &'m Module,
+    /// Kernels' math may fuse multiply-adds ([`crate::LowerOptions::fma`]).
+    fma: bool,
     program: Program,
     kernel_names: HashSet<String>,
     /// The step list being filled: the entry's, or a nested one while a loop or branch is
@@ -418,14 +421,14 @@ impl<'m> Builder<'m> {
             // another one, its elements would change under the kernel's feet.
             let sole = |o: InstId| inputs.iter().filter(|&&i| i == o).count() == 1;
             if inputs.get(k).is_some_and(|&o| sole(o) && self.may_overwrite(comp, values, o)) {
-                let kernel = checked(crate::emit::emit_in_place_kernel(self.module, &kernel_comp, &name)?)?;
+                let kernel = checked(crate::emit::emit_in_place_kernel(self.module, &kernel_comp, &name, self.fma)?)?;
                 let target = args[k];
                 args.push(target);
                 self.launch(kernel, args);
                 return Ok(Value::Array(target));
             }
         }
-        let kernel = checked(emit_kernel(self.module, &kernel_comp, &name)?)?;
+        let kernel = checked(emit_kernel_with(self.module, &kernel_comp, &name, self.fma)?)?;
         let value = match &inst.shape {
             Shape::Tuple(elems) => {
                 let mut out = Vec::with_capacity(elems.len());
@@ -546,7 +549,7 @@ impl<'m> Builder<'m> {
             }
         }
         args.extend([state, out]);
-        let kernel = checked(emit_kernel(self.module, &comp, &name)?)?;
+        let kernel = checked(emit_kernel_with(self.module, &comp, &name, self.fma)?)?;
         self.launch(kernel, args);
         let blocks = (rng::draw_words(inst)? + 3) / 4;
         let advance = self.kernel_name(&format!("{}_advance", inst.name));
@@ -636,7 +639,7 @@ impl<'m> Builder<'m> {
         let p = comp.add(param);
         comp.root = comp.add(Instruction::new(format!("{}.{what}", buf.name), Opcode::Copy, shape.clone(), vec![p]));
         let name = self.kernel_name(&format!("{}_{what}", buf.name));
-        checked(emit_kernel(self.module, &comp, &name)?)
+        checked(emit_kernel_with(self.module, &comp, &name, self.fma)?)
     }
 
     /// `value` in the layouts `want` states: itself where they agree, relaid-out copies

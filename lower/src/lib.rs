@@ -46,6 +46,10 @@ pub struct LowerOptions {
     /// (a debugging aid: it costs a verification per pass). Off, the module is verified once
     /// after the pipeline. Default: [`pipeline::verify_each_by_default`].
     pub verify_passes: bool,
+    /// The math sequences (exp, tanh, ...) fuse products into sums ([`kernel::Op::Fma`]): for
+    /// targets with fused multiply-add instructions, where it saves operations. The facade sets
+    /// it from the target it compiles for. Off (the default), kernels hold no `Fma`.
+    pub fma: bool,
 }
 
 impl Default for LowerOptions {
@@ -57,6 +61,7 @@ impl Default for LowerOptions {
             rng_seed: tessera_hlo::eval::EvalOptions::default().rng_seed,
             excess_precision: true,
             verify_passes: pipeline::verify_each_by_default(),
+            fma: false,
         }
     }
 }
@@ -106,7 +111,8 @@ pub fn lower_verified_module_timed(module: &Module, options: &LowerOptions) -> R
             pipeline.reports().into_iter().filter(|(name, _)| *name == "fusion").flat_map(|(_, lines)| lines).collect();
         write_dump(dir, "fusion.txt", &(fusion.join("\n") + "\n"));
     }
-    let program = timings.time("lower kernels", || build_program::build_program(&module, options.rng_seed))?;
+    let program =
+        timings.time("lower kernels", || build_program::build_program(&module, options.rng_seed, options.fma))?;
     Ok((program, timings))
 }
 

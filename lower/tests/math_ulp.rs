@@ -170,7 +170,7 @@ fn edges() -> Vec<f32> {
     v
 }
 
-fn sweep1(f: &Fun1, stride: u64, extra: &[f32]) -> Stat {
+fn sweep1(f: &Fun1, stride: u64, extra: &[f32], eval: Eval) -> Stat {
     let threads = 2u64;
     let total = 1u64 << 32;
     let mut st = std::thread::scope(|s| {
@@ -178,7 +178,7 @@ fn sweep1(f: &Fun1, stride: u64, extra: &[f32]) -> Stat {
             .map(|t| {
                 s.spawn(move || {
                     let mut st = Stat::new();
-                    let mut m = Eval;
+                    let mut m = eval;
                     let mut b = t * stride;
                     while b < total {
                         let x = f32::from_bits(b as u32);
@@ -196,7 +196,7 @@ fn sweep1(f: &Fun1, stride: u64, extra: &[f32]) -> Stat {
         }
         st
     });
-    let mut m = Eval;
+    let mut m = eval;
     for &x in extra {
         let got = (f.f)(&mut m, x);
         st.add(ulp_err(got, (f.r)(x as f64)), x, f32::NAN);
@@ -287,14 +287,14 @@ fn pairs(scale: u32) -> Vec<(f32, f32)> {
     v
 }
 
-fn sweep2(f: Binary, r: fn(f64, f64) -> f64, ps: &[(f32, f32)]) -> Stat {
+fn sweep2(f: Binary, r: fn(f64, f64) -> f64, ps: &[(f32, f32)], eval: Eval) -> Stat {
     std::thread::scope(|s| {
         let hs: Vec<_> = ps
             .chunks(ps.len() / 2 + 1)
             .map(|c| {
                 s.spawn(move || {
                     let mut st = Stat::new();
-                    let mut m = Eval;
+                    let mut m = eval;
                     for &(a, b) in c {
                         st.add(ulp_err(f(&mut m, a, b), r(a as f64, b as f64)), a, b);
                     }
@@ -314,11 +314,20 @@ fn same(got: f32, want: f32) -> bool {
     (got.is_nan() && want.is_nan()) || got.to_bits() == want.to_bits()
 }
 
+/// Both forms of the sequences: plain products and sums, and fused multiply-adds (as lowering
+/// writes them for FMA targets).
+const MODES: [(&str, Eval); 2] = [("plain", Eval { fma: false }), ("fused", Eval { fma: true })];
+
 #[test]
 fn special_values() {
+    for (_, eval) in MODES {
+        special_values_in(eval);
+    }
+}
+
+fn special_values_in(mut m: Eval) {
     let inf = f32::INFINITY;
     let nan = f32::NAN;
-    let mut m = Eval;
     let mut bad = Vec::new();
     let mut check1 = |name: &str, f: Unary, cases: &[(f32, f32)]| {
         for &(x, w) in cases {
@@ -465,37 +474,41 @@ fn special_values() {
             bad.push(format!("atan2({y:e}, {x:e}) = {g:e}, want {w:e}"));
         }
     }
-    assert!(bad.is_empty(), "special values wrong:\n{}", bad.join("\n"));
+    assert!(bad.is_empty(), "special values wrong ({m:?}):\n{}", bad.join("\n"));
 }
 
 fn run_table(stride: u64, scale: u32) {
-    header();
     let ex = edges();
+    let ps = pairs(scale);
     let mut fails = Vec::new();
     // MATH_ULP_ONLY=tanh,exp limits a run to those functions (a full sweep of one takes minutes).
     let only: Option<Vec<String>> =
         std::env::var("MATH_ULP_ONLY").ok().map(|v| v.split(',').map(|s| s.trim().to_string()).collect());
     let wanted = |name: &str| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name));
-    for f in unary().into_iter().filter(|f| wanted(f.name)) {
-        let st = sweep1(&f, stride, &ex);
-        print_row(f.name, &st);
-        if st.max.is_nan() || st.max > 2.0 {
-            fails.push(f.name);
+    for (mode, eval) in MODES {
+        println!("{mode} multiply-adds:");
+        header();
+        for f in unary().into_iter().filter(|f| wanted(f.name)) {
+            let st = sweep1(&f, stride, &ex, eval);
+            print_row(f.name, &st);
+            if st.max.is_nan() || st.max > 2.0 {
+                fails.push(format!("{} ({mode})", f.name));
+            }
         }
-    }
-    let ps = pairs(scale);
-    for (name, f, r) in binary().into_iter().filter(|(name, ..)| wanted(name)) {
-        let st = sweep2(f, r, &ps);
-        print_row(name, &st);
-        if st.max.is_nan() || st.max > 2.0 {
-            fails.push(name);
+        for (name, f, r) in binary().into_iter().filter(|(name, ..)| wanted(name)) {
+            let st = sweep2(f, r, &ps, eval);
+            print_row(name, &st);
+            if st.max.is_nan() || st.max > 2.0 {
+                fails.push(format!("{name} ({mode})"));
+            }
         }
     }
     assert!(fails.is_empty(), "over 2 ulp: {fails:?}");
 }
 
 /// Every 257th bit pattern (a prime stride, so every exponent and mantissa region is visited)
-/// plus the edge list, and ~2^20 pow/atan2 pairs. About 10 s in release mode on 2 cores.
+/// plus the edge list, and ~2^20 pow/atan2 pairs, in both modes. About 25 s in release mode on
+/// 2 cores.
 #[test]
 fn dense_sample() {
     run_table(257, 2);

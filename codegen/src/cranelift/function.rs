@@ -277,6 +277,14 @@ impl Translator<'_, '_> {
             Op::Binary { op, ty, a, b } => self.binary(*op, *ty, *a, *b),
             Op::Cmp { op, ty, a, b } => self.compare(*op, *ty, *a, *b),
             Op::Select { ty, cond, a, b } => self.select(*ty, *cond, *a, *b),
+            Op::Fma { ty, a, b, c } => {
+                if !ty.is_float() {
+                    return Err(Failure::Malformed(format!("fma on {ty:?}")));
+                }
+                let (x, y, z) = (self.typed(*a, *ty)?, self.typed(*b, *ty)?, self.typed(*c, *ty)?);
+                // A native instruction where the ISA has FMA, else Cranelift's fmaf/fma call.
+                Ok((self.b.ins().fma(x, y, z), *ty))
+            }
             Op::Cast { op, from, to, a } => self.cast(*op, *from, *to, *a),
             Op::Math { func, ty, args } => {
                 if !ty.is_float() {

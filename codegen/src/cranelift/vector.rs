@@ -8,10 +8,10 @@
 //!   F32, I32 or F64 (or a `Pred` mask from comparing those), all with the same lane count;
 //! - varying loads and all stores contiguous: exactly one term over the loop variable, with
 //!   scale 1 and no div/mod; uniform loads do not use the loop variable at all;
-//! - varying ops in the set Cranelift vectorizes (arithmetic, min/max, sqrt, abs, neg,
-//!   rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a uniform amount,
-//!   int<->float conversions of 32-bit lanes); 16-bit loads and stores (f16/bf16 bits) with
-//!   their extensions to and truncations from 32-bit lanes;
+//! - varying ops in the set Cranelift vectorizes (arithmetic, fused multiply-add, min/max,
+//!   sqrt, abs, neg, rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a
+//!   uniform amount, int<->float conversions of 32-bit lanes); 16-bit loads and stores
+//!   (f16/bf16 bits) with their extensions to and truncations from 32-bit lanes;
 //!   math functions are called once per lane.
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
@@ -225,6 +225,16 @@ impl Planner<'_, '_, '_> {
                 }
                 Some(Some(*ty))
             }
+            Op::Fma { ty, a, b, c } => {
+                if !vary(self, &[*a, *b, *c])? {
+                    return Some(None);
+                }
+                if !ty.is_float() {
+                    return None;
+                }
+                self.lanes(*ty)?;
+                Some(Some(*ty))
+            }
             Op::Cast { op, from, to, a } => {
                 if !vary(self, &[*a])? {
                     return Some(None);
@@ -298,7 +308,11 @@ fn uniform_type(t: &Translator, op: &Op) -> Option<Ty> {
         Op::Load { mem, .. } => mem.reg(),
         Op::Index(_) => Ty::I64,
         Op::GetLocal(local) => t.local_type(*local)?,
-        Op::Unary { ty, .. } | Op::Binary { ty, .. } | Op::Select { ty, .. } | Op::Math { ty, .. } => *ty,
+        Op::Unary { ty, .. }
+        | Op::Binary { ty, .. }
+        | Op::Select { ty, .. }
+        | Op::Fma { ty, .. }
+        | Op::Math { ty, .. } => *ty,
         Op::Cmp { .. } => Ty::Pred,
         Op::Cast { to, .. } => *to,
     })
@@ -322,6 +336,7 @@ fn operands(op: &Op) -> Vec<ValueId> {
         Op::Unary { a, .. } | Op::Cast { a, .. } => vec![*a],
         Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
         Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
+        Op::Fma { a, b, c, .. } => vec![*a, *b, *c],
         Op::Math { args, .. } => args.clone(),
     }
 }
@@ -655,6 +670,12 @@ impl Translator<'_, '_> {
                     let c = self.typed(*cond, Ty::Pred)?;
                     self.b.ins().select(c, x, y)
                 }
+            }
+            Op::Fma { ty, a, b, c } => {
+                let x = self.vector_operand(*a, *ty, lanes, vectors)?;
+                let y = self.vector_operand(*b, *ty, lanes, vectors)?;
+                let z = self.vector_operand(*c, *ty, lanes, vectors)?;
+                self.b.ins().fma(x, y, z)
             }
             Op::Cast { op, from, a, .. } => {
                 let x = self.vector_operand(*a, *from, lanes, vectors)?;

@@ -60,6 +60,14 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                 let (a, b) = (self.value(*a, *ty)?, self.value(*b, *ty)?);
                 Ok((self.builder.build_select(cond, a, b, "sel").map_err(self.err())?, *ty))
             }
+            Op::Fma { ty, a, b, c } => {
+                if !ty.is_float() {
+                    return Err(self.wrong_type("fma", *ty));
+                }
+                let lt = self.llvm_type(*ty);
+                let args = [self.float(*a, *ty)?.into(), self.float(*b, *ty)?.into(), self.float(*c, *ty)?.into()];
+                Ok((self.intrinsic("llvm.fma", &[lt], &args)?, *ty))
+            }
             Op::Cast { op, from, to, a } => Ok((self.cast(*op, *from, *to, *a)?, *to)),
             Op::Math { func, ty, args } => Ok((self.math(*func, *ty, args)?, *ty)),
         }

@@ -74,6 +74,7 @@ fn operands(op: &Op) -> Vec<ValueId> {
         Op::Unary { a, .. } | Op::Cast { a, .. } => vec![*a],
         Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
         Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
+        Op::Fma { a, b, c, .. } => vec![*a, *b, *c],
         Op::Math { args, .. } => args.clone(),
     }
 }
@@ -99,9 +100,11 @@ fn plan(l: &Loop) -> Option<Plan> {
                         },
                     },
                     _ if !operands(op).iter().any(|v| varying.contains_key(v)) => None,
-                    Op::Unary { ty, .. } | Op::Binary { ty, .. } | Op::Select { ty, .. } | Op::Math { ty, .. } => {
-                        Some(*ty)
-                    }
+                    Op::Unary { ty, .. }
+                    | Op::Binary { ty, .. }
+                    | Op::Select { ty, .. }
+                    | Op::Fma { ty, .. }
+                    | Op::Math { ty, .. } => Some(*ty),
                     Op::Cmp { .. } => Some(Ty::Pred),
                     Op::Cast { to, .. } => Some(*to),
                 };
@@ -325,6 +328,13 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                     let c = self.value(*cond, Ty::Pred)?.into_int_value();
                     self.builder.build_select(c, x, y, "vsel").map_err(&err)?
                 }
+            }
+            Op::Fma { ty, a, b, c } => {
+                if !ty.is_float() {
+                    return Err(self.unsupported(format!("fma on {ty:?}")));
+                }
+                let (x, y, z) = (operand(self, *a, *ty)?, operand(self, *b, *ty)?, operand(self, *c, *ty)?);
+                self.intrinsic("llvm.fma", &[vt.into()], &[x.into(), y.into(), z.into()])?
             }
             Op::Cast { op, from, to, a } => {
                 let x = operand(self, *a, *from)?.into_vector_value();

@@ -46,11 +46,12 @@ pub fn in_place_operand(comp: &Computation) -> Option<usize> {
 
 /// The kernel of `comp` (whose root [`in_place_operand`] accepts) writing only the update
 /// window into its output buffer, which the program binds to the operand's buffer.
-pub fn emit_in_place_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Kernel, LowerError> {
+pub fn emit_in_place_kernel(module: &Module, comp: &Computation, name: &str, fma: bool) -> Result<Kernel, LowerError> {
     if in_place_operand(comp).is_none() {
         return Err(LowerError::invalid(&comp.root_inst().name, "not a dynamic-update-slice that updates in place"));
     }
     let mut em = Emitter::new(module, comp, name)?;
+    em.b.use_fused_multiply_add(fma);
     em.emit_update_window()?;
     Ok(em.into_kernel())
 }

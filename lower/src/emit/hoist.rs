@@ -91,7 +91,7 @@ fn movable(op: &Op, read_only: &HashSet<u32>, values: &HashSet<ValueId>, vars: &
         Op::GetLocal(_) => false,
         Op::Unary { a, .. } | Op::Cast { a, .. } => free(a),
         Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => free(a) && free(b),
-        Op::Select { cond, a, b, .. } => free(cond) && free(a) && free(b),
+        Op::Select { cond: a, a: b, b: c, .. } | Op::Fma { a, b, c, .. } => free(a) && free(b) && free(c),
         Op::Math { args, .. } => args.iter().all(free),
     }
 }
@@ -169,10 +169,10 @@ fn rename_all(stmts: &mut [Stmt], map: &HashMap<ValueId, ValueId>) {
                     r(a);
                     r(b);
                 }
-                Op::Select { cond, a, b, .. } => {
-                    r(cond);
+                Op::Select { cond: a, a: b, b: c, .. } | Op::Fma { a, b, c, .. } => {
                     r(a);
                     r(b);
+                    r(c);
                 }
                 Op::Math { args, .. } => args.iter_mut().for_each(r),
             },

@@ -5,13 +5,16 @@
 //! That lets the same definition be replayed by each backend tier (LLVM vectorises it to
 //! AVX-512, Cranelift emits 128-bit SIMD) and by the kernel interpreter ([`Eval`]), so all
 //! tiers compute bit-identical results and the accuracy proven by the ulp tests holds for
-//! every tier. No FMA is assumed, which is why error-free products are built from 12-bit
-//! splits. Subnormals are never flushed, so inputs/outputs at the range edges are handled by
+//! every tier. A product fuses into a sum only through [`MathOps::mul_add`], which a kernel for
+//! an FMA target emits as one `Op::Fma` and any other kernel as a product and a sum; the ulp
+//! tests measure both forms. Error-free products are built from 12-bit splits, exact either
+//! way. Subnormals are never flushed, so inputs/outputs at the range edges are handled by
 //! explicit scaling rather than relying on the hardware.
 
 /// The operations an approximation may use. F: f32 value, I: i32 value, P: per-lane predicate.
-/// Semantics are exactly the IEEE-754 binary32 ops with round-to-nearest-even (no FMA, no
-/// fast-math, subnormals NOT flushed), and wrapping two's complement i32 integer ops.
+/// Semantics are exactly the IEEE-754 binary32 ops with round-to-nearest-even (no fast-math,
+/// subnormals NOT flushed; `mul_add` fused or not as the implementation says), and wrapping
+/// two's complement i32 integer ops.
 #[allow(clippy::wrong_self_convention)]
 pub trait MathOps {
     type F: Copy;
@@ -22,6 +25,9 @@ pub trait MathOps {
     fn add(&mut self, a: Self::F, b: Self::F) -> Self::F;
     fn sub(&mut self, a: Self::F, b: Self::F) -> Self::F;
     fn mul(&mut self, a: Self::F, b: Self::F) -> Self::F;
+    /// a*b + c: one rounding where the implementation fuses (FMA targets), else a rounded
+    /// product and a rounded sum. Used only where either is accurate enough.
+    fn mul_add(&mut self, a: Self::F, b: Self::F, c: Self::F) -> Self::F;
     fn div(&mut self, a: Self::F, b: Self::F) -> Self::F;
     fn sqrt(&mut self, a: Self::F) -> Self::F;
     fn neg(&mut self, a: Self::F) -> Self::F; // sign flip
@@ -59,7 +65,12 @@ pub trait MathOps {
 }
 
 /// Scalar reference implementation: the interpreter runs the generated sequence through this.
-pub struct Eval;
+/// `fma` says how [`MathOps::mul_add`] computes, as the kernel's
+/// [`crate::kernel::KernelBuilder::fused_multiply_add`] does.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Eval {
+    pub fma: bool,
+}
 
 impl MathOps for Eval {
     type F = f32;
@@ -79,6 +90,13 @@ impl MathOps for Eval {
     }
     fn mul(&mut self, a: f32, b: f32) -> f32 {
         a * b
+    }
+    fn mul_add(&mut self, a: f32, b: f32, c: f32) -> f32 {
+        if self.fma {
+            a.mul_add(b, c)
+        } else {
+            a * b + c
+        }
     }
     fn div(&mut self, a: f32, b: f32) -> f32 {
         a / b
@@ -223,9 +241,8 @@ const LN2_LO: f32 = 1.428_606_8e-6;
 fn horner<M: MathOps>(m: &mut M, x: M::F, c: &[f32]) -> M::F {
     let mut acc = m.f(c[c.len() - 1]);
     for &ci in c[..c.len() - 1].iter().rev() {
-        let t = m.mul(acc, x);
         let k = m.f(ci);
-        acc = m.add(t, k);
+        acc = m.mul_add(acc, x, k);
     }
     acc
 }
@@ -352,16 +369,14 @@ fn exp_lean<M: MathOps>(m: &mut M, x: M::F) -> (M::F, M::I) {
     let l2e = m.f(LOG2E);
     let t = m.mul(x, l2e);
     let (k, ki) = round_magic(m, t);
-    let hi = m.f(LN2_HI);
-    let lo = m.f(LN2_LO);
-    let a = m.mul(k, hi);
-    let r = m.sub(x, a);
-    let b = m.mul(k, lo);
-    let r = m.sub(r, b);
+    // k ln2_hi is exact, so fused or not the first step is x - k ln2_hi exactly.
+    let nhi = m.f(-LN2_HI);
+    let nlo = m.f(-LN2_LO);
+    let r = m.mul_add(k, nhi, x);
+    let r = m.mul_add(k, nlo, r);
     let z = m.mul(r, r);
     let p = horner(m, r, &EXP_P);
-    let p = m.mul(p, z);
-    let p = m.add(r, p);
+    let p = m.mul_add(p, z, r);
     let one = m.f(1.0);
     let p = m.add(one, p);
     (p, ki)
@@ -552,8 +567,7 @@ pub fn tanh<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let z = m.mul(ax, ax);
     let p = horner(m, z, &TANH_P);
     let x3 = m.mul(ax, z);
-    let p = m.mul(x3, p);
-    let small = m.add(ax, p);
+    let small = m.mul_add(x3, p, ax);
     // Large |x|: 1 - 2/(e^{2|x|}+1); above the split the result is >= 0.55 so the
     // subtraction from 1 loses nothing. Past 10 the result rounds to 1 anyway. e's, e+1's and
     // the quotient's roundings reach the result scaled by 2/(e+1) <= 0.45, so plain f32 steps

@@ -62,6 +62,14 @@ impl MathOps for IrMath<'_> {
     fn mul(&mut self, a: ValueId, b: ValueId) -> ValueId {
         self.fbin(BinOp::Mul, a, b)
     }
+    fn mul_add(&mut self, a: ValueId, b: ValueId, c: ValueId) -> ValueId {
+        if self.b.fused_multiply_add() {
+            self.b.fma(Ty::F32, a, b, c)
+        } else {
+            let t = self.fbin(BinOp::Mul, a, b);
+            self.fbin(BinOp::Add, t, c)
+        }
+    }
     fn div(&mut self, a: ValueId, b: ValueId) -> ValueId {
         self.fbin(BinOp::FDiv, a, b)
     }

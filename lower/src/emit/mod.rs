@@ -54,7 +54,14 @@ pub(crate) use sort::is_topk_custom_call;
 /// buffer, for instance), writable, uninitialized when the kernel starts and dead when it
 /// ends. The program gives each one a temp buffer of `len` elements of its `mem`.
 pub fn emit_kernel(module: &Module, comp: &Computation, name: &str) -> Result<Kernel, LowerError> {
+    emit_kernel_with(module, comp, name, false)
+}
+
+/// [`emit_kernel`], with the math sequences fusing products into sums when `fma`
+/// ([`crate::LowerOptions::fma`]).
+pub fn emit_kernel_with(module: &Module, comp: &Computation, name: &str, fma: bool) -> Result<Kernel, LowerError> {
     let mut em = Emitter::new(module, comp, name)?;
+    em.b.use_fused_multiply_add(fma);
     em.emit_root()?;
     Ok(em.into_kernel())
 }

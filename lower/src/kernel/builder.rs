@@ -19,6 +19,8 @@ pub struct KernelBuilder {
     /// Narrow bit patterns the lowering recorded for values it widened from them
     /// ([`Self::note_narrow_bits`]).
     narrow_bits: std::collections::HashMap<(ValueId, u8), ValueId>,
+    /// Whether generated arithmetic may use [`Op::Fma`] ([`Self::use_fused_multiply_add`]).
+    fused_multiply_add: bool,
 }
 
 impl KernelBuilder {
@@ -34,7 +36,19 @@ impl KernelBuilder {
             stack: vec![Vec::new()],
             open_ifs: Vec::new(),
             narrow_bits: std::collections::HashMap::new(),
+            fused_multiply_add: false,
         }
+    }
+
+    /// Lets the sequences lowering writes for this kernel (the math functions) fuse products
+    /// into sums ([`Op::Fma`]): for targets with FMA instructions, where it saves an operation
+    /// and a rounding per polynomial step.
+    pub fn use_fused_multiply_add(&mut self, on: bool) {
+        self.fused_multiply_add = on;
+    }
+
+    pub fn fused_multiply_add(&self) -> bool {
+        self.fused_multiply_add
     }
 
     /// Records that `value` is the widening of the narrow bits `bits` of format `format` (a
@@ -97,6 +111,10 @@ impl KernelBuilder {
 
     pub fn select(&mut self, ty: Ty, cond: ValueId, a: ValueId, b: ValueId) -> ValueId {
         self.let_(Op::Select { ty, cond, a, b })
+    }
+
+    pub fn fma(&mut self, ty: Ty, a: ValueId, b: ValueId, c: ValueId) -> ValueId {
+        self.let_(Op::Fma { ty, a, b, c })
     }
 
     pub fn cast(&mut self, op: CastOp, from: Ty, to: Ty, a: ValueId) -> ValueId {

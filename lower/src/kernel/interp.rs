@@ -367,6 +367,7 @@ enum COp {
     Binary { op: BinOp, ty: Ty, a: Slot, b: Slot },
     Cmp { op: CmpOp, ty: Ty, a: Slot, b: Slot },
     Select { cond: Slot, a: Slot, b: Slot },
+    Fma { ty: Ty, a: Slot, b: Slot, c: Slot },
     Cast { op: CastOp, from: Ty, to: Ty, a: Slot },
     Math { func: MathFn, ty: Ty, a: Slot, b: Slot },
 }
@@ -612,6 +613,9 @@ impl<'k> Resolver<'k> {
             Op::Cmp { op, ty, a, b } => (COp::Cmp { op: *op, ty: *ty, a: self.slot(*a)?, b: self.slot(*b)? }, Ty::Pred),
             Op::Select { ty, cond, a, b } => {
                 (COp::Select { cond: self.slot(*cond)?, a: self.slot(*a)?, b: self.slot(*b)? }, *ty)
+            }
+            Op::Fma { ty, a, b, c } => {
+                (COp::Fma { ty: *ty, a: self.slot(*a)?, b: self.slot(*b)?, c: self.slot(*c)? }, *ty)
             }
             Op::Cast { op, from, to, a } => (COp::Cast { op: *op, from: *from, to: *to, a: self.slot(*a)? }, *to),
             Op::Math { func, ty, args } => {
@@ -1153,6 +1157,11 @@ impl Machine<'_, '_, '_> {
                     r(b)
                 }
             }
+            // std's mul_add is the correctly rounded fma (the hardware's, or libm's fma/fmaf).
+            COp::Fma { ty, a, b, c } => match ty {
+                Ty::F32 => of_f32(f32_of(r(a)).mul_add(f32_of(r(b)), f32_of(r(c)))),
+                _ => of_f64(f64_of(r(a)).mul_add(f64_of(r(b)), f64_of(r(c)))),
+            },
             COp::Cast { op, from, to, a } => cast(*op, *from, *to, r(a)),
             COp::Math { func, ty, a, b } => match ty {
                 Ty::F32 => of_f32(math32(*func, f32_of(r(a)), f32_of(r(b)))),

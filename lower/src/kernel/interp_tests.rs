@@ -36,7 +36,11 @@ fn eval(body: impl FnOnce(&mut KernelBuilder) -> Vec<ValueId>) -> Result<Vec<u64
                 Op::Const(c) => c.ty(),
                 Op::Load { mem, .. } => mem.reg(),
                 Op::Index(_) => Ty::I64,
-                Op::Unary { ty, .. } | Op::Binary { ty, .. } | Op::Select { ty, .. } | Op::Math { ty, .. } => *ty,
+                Op::Unary { ty, .. }
+                | Op::Binary { ty, .. }
+                | Op::Select { ty, .. }
+                | Op::Fma { ty, .. }
+                | Op::Math { ty, .. } => *ty,
                 Op::Cmp { .. } => Ty::Pred,
                 Op::Cast { to, .. } => *to,
                 Op::GetLocal(_) => panic!("eval takes no locals"),

@@ -441,6 +441,15 @@ pub enum Op {
         to: Ty,
         a: ValueId,
     },
+    /// `a * b + c` rounded once (IEEE fusedMultiplyAdd), all floats of type `ty`. Lowering
+    /// emits it only for targets with fused multiply-add instructions
+    /// ([`crate::LowerOptions::fma`]); elsewhere a tier may call `fma`/`fmaf`.
+    Fma {
+        ty: Ty,
+        a: ValueId,
+        b: ValueId,
+        c: ValueId,
+    },
     /// A scalar math function on floats of type `ty`.
     Math {
         func: MathFn,

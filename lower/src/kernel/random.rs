@@ -247,7 +247,7 @@ impl Gen<'_> {
     /// One random operation on values from the pool.
     fn step(&mut self) {
         let ty = self.r.pick(&TYPES);
-        match self.r.below(6) {
+        match self.r.below(7) {
             0 => self.unary(ty),
             1 | 2 => self.binary(ty),
             3 => {
@@ -279,6 +279,12 @@ impl Gen<'_> {
                 let a = self.operand(ty);
                 let b = self.operand(ty);
                 let v = self.b.select(ty, c, a, b);
+                self.add(v, ty);
+            }
+            6 => {
+                let ty = self.r.pick(&[Ty::F32, Ty::F32, Ty::F64]);
+                let (a, b, c) = (self.operand(ty), self.operand(ty), self.operand(ty));
+                let v = self.b.fma(ty, a, b, c);
                 self.add(v, ty);
             }
             _ => {
@@ -513,7 +519,7 @@ pub fn random_kernel(seed: u64) -> Kernel {
             let trip = dims[level + 1].trip;
             let tail = if trip % i64::from(w) == 0 { Tail::None } else { Tail::Peel };
             g.b.end_loop_vectorized(w, tail);
-        } else if let (true, Some(red)) = (lanes && g.r.chance(60), reducer) {
+        } else if let (true, Some(red)) = (lanes && g.r.chance(80), reducer) {
             let w = g.r.pick(&[2u32, 4, 8, 16]);
             let trip = dims[level + 1].trip;
             let tail = if trip % i64::from(w) == 0 { Tail::None } else { Tail::Peel };
@@ -631,6 +637,7 @@ mod tests {
             ("peel", share(&has(&|s| matches!(s, Stmt::Loop(l) if l.tail == Tail::Peel)))),
             ("depth 3", share(&|k| k.to_string().contains("      for "))),
             ("math", share(&has(&|s| matches!(s, Stmt::Let(_, Op::Math { .. }))))),
+            ("fma", share(&has(&|s| matches!(s, Stmt::Let(_, Op::Fma { .. }))))),
             ("sdiv", share(&has(&|s| matches!(s, Stmt::Let(_, Op::Binary { op: BinOp::SDiv | BinOp::SRem, .. }))))),
             (
                 "shift",

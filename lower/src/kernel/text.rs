@@ -136,6 +136,7 @@ impl Names {
             Op::Binary { op, ty, a, b } => write!(f, "{}.{ty} %{}, %{}", binary_name(*op, *ty), a.0, b.0),
             Op::Cmp { op, ty, a, b } => write!(f, "cmp.{}.{ty} %{}, %{}", cmp_name(*op), a.0, b.0),
             Op::Select { ty, cond, a, b } => write!(f, "select.{ty} %{}, %{}, %{}", cond.0, a.0, b.0),
+            Op::Fma { ty, a, b, c } => write!(f, "fma.{ty} %{}, %{}, %{}", a.0, b.0, c.0),
             Op::Cast { op, from, to, a } => write!(f, "{}.{from}.{to} %{}", cast_name(*op), a.0),
             Op::Math { func, ty, args } => {
                 write!(f, "{}.{ty}", math_name(*func))?;

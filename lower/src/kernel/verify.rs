@@ -401,6 +401,15 @@ impl Verifier<'_> {
                 self.operand(*b, *ty, "second operand")?;
                 Ok(Ty::Pred)
             }
+            Op::Fma { ty, a, b, c } => {
+                if !ty.is_float() {
+                    return type_err(format!("fma is not defined on {ty}"));
+                }
+                self.operand(*a, *ty, "first factor")?;
+                self.operand(*b, *ty, "second factor")?;
+                self.operand(*c, *ty, "addend")?;
+                Ok(*ty)
+            }
             Op::Select { ty, cond, a, b } => {
                 self.operand(*cond, Ty::Pred, "select condition")?;
                 self.operand(*a, *ty, "first choice")?;
