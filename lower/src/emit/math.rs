@@ -313,8 +313,9 @@ fn div_df2<M: MathOps>(m: &mut M, nh: M::F, nl: M::F, dh: M::F, dl: M::F) -> (M:
 const EXP_P: [f32; 5] = [4.999_999_4e-1, 1.666_652_1e-1, 4.166_826_6e-2, 8.368_676e-3, 1.382_074_3e-3];
 
 /// Cody-Waite reduction x = k ln2 + r and e^r = 1 + r + r^2 P(r), returned unevaluated as
-/// (head, tail, k) with e^x ~ (head + tail) 2^k (k an integer). Keeping 1 + r_hi exact (Fast2Sum) and the rest
-/// in the tail removes the rounding of r itself, which would otherwise cost up to half an ulp.
+/// (head, tail, k) with e^x ~ (head + tail) 2^k (k an integer). Keeping 1 + r_hi exact
+/// (Fast2Sum) and the rest in the tail removes the rounding of r itself, which would otherwise
+/// cost up to half an ulp.
 fn exp_core<M: MathOps>(m: &mut M, x: M::F) -> (M::F, M::F, M::I) {
     exp_core2(m, x, None)
 }
