@@ -75,6 +75,12 @@ pub(crate) fn representatives(kernels: &[Kernel]) -> Vec<usize> {
     representative
 }
 
+/// The kernels that are their own representative (of [`representatives`]), ascending: those a
+/// tier compiles.
+pub(crate) fn distinct(representative: &[usize]) -> Vec<usize> {
+    (0..representative.len()).filter(|&k| representative[k] == k).collect()
+}
+
 /// Whether a kernel is scalar work: one grid index and no loop, so a few hundred operations
 /// at most, where optimizing harder buys nothing measurable.
 pub(crate) fn is_scalar(kernel: &Kernel) -> bool {

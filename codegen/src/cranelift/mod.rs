@@ -191,7 +191,7 @@ fn compile_object(
     // machine code needs only the ISA, so the translated functions compile side by side.
     // Kernels with the same code share one function: only the distinct ones compile.
     let representative = crate::partition::representatives(kernels);
-    let distinct: Vec<usize> = (0..kernels.len()).filter(|&k| representative[k] == k).collect();
+    let distinct = crate::partition::distinct(&representative);
     let mut translated: Vec<(FuncId, Context)> = Vec::with_capacity(distinct.len());
     for kernel in distinct.iter().map(|&k| &kernels[k]) {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };

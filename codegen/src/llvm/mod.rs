@@ -88,7 +88,7 @@ pub fn program_objects(
     unique_names(kernels)?;
     // Kernels with the same code share one function: only the distinct ones compile.
     let representative = crate::partition::representatives(kernels);
-    let distinct: Vec<usize> = (0..kernels.len()).filter(|&k| representative[k] == k).collect();
+    let distinct = crate::partition::distinct(&representative);
     let mut groups = module_groups(kernels, &distinct, dump.is_some());
     // Small scalar kernels join the entry's module; larger ones (a scalar `sin` with its range
     // reduction) LLVM would not inline anyway, so they compile in a module of their own, beside

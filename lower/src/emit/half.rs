@@ -26,28 +26,30 @@ pub fn bf16_to_f32(b: &mut KernelBuilder, h: ValueId) -> ValueId {
 
 /// `F32` to `I16` bf16 bits, rounding to nearest even.
 pub fn f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
-    if let Some(h) = b.narrow_bits(f, format(true)) {
-        return h;
-    }
-    if let Some(r) = b.narrow_bits(f, BF16_IN_F32) {
-        let hi = bin(b, BinOp::LShr, r, 16);
-        return b.cast(CastOp::Trunc, Ty::I32, Ty::I16, hi);
-    }
+    let r = match b.narrow_bits(f, BF16_IN_F32) {
+        Some(r) => r,
+        None => bf16_rounded_bits(b, f),
+    };
+    let hi = bin(b, BinOp::LShr, r, 16);
+    b.cast(CastOp::Trunc, Ty::I32, Ty::I16, hi)
+}
+
+/// `f`'s bits with their upper half rounded to bf16 (nearest even, NaNs quieted) and their
+/// lower half meaningless.
+fn bf16_rounded_bits(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
     let mag = bin(b, BinOp::And, x, 0x7fff_ffff);
     let inf = c32(b, 0x7f80_0000);
     // Signed: mag is non-negative, and x86 vectors compare only signed integers.
     let is_nan = b.cmp(CmpOp::Sgt, Ty::I32, mag, inf);
-    let hi = bin(b, BinOp::LShr, x, 16);
-    let nan = bin(b, BinOp::Or, hi, 0x40);
+    let nan = bin(b, BinOp::Or, x, 0x40 << 16);
     // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry moves into the
     // exponent, which is exactly the rounding to the next binade or to infinity.
+    let hi = bin(b, BinOp::LShr, x, 16);
     let odd = bin(b, BinOp::And, hi, 1);
     let bias = bin(b, BinOp::Add, odd, 0x7fff);
     let sum = b.binary(BinOp::Add, Ty::I32, x, bias);
-    let rounded = bin(b, BinOp::LShr, sum, 16);
-    let r = b.select(Ty::I32, is_nan, nan, rounded);
-    b.cast(CastOp::Trunc, Ty::I32, Ty::I16, r)
+    b.select(Ty::I32, is_nan, nan, sum)
 }
 
 /// `I16` f16 bits to the `F32` of the same value.
@@ -90,7 +92,7 @@ fn bin_cmp(b: &mut KernelBuilder, op: CmpOp, x: ValueId, y: u32) -> ValueId {
 
 /// `F32` to `I16` f16 bits, rounding to nearest even.
 pub fn f32_to_f16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
-    if let Some(h) = b.narrow_bits(f, format(false)) {
+    if let Some(h) = b.narrow_bits(f, F16_BITS) {
         return h;
     }
     let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
@@ -140,23 +142,14 @@ pub fn round_f32_to(b: &mut KernelBuilder, f: ValueId, bf16: bool) -> ValueId {
     let v = f16_to_f32(b, h);
     // Narrowing `v` again (to store it) gives back `h` exactly: `h` came from a narrowing, so
     // it is no signaling NaN, and every other half value round-trips.
-    b.note_narrow_bits(v, format(false), h);
+    b.note_narrow_bits(v, F16_BITS, h);
     v
 }
 
 /// [`f32_to_bf16`]'s rounding kept in the upper half of an f32's bits: where the rounded value
 /// is used as an f32 (every bf16 op's result), no narrowing to `I16` and widening back.
 fn round_f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
-    let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
-    let mag = bin(b, BinOp::And, x, 0x7fff_ffff);
-    let inf = c32(b, 0x7f80_0000);
-    let is_nan = b.cmp(CmpOp::Sgt, Ty::I32, mag, inf);
-    let nan = bin(b, BinOp::Or, x, 0x40 << 16);
-    let hi = bin(b, BinOp::LShr, x, 16);
-    let odd = bin(b, BinOp::And, hi, 1);
-    let bias = bin(b, BinOp::Add, odd, 0x7fff);
-    let sum = b.binary(BinOp::Add, Ty::I32, x, bias);
-    let r = b.select(Ty::I32, is_nan, nan, sum);
+    let r = bf16_rounded_bits(b, f);
     let r = bin(b, BinOp::And, r, 0xffff_0000);
     let v = b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, r);
     // Narrowing `v` (to store it) is `r`'s upper half: `v` is no signaling NaN, and every
@@ -165,16 +158,10 @@ fn round_f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     v
 }
 
-/// The `narrow_bits` key of a rounded bf16 value's f32 bits ([`round_f32_to_bf16`]).
+/// The `narrow_bits` keys: a rounded f16 value's `I16` bits ([`round_f32_to`]), and a rounded
+/// bf16 value's f32 bits ([`round_f32_to_bf16`]).
+const F16_BITS: u8 = 2;
 const BF16_IN_F32: u8 = 3;
-
-fn format(bf16: bool) -> u8 {
-    if bf16 {
-        1
-    } else {
-        2
-    }
-}
 
 /// The value of f16 bits, for constants folded at lowering time.
 pub fn f16_bits_value(bits: u16) -> f32 {
