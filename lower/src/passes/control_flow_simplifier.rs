@@ -3,13 +3,17 @@
 //! - a conditional whose branch index (or predicate) is a constant, or that has one branch,
 //!   becomes a `call` of the branch that runs (an out-of-range index runs the last branch),
 //!   which `call_inline` then dissolves;
-//! - a while loop whose condition is false on entry (a constant-false condition, or a compare
-//!   of a loop-state element that starts as a constant with a constant) is its initial state.
+//! - a while loop whose condition is false on entry is its initial state, and one whose
+//!   condition is true on entry and false after one run of the body is a `call` of the body
+//!   on the initial state. The condition is evaluated on scalar elements of the state that
+//!   start as constants (a counter and its bound), through the body's scalar elementwise
+//!   arithmetic on them for the second test.
 
 use tessera_hlo::eval::evaluate_instruction;
 use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{CompId, Computation, InstId, Literal, Module, Opcode};
 
+use super::dce::has_side_effect;
 use super::rewrite::{become_op, drop_forwarded, forward};
 use crate::pass::Pass;
 use crate::LowerError;
@@ -44,12 +48,26 @@ impl Pass for ControlFlowSimplifier {
                             self.rewrites.push(format!("{name}: a call of its branch ({why})"));
                         }
                     }
-                    Opcode::While if runs_zero_times(module, c, id) => {
-                        let comp = module.comp_mut(c);
-                        let init = comp.inst(id).operands[0];
-                        forward(comp, id, init, &mut forwarded);
-                        self.rewrites.push(format!("{name}: its condition is false on entry: the initial state"));
-                    }
+                    Opcode::While => match short_trip_count(module, c, id) {
+                        Some(0) => {
+                            let comp = module.comp_mut(c);
+                            let init = comp.inst(id).operands[0];
+                            forward(comp, id, init, &mut forwarded);
+                            self.rewrites.push(format!("{name}: its condition is false on entry: the initial state"));
+                        }
+                        Some(_) => {
+                            let Some(body) = module.comp(c).inst(id).called("body") else { continue };
+                            let comp = module.comp_mut(c);
+                            let preds = comp.inst(id).control_predecessors.clone();
+                            let init = comp.inst(id).operands[0];
+                            become_op(comp, id, Opcode::Call, vec![init]);
+                            let call = comp.inst_mut(id);
+                            call.set_attr("to_apply", AttrValue::Computation(body));
+                            call.control_predecessors = preds;
+                            self.rewrites.push(format!("{name}: runs its body once: a call of the body"));
+                        }
+                        None => continue,
+                    },
                     _ => continue,
                 }
                 changed = true;
@@ -100,38 +118,70 @@ fn taken_branch(comp: &Computation, id: InstId) -> Option<(CompId, InstId, &'sta
     Some((b, o, "a constant selector"))
 }
 
-/// Whether while loop `id` of computation `c` never runs its body: its condition's root is a
-/// constant false, or compares a loop-state element whose initial value is a constant with a
-/// constant, and that compare is false.
-fn runs_zero_times(module: &Module, c: CompId, id: InstId) -> bool {
+/// How many times while loop `id` of computation `c` runs its body, when that is 0 or 1 and
+/// follows from constants: the condition false on entry, or true on entry and false on the
+/// state after one iteration.
+fn short_trip_count(module: &Module, c: CompId, id: InstId) -> Option<u8> {
+    let inst = module.comp(c).inst(id);
+    let (cond, body) = (module.get(inst.called("condition")?)?, module.get(inst.called("body")?)?);
+    // Skipping a condition run must not skip a side effect.
+    if cond.instructions.iter().any(|i| i.opcode != Opcode::Parameter && has_side_effect(i.opcode)) {
+        return None;
+    }
     let comp = module.comp(c);
-    let inst = comp.inst(id);
-    let (Some(cond), Some(&init)) = (inst.called("condition"), inst.operands.first()) else { return false };
-    let Some(cond) = module.get(cond) else { return false };
-    let root = cond.root_inst();
-    if let Some(lit) = root.literal() {
-        return lit.to_bits_vec().ok().as_deref() == Some(&[0]);
-    }
-    if root.opcode != Opcode::Compare || root.operands.len() != 2 {
-        return false;
-    }
-    // Each side's value on entry: a constant in the condition, or an element of the initial
-    // state tuple that is a constant.
-    let on_entry = |o: InstId| -> Option<Literal> {
-        let i = cond.inst(o);
-        if let Some(l) = i.literal() {
-            return Some(l.clone());
-        }
-        if i.opcode != Opcode::GetTupleElement || cond.inst(*i.operands.first()?).opcode != Opcode::Parameter {
-            return None;
-        }
-        let index = usize::try_from(i.attr_int("index")?).ok()?;
-        let state = comp.inst(init);
-        if state.opcode != Opcode::Tuple {
-            return None;
-        }
-        comp.inst(*state.operands.get(index)?).literal().cloned()
+    let state = comp.inst(*inst.operands.first()?);
+    // Elements that start as constants.
+    let entry = |i: usize| -> Option<Literal> {
+        (state.opcode == Opcode::Tuple).then_some(())?;
+        comp.inst(*state.operands.get(i)?).literal().cloned()
     };
-    let (Some(a), Some(b)) = (on_entry(root.operands[0]), on_entry(root.operands[1])) else { return false };
-    evaluate_instruction(module, root, &[a, b]).is_ok_and(|v| v.to_bits_vec().ok().as_deref() == Some(&[0]))
+    if !truth(&scalar_value(module, cond, cond.root, &entry, 0)?)? {
+        return Some(0);
+    }
+    let root = body.root_inst();
+    if root.opcode != Opcode::Tuple {
+        return None;
+    }
+    let next = |i: usize| scalar_value(module, body, *root.operands.get(i)?, &entry, 0);
+    (!truth(&scalar_value(module, cond, cond.root, &next, 0)?)?).then_some(1)
+}
+
+/// How deep [`scalar_value`] follows operands: a counter's update and a bound's compare are a
+/// step or two, and the bound keeps the walk cheap on large computations.
+const MAX_DEPTH: usize = 6;
+
+/// The value of scalar instruction `id` of loop computation `comp` (a condition or body) when
+/// its state's element `i` holds `element(i)`: constants, reads of the state parameter, and
+/// scalar elementwise ops of those.
+fn scalar_value(
+    module: &Module,
+    comp: &Computation,
+    id: InstId,
+    element: &dyn Fn(usize) -> Option<Literal>,
+    depth: usize,
+) -> Option<Literal> {
+    let inst = comp.inst(id);
+    if inst.shape.as_array()?.element_count()? != 1 {
+        return None;
+    }
+    if let Some(lit) = inst.literal() {
+        return Some(lit.clone());
+    }
+    if inst.opcode == Opcode::GetTupleElement && comp.inst(*inst.operands.first()?).opcode == Opcode::Parameter {
+        return element(usize::try_from(inst.attr_int("index")?).ok()?);
+    }
+    if depth >= MAX_DEPTH || !(inst.opcode.is_elementwise() || inst.opcode == Opcode::Compare) {
+        return None;
+    }
+    let operands: Vec<Literal> =
+        inst.operands.iter().map(|&o| scalar_value(module, comp, o, element, depth + 1)).collect::<Option<_>>()?;
+    evaluate_instruction(module, inst, &operands).ok()
+}
+
+/// A scalar predicate's truth.
+fn truth(lit: &Literal) -> Option<bool> {
+    match lit.to_bits_vec().ok()?.as_slice() {
+        &[v] => Some(v != 0),
+        _ => None,
+    }
 }

@@ -79,7 +79,7 @@ pub(crate) fn has_side_effect(op: Opcode) -> bool {
     )
 }
 
-fn live_instructions(comp: &Computation) -> Vec<bool> {
+pub(crate) fn live_instructions(comp: &Computation) -> Vec<bool> {
     let n = comp.instructions.len();
     let mut live = vec![false; n];
     let mut stack: Vec<usize> =

@@ -18,6 +18,9 @@ mod static_bounds;
 mod tree_reduction;
 mod tuple_simplify;
 mod unwrap;
+mod while_dead_state;
+mod while_invariant_motion;
+mod while_loop_state;
 
 pub use algebraic_simplifier::AlgebraicSimplifier;
 pub use batch_norm_expand::BatchNormExpand;
@@ -35,6 +38,8 @@ pub use static_bounds::StaticBounds;
 pub use tree_reduction::TreeReduction;
 pub use tuple_simplify::TupleSimplify;
 pub use unwrap::Unwrap;
+pub use while_dead_state::WhileDeadState;
+pub use while_invariant_motion::WhileInvariantMotion;
 
 use crate::pass::Pass;
 use crate::pipeline::Pipeline;
@@ -58,6 +63,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "single_device_collectives" => Box::new(SingleDeviceCollectives),
         "static_bounds" => Box::new(StaticBounds),
         "tree_reduction" => Box::new(TreeReduction::default()),
+        "while_dead_state" => Box::new(WhileDeadState::default()),
+        "while_invariant_motion" => Box::new(WhileInvariantMotion::default()),
         _ => return None,
     })
 }

@@ -1,6 +1,7 @@
 //! The simplification group, run to a fixed point as XLA iterates its simplifiers: the
 //! algebraic simplifier, constant folding, the conditional and while simplifier (with call
-//! inlining for the branches it turns into calls), CSE, tuple simplification and DCE,
+//! inlining for the branches and bodies it turns into calls), dead loop-state elements,
+//! loop-invariant code motion, CSE, tuple simplification and DCE,
 //! repeated until a round changes nothing. With `verify_each` the module is re-verified after
 //! every member that changed it, so a broken rewrite is named at once, as between pipeline
 //! passes; otherwise the enclosing pipeline verifies once at its end.
@@ -10,7 +11,10 @@ use std::time::Instant;
 use tessera_hlo::verify::verify;
 use tessera_hlo::Module;
 
-use super::{AlgebraicSimplifier, CallInline, ConstantFolding, ControlFlowSimplifier, Cse, Dce, TupleSimplify};
+use super::{
+    AlgebraicSimplifier, CallInline, ConstantFolding, ControlFlowSimplifier, Cse, Dce, TupleSimplify, WhileDeadState,
+    WhileInvariantMotion,
+};
 use crate::pass::Pass;
 use crate::timings::Timings;
 use crate::LowerError;
@@ -42,6 +46,8 @@ impl Simplify {
                 Box::new(ConstantFolding::default()),
                 Box::new(ControlFlowSimplifier::default()),
                 Box::new(CallInline),
+                Box::new(WhileDeadState::default()),
+                Box::new(WhileInvariantMotion::default()),
                 Box::new(Cse::default()),
                 Box::new(TupleSimplify),
                 Box::new(Dce),

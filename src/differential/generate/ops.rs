@@ -54,7 +54,7 @@ impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
         const WEIGHTS: &[u32] =
-            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3];
+            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3, 4];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -85,7 +85,8 @@ impl Gen {
             26 => self.topk(),
             27 => self.row_pattern(),
             28 => self.widened_bf16(),
-            _ => self.simplifiable(),
+            29 => self.simplifiable(),
+            _ => None,
         }
     }
 
@@ -528,7 +529,35 @@ impl Gen {
         let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
         let k = kind(ty);
         let t = ty.name();
-        match self.rng.range(0, 3) {
+        match self.rng.range(0, 5) {
+            4 => self.split_and_joined(a),
+            3 => {
+                // select(not(p), x, y): the simplifier swaps the branches.
+                let b = self.like(ty, &dims);
+                facts::compare(f, self.vals[b].facts)?;
+                let dir = *self.rng.pick(DIRECTIONS);
+                let p = self.push_op(
+                    ElementType::Pred,
+                    dims.clone(),
+                    Facts::exact(0.0, 1.0),
+                    format!("compare({}, {}), direction={dir}", self.name(a), self.name(b)),
+                );
+                let np = self.push_op(
+                    ElementType::Pred,
+                    dims.clone(),
+                    Facts::exact(0.0, 1.0),
+                    format!("not({})", self.name(p)),
+                );
+                let facts = f.join(&self.vals[b].facts);
+                let r = self.push_op(
+                    ty,
+                    dims,
+                    facts,
+                    format!("select({}, {}, {})", self.name(np), self.name(a), self.name(b)),
+                );
+                self.used(&[a, b, p, np]);
+                Some(r)
+            }
             0 => {
                 let (op, unit) = *self.rng.pick(&[("add", "0"), ("subtract", "0"), ("multiply", "1")]);
                 let c = self.constant(ty, unit);
@@ -596,6 +625,65 @@ impl Gen {
             }
             _ => None,
         }
+    }
+
+    /// `a` split in two along a dimension and joined again (the simplifier merges slices that
+    /// continue each other), or concatenated with another value and sliced back inside one
+    /// part (a slice inside one operand of a concatenate).
+    fn split_and_joined(&mut self, a: usize) -> Option<usize> {
+        let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+        let k = (0..dims.len()).find(|&d| dims[d] >= 2)?;
+        let full = |d: usize, range: String| -> String {
+            (0..dims.len())
+                .map(|i| if i == d { range.clone() } else { format!("[0:{}]", dims[i]) })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if self.rng.chance(0.5) {
+            let m = self.rng.range(1, dims[k] - 1);
+            let (mut lo, mut hi) = (dims.clone(), dims.clone());
+            lo[k] = m;
+            hi[k] = dims[k] - m;
+            let l =
+                self.push_op(ty, lo, f, format!("slice({}), slice={{{}}}", self.name(a), full(k, format!("[0:{m}]"))));
+            let h = self.push_op(
+                ty,
+                hi,
+                f,
+                format!("slice({}), slice={{{}}}", self.name(a), full(k, format!("[{m}:{}]", dims[k]))),
+            );
+            let r = self.push_op(
+                ty,
+                dims,
+                f,
+                format!("concatenate({}, {}), dimensions={{{k}}}", self.name(l), self.name(h)),
+            );
+            self.used(&[a, l, h]);
+            return Some(r);
+        }
+        let b = self.like(ty, &dims);
+        let mut joined = dims.clone();
+        joined[k] *= 2;
+        let facts = f.join(&self.vals[b].facts);
+        let c = self.push_op(
+            ty,
+            joined,
+            facts,
+            format!("concatenate({}, {}), dimensions={{{k}}}", self.name(a), self.name(b)),
+        );
+        // A window inside the second part.
+        let start = dims[k] + self.rng.range(0, dims[k] - 1);
+        let limit = self.rng.range(start + 1, 2 * dims[k]);
+        let mut out = dims.clone();
+        out[k] = limit - start;
+        let r = self.push_op(
+            ty,
+            out,
+            self.vals[b].facts,
+            format!("slice({}), slice={{{}}}", self.name(c), full(k, format!("[{start}:{limit}]"))),
+        );
+        self.used(&[a, b, c]);
+        Some(r)
     }
 
     /// A bf16 op read as f32 through an explicit convert: under the default excess precision

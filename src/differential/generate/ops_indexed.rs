@@ -333,12 +333,16 @@ impl Gen {
             Facts { lo: -f.mag(), hi: f.mag(), exact: f.exact }
         };
         let x = shape_text(ty, &dims, "");
-        let state = format!("(s32[], {x})");
+        // Extra elements for the while simplifiers: the initial value again, passed through
+        // so that the body's use of it is loop-invariant code to hoist, and a counter nobody
+        // reads after the loop, a dead element.
+        let extras = self.rng.chance(0.5);
+        let state = if extras { format!("(s32[], {x}, {x}, s32[])") } else { format!("(s32[], {x})") };
         let t = ty.name();
         // A float body may clamp through a call whose parameters are declared last first, as
         // JAX prints `clip` (an interpreter once matched call operands to declaration order).
         let clip = !int && self.rng.chance(0.5);
-        let key = format!("while_{t}_{}_{trips}_{step}_{int}_{clip}_{scan}", list(&dims).replace(',', "x"));
+        let key = format!("while_{t}_{}_{trips}_{step}_{int}_{clip}_{scan}_{extras}", list(&dims).replace(',', "x"));
         let clamp = if clip {
             self.computation(&format!("{key}_clip"), |c| {
                 vec![
@@ -384,7 +388,18 @@ impl Gen {
             } else {
                 l.push(format!("{c}.y = {x} negate({c}.x)"));
             }
-            l.push(format!("ROOT {c}.r = {state} tuple({c}.next, {c}.y)"));
+            if !extras {
+                l.push(format!("ROOT {c}.r = {state} tuple({c}.next, {c}.y)"));
+                return l;
+            }
+            // max(y, min(y, v)) is y for any v without NaN, which the inputs have none of.
+            l.push(format!("{c}.w = {x} get-tuple-element({c}.s), index=2"));
+            l.push(format!("{c}.v = {x} negate({c}.w)"));
+            l.push(format!("{c}.mn = {x} minimum({c}.y, {c}.v)"));
+            l.push(format!("{c}.y2 = {x} maximum({c}.y, {c}.mn)"));
+            l.push(format!("{c}.d = s32[] get-tuple-element({c}.s), index=3"));
+            l.push(format!("{c}.d1 = s32[] add({c}.d, {c}.one)"));
+            l.push(format!("ROOT {c}.r = {state} tuple({c}.next, {c}.y2, {c}.w, {c}.d1)"));
             l
         });
         let cond = self.computation(&format!("{key}_cond"), |c| {
@@ -397,7 +412,9 @@ impl Gen {
         });
         let zero = self.constant(ElementType::S32, "0");
         let init = self.fresh("t");
-        self.push_line(format!("{init} = {state} tuple({zero}, {})", self.vals[a].name));
+        let a_name = &self.vals[a].name;
+        let elements = if extras { format!("{zero}, {a_name}, {a_name}, {zero}") } else { format!("{zero}, {a_name}") };
+        self.push_line(format!("{init} = {state} tuple({elements})"));
         let w = self.fresh("w");
         self.push_line(format!("{w} = {state} while({init}), condition={cond}, body={body}"));
         self.used(&[a]);

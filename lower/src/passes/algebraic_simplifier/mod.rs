@@ -17,14 +17,26 @@
 //! conversion wraps). A dot of a
 //! transpose reads the transpose's operand with its dimension numbers remapped when that keeps
 //! the dot's result order.
+//!
+//! Beyond these, each in its own file: reduces of broadcasts (`reduce`), slice, pad and
+//! concatenate folding (`data_movement`), and compare and select canonical forms
+//! (`compare_select`). A select of x and x is x.
 
 use tessera_hlo::corpus::tolerance::values;
 use tessera_hlo::ir::{AttrList, AttrValue, SliceRange};
 use tessera_hlo::{Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
 
+use std::collections::HashMap;
+
+use tessera_hlo::CompId;
+
 use super::rewrite::{become_op, forward, rewrite_each};
 use crate::pass::Pass;
 use crate::LowerError;
+
+mod compare_select;
+mod data_movement;
+mod reduce;
 
 #[derive(Default)]
 pub struct AlgebraicSimplifier {
@@ -40,8 +52,9 @@ impl Pass for AlgebraicSimplifier {
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
         self.rewrites.clear();
         let log = &mut self.rewrites;
+        let reducers = reduce::reducer_ops(module);
         rewrite_each(module, |comp, id, forwarded| {
-            let Some(rule) = simplify(comp, id, forwarded) else { return Ok(false) };
+            let Some(rule) = simplify(comp, id, forwarded, &reducers) else { return Ok(false) };
             log.push(format!("{}: {rule}", comp.inst(id).name));
             Ok(true)
         })
@@ -53,18 +66,29 @@ impl Pass for AlgebraicSimplifier {
 }
 
 /// Applies the first rule that matches instruction `id`; the rule's name when one did.
-fn simplify(comp: &mut Computation, id: InstId, forwarded: &mut Vec<InstId>) -> Option<&'static str> {
+fn simplify(
+    comp: &mut Computation,
+    id: InstId,
+    forwarded: &mut Vec<InstId>,
+    reducers: &HashMap<CompId, Opcode>,
+) -> Option<&'static str> {
     let inst = comp.inst(id);
     if inst.shape.as_array().is_none() || !inst.control_predecessors.is_empty() {
         return None;
     }
-    if let Some((to, rule)) = identity(comp, id) {
+    if let Some((to, rule)) = identity(comp, id).or_else(|| compare_select::identity(comp, id)) {
         if same_shape(&comp.inst(to).shape, &comp.inst(id).shape) {
             forward(comp, id, to, forwarded);
             return Some(rule);
         }
     }
     merge_chain(comp, id)
+        .or_else(|| data_movement::fold(comp, id))
+        .or_else(|| compare_select::canonical(comp, id))
+        .or_else(|| match comp.inst(id).opcode {
+            Opcode::Reduce => reduce::reduce_of_broadcast(comp, id, reducers),
+            _ => None,
+        })
 }
 
 /// Same dimensions, type and physical layout (a missing layout is the row-major default).
@@ -157,6 +181,7 @@ fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'static str)> {
         },
         (O::Concatenate, &[a]) => (a, "concatenate of one operand"),
         (O::Reverse, &[a]) if inst.attr_ints("dimensions").is_none_or(|d| d.is_empty()) => (a, "reverse of nothing"),
+        (O::Select, &[_, a, b]) if a == b => (a, "a select of x and x is x"),
         (O::Select, &[p, a, b]) => match splat(comp, p)? {
             v if v != 0.0 => (a, "select on a true constant"),
             _ => (b, "select on a false constant"),

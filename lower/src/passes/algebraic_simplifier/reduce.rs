@@ -1,0 +1,166 @@
+//! A reduce of a broadcast over only the dimensions the broadcast added: every reduced
+//! element is the same operand element, so the reduction needs no loop.
+//! - max, min, and, or with their identity as the initial value: the operand element itself
+//!   (exact: these ops are idempotent);
+//! - add with zero as the initial value: the operand element times the number of reduced
+//!   elements, for integers (exact in wrapping arithmetic) and, as XLA's rule has it, for a
+//!   broadcast float scalar (one rounding instead of a sum's).
+//!
+//! The result is a broadcast of the (scaled) operand onto the reduce's shape, which the
+//! identity rules remove when it adds no dimension.
+
+use std::collections::HashMap;
+
+use tessera_hlo::ir::{AttrList, AttrValue};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
+
+use super::splat;
+
+/// The binary op a reduction computation applies, when its root is that op of its two scalar
+/// parameters (in either order).
+pub(super) fn reducer_ops(module: &Module) -> HashMap<CompId, Opcode> {
+    let mut ops = HashMap::new();
+    for c in module.comp_ids() {
+        let comp = module.comp(c);
+        let root = comp.root_inst();
+        let params = comp.parameters();
+        let &[a, b] = root.operands.as_slice() else { continue };
+        if params.len() == 2 && a != b && params.contains(&a) && params.contains(&b) {
+            ops.insert(c, root.opcode);
+        }
+    }
+    ops
+}
+
+/// The rewrite of reduce `id` when its operand is a broadcast it reduces only along added
+/// dimensions; the rule's name.
+pub(super) fn reduce_of_broadcast(
+    comp: &mut Computation,
+    id: InstId,
+    reducers: &HashMap<CompId, Opcode>,
+) -> Option<&'static str> {
+    let inst = comp.inst(id);
+    let &[operand, init] = inst.operands.as_slice() else { return None };
+    let op = *reducers.get(&inst.called("to_apply")?)?;
+    let reduced = inst.attr_ints("dimensions")?.to_vec();
+    let b = comp.inst(operand);
+    if b.opcode != Opcode::Broadcast {
+        return None;
+    }
+    let x = b.operands[0];
+    let kept_by_broadcast = b.attr_ints("dimensions")?.to_vec();
+    if reduced.iter().any(|d| kept_by_broadcast.contains(d)) {
+        return None;
+    }
+    let et = inst.shape.element_type();
+    let dims = b.shape.dims();
+    if reduced.iter().any(|&d| usize::try_from(d).map_or(true, |d| d >= dims.len())) {
+        return None;
+    }
+    // Reducing nothing (a zero-sized dimension) gives the initial value, not the operand.
+    let count: i64 = reduced.iter().map(|&d| dims[d as usize]).product();
+    if count <= 0 {
+        return None;
+    }
+    let init_value = splat(comp, init)?;
+    let x_is_scalar = comp.inst(x).shape.rank() == 0;
+    let rule = match op {
+        Opcode::Maximum | Opcode::Minimum | Opcode::And | Opcode::Or
+            if identity_of(op, et).is_some_and(|v| v == init_value) =>
+        {
+            "reduce of a broadcast by an idempotent op: the broadcast operand"
+        }
+        Opcode::Add if init_value == 0.0 && (et.is_integral() || et.is_float() && x_is_scalar) => {
+            "reduce of a broadcast by add: the broadcast operand times the element count"
+        }
+        _ => return None,
+    };
+    // Where x's dimensions land once the reduced ones are gone.
+    let new_dims: Vec<i64> =
+        kept_by_broadcast.iter().map(|&d| d - reduced.iter().filter(|&&r| r < d).count() as i64).collect();
+    let name = inst.name.clone();
+    let shape = inst.shape.clone();
+    let count_literal = if op == Opcode::Add { Some(scalar_of(et, count)?) } else { None };
+    let value = if let Some(count_literal) = count_literal {
+        let x_shape = comp.inst(x).shape.clone();
+        let n = comp.add(Instruction::new(
+            comp.unique_name(&format!("{name}.count")),
+            Opcode::Constant,
+            Shape::scalar(et),
+            vec![],
+        ));
+        comp.inst_mut(n).payload = tessera_hlo::ir::Payload::Constant(count_literal);
+        let n = if x_is_scalar {
+            n
+        } else {
+            comp.add(
+                Instruction::new(
+                    comp.unique_name(&format!("{name}.counts")),
+                    Opcode::Broadcast,
+                    x_shape.clone(),
+                    vec![n],
+                )
+                .with_attr("dimensions", AttrValue::Ints(vec![])),
+            )
+        };
+        comp.add(Instruction::new(comp.unique_name(&format!("{name}.scaled")), Opcode::Multiply, x_shape, vec![x, n]))
+    } else {
+        x
+    };
+    super::become_op(comp, id, Opcode::Broadcast, vec![value]);
+    let r = comp.inst_mut(id);
+    r.shape = shape;
+    r.set_attr("dimensions", AttrValue::Ints(new_dims));
+    Some(rule)
+}
+
+/// The value `op` leaves unchanged, as [`splat`] reads constants: infinities for float max
+/// and min, the type's bounds for integers, all ones for and, zero for or.
+fn identity_of(op: Opcode, et: ElementType) -> Option<f64> {
+    let (lo, hi) = if et == ElementType::Pred {
+        (0.0, 1.0)
+    } else if et.is_float() {
+        (f64::NEG_INFINITY, f64::INFINITY)
+    } else if et.is_integral() && et.bit_width() <= 32 {
+        let w = et.bit_width() as i32;
+        if et.is_signed_integral() {
+            (-(2f64.powi(w - 1)), 2f64.powi(w - 1) - 1.0)
+        } else {
+            (0.0, 2f64.powi(w) - 1.0)
+        }
+    } else {
+        return None;
+    };
+    match op {
+        Opcode::Maximum => Some(lo),
+        Opcode::Minimum => Some(hi),
+        // All bits set: true, or -1 / the maximum as a signed / unsigned integer.
+        Opcode::And if et == ElementType::Pred || et.is_unsigned_integral() => Some(hi),
+        Opcode::And if et.is_signed_integral() => Some(-1.0),
+        Opcode::Or if !et.is_float() => Some(0.0),
+        _ => None,
+    }
+}
+
+/// `n` as a scalar of type `et` (integers wrap, as repeated addition does).
+fn scalar_of(et: ElementType, n: i64) -> Option<Literal> {
+    use ElementType as E;
+    let bits: u128 = match et {
+        E::F32 => u128::from((n as f32).to_bits()),
+        E::F64 => u128::from((n as f64).to_bits()),
+        E::F16 => u128::from(half::f16::from_f64(n as f64).to_bits()),
+        E::BF16 => u128::from(half::bf16::from_f64(n as f64).to_bits()),
+        _ if et.is_integral() && et != E::Pred => {
+            let w = et.bit_width();
+            (n as i128 as u128) & if w >= 128 { u128::MAX } else { (1u128 << w) - 1 }
+        }
+        _ => return None,
+    };
+    let lit = Literal::from_bits_vec(Shape::scalar(et), vec![bits]).ok()?;
+    // A float count must be exact (bf16 has 8 significant bits): a rounded count would scale
+    // by another number than the reduction adds up.
+    if et.is_float() && tessera_hlo::corpus::tolerance::values(&lit).ok()?.first() != Some(&(n as f64)) {
+        return None;
+    }
+    Some(lit)
+}
