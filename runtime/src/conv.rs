@@ -325,16 +325,7 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
         // SAFETY: a published pool outlives the run that published it.
         let pool = if pool.is_null() || macs < PARALLEL_MIN_MACS { None } else { Some(unsafe { &*pool }) };
         match pool {
-            Some(pool) if pool.threads() > 1 && !pool.is_worker_thread() && tasks > 1 => {
-                let threads = pool.threads().min(tasks);
-                pool.install(|| {
-                    rayon::scope(|s| {
-                        for _ in 0..threads {
-                            s.spawn(|_| work());
-                        }
-                    })
-                });
-            }
+            Some(pool) if pool.threads() > 1 && tasks > 1 => pool.run_chunks(pool.threads().min(tasks), |_| work()),
             _ => work(),
         }
     });
@@ -506,25 +497,37 @@ fn point_offset(d: &Desc, p: usize) -> i64 {
 }
 
 /// One patch row: for each window position (row-major), the group's input features at the
-/// input element it lands on, or zeros.
+/// input element it lands on, or zeros. The last spatial dimension's window positions are the
+/// inner loop, so the leading dimensions' offsets and validity are worked out once per run of
+/// them rather than once per position (with one input feature, a position is one load).
 fn gather_row<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, row: &mut [T]) {
     let gi = d.group_in as usize;
     let n = d.dims.len();
-    let taps = if gi == 0 { 0 } else { row.len() / gi };
+    let fs = d.in_feature_stride as isize;
+    if gi == 0 || row.is_empty() {
+        return;
+    }
+    if n == 0 {
+        // SAFETY: the input point's features by the contract.
+        unsafe { copy_features(row, plan.lhs.0.offset(base as isize), fs) };
+        return;
+    }
+    let last = &d.dims[n - 1];
+    let kl = last.k_size as usize;
+    // SAFETY: the table holds out_size * k_size entries; this is output position os[n - 1]'s.
+    let inner = unsafe { std::slice::from_raw_parts(plan.tables[n - 1].0.add((os[n - 1] * last.k_size) as usize), kl) };
     let mut kk = [0i64; 8];
     let mut kk_heap = Vec::new();
-    let kk: &mut [i64] = if n <= 8 {
-        &mut kk[..n]
+    let kk: &mut [i64] = if n <= 9 {
+        &mut kk[..n - 1]
     } else {
-        kk_heap.resize(n, 0);
+        kk_heap.resize(n - 1, 0);
         &mut kk_heap
     };
-    let fs = d.in_feature_stride as isize;
-    for t in 0..taps {
-        let dst = &mut row[t * gi..(t + 1) * gi];
+    for seg in row.chunks_exact_mut(kl * gi) {
         let mut off = base;
         let mut valid = true;
-        for s in 0..n {
+        for s in 0..n - 1 {
             let x = &d.dims[s];
             // SAFETY: the table holds out_size * k_size entries.
             let e = unsafe { *plan.tables[s].0.add((os[s] * x.k_size + kk[s]) as usize) };
@@ -534,23 +537,26 @@ fn gather_row<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, row: &mu
             }
             off += e;
         }
-        if valid {
-            // SAFETY: an input element by the contract and the table's validity check.
-            let src = unsafe { plan.lhs.0.offset(off as isize) };
-            if fs == 1 {
-                // SAFETY: `gi` consecutive features.
-                dst.copy_from_slice(unsafe { std::slice::from_raw_parts(src, gi) });
-            } else {
-                for (i, v) in dst.iter_mut().enumerate() {
-                    // SAFETY: feature `i` of the group.
-                    *v = unsafe { *src.offset(i as isize * fs) };
+        if valid && gi == 1 {
+            let src = plan.lhs.0.wrapping_offset(off as isize);
+            for (dst, &e) in seg.iter_mut().zip(inner) {
+                // SAFETY: an input element by the contract and the tables' validity checks.
+                *dst = if e < 0 { T::ZERO } else { unsafe { *src.offset(e as isize) } };
+            }
+        } else if valid {
+            for (dst, &e) in seg.chunks_exact_mut(gi).zip(inner) {
+                if e < 0 {
+                    dst.fill(T::ZERO);
+                } else {
+                    // SAFETY: an input element by the contract and the tables' validity checks.
+                    unsafe { copy_features(dst, plan.lhs.0.offset((off + e) as isize), fs) };
                 }
             }
         } else {
-            dst.fill(T::ZERO);
+            seg.fill(T::ZERO);
         }
-        // Next window position, the last spatial dimension fastest.
-        let mut s = n;
+        // Next window position of the leading dimensions, the last of them fastest.
+        let mut s = n - 1;
         while s > 0 {
             s -= 1;
             kk[s] += 1;
@@ -558,6 +564,24 @@ fn gather_row<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, row: &mu
                 break;
             }
             kk[s] = 0;
+        }
+    }
+}
+
+/// `dst.len()` input features starting at `src`, `fs` elements apart.
+///
+/// # Safety
+/// Every addressed element must be readable.
+#[inline(always)]
+unsafe fn copy_features<T: Elem>(dst: &mut [T], src: *const T, fs: isize) {
+    match dst {
+        // SAFETY: the caller's contract, for every arm.
+        [one] => *one = unsafe { *src },
+        _ if fs == 1 => dst.copy_from_slice(unsafe { std::slice::from_raw_parts(src, dst.len()) }),
+        _ => {
+            for (i, v) in dst.iter_mut().enumerate() {
+                *v = unsafe { *src.offset(i as isize * fs) };
+            }
         }
     }
 }
@@ -682,6 +706,10 @@ mod tests {
             nhwc(2, [9, 8], 8, [3, 3], 16, 1, [(1, 1, 1, 1, 1, false), (2, 0, 2, 1, 2, true)]),
             nhwc(3, [7, 7], 12, [2, 3], 8, 2, [(2, -1, 2, 2, 1, false), (1, 2, 1, 1, 1, false)]),
             nhwc(4, [20, 20], 16, [3, 3], 32, 1, [(1, 1, 1, 1, 1, false), (1, 1, 1, 1, 1, false)]),
+            // One input feature per group (the one-load gather): LeNet's first layer, and a
+            // depthwise convolution with dilation, reversal and padding on both sides.
+            nhwc(4, [28, 28], 1, [5, 5], 6, 1, [(1, 2, 2, 1, 1, false); 2]),
+            nhwc(2, [9, 9], 4, [3, 3], 4, 4, [(1, 1, 1, 1, 1, false), (2, 1, 0, 2, 2, true)]),
         ];
         for (desc, n_in, n_k, n_out) in cases {
             let x = values(n_in, 1);

@@ -90,15 +90,15 @@ unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
     let pool = if pool.is_null() || flops < PARALLEL_MIN_FLOPS { None } else { Some(unsafe { &*pool }) };
     let threads = pool.map_or(1, ThreadPool::threads);
     let (c, a, b) = (SendPtr(c), SendPtr(a as *mut T), SendPtr(b as *mut T));
-    let call = move |parallelism: Parallelism| {
-        let (c, a, b) = (c, a, b);
+    // `C[rows x cols] = A[rows x k] * B[k x cols]` for a block of the matrices.
+    let block = move |rows: usize, cols: usize, a: SendPtr<T>, b: SendPtr<T>, c: SendPtr<T>, parallelism| {
         // SAFETY: the caller guarantees the matrices are valid for the given sizes and
         // strides. With `read_dst = false`, gemm computes `dst = beta * lhs * rhs`, ignoring
         // what `C` held (and `alpha`).
         unsafe {
             gemm::gemm(
-                m,
-                n,
+                rows,
+                cols,
                 k,
                 c.0,
                 stride(c_cs),
@@ -121,13 +121,30 @@ unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
     };
     match pool {
         Some(pool) if threads > 1 => {
-            if pool.is_worker_thread() {
-                call(Parallelism::Rayon(threads))
-            } else {
-                pool.install(|| call(Parallelism::Rayon(threads)))
-            }
+            // One block of rows (or, for few rows, of columns) per thread, each a
+            // single-threaded GEMM: a fork and join like a launch's, where the gemm crate's own
+            // rayon parallelism costs tens of microseconds more per call on small matrices.
+            let by_rows = m >= threads * 32;
+            let (extent, chunks) = if by_rows { (m, threads) } else { (n, threads.min(n.div_ceil(32)).max(1)) };
+            pool.run_chunks(chunks, |i| {
+                let (lo, hi) = crate::thread_pool::chunk_bounds(extent as i64, chunks, i);
+                let (lo, hi) = (lo as usize, hi as usize);
+                let (mut a, mut b, mut c) = (a, b, c);
+                let (mut rows, mut cols) = (m, n);
+                if by_rows {
+                    a = SendPtr(a.0.wrapping_offset(lo as isize * stride(a_rs)));
+                    c = SendPtr(c.0.wrapping_offset(lo as isize * stride(c_rs)));
+                    rows = hi - lo;
+                } else {
+                    b = SendPtr(b.0.wrapping_offset(lo as isize * stride(b_cs)));
+                    c = SendPtr(c.0.wrapping_offset(lo as isize * stride(c_cs)));
+                    cols = hi - lo;
+                }
+                // The block lies inside the caller's matrices; blocks write disjoint parts of C.
+                block(rows, cols, a, b, c, Parallelism::None)
+            });
         }
-        _ => call(Parallelism::None),
+        _ => block(m, n, a, b, c, Parallelism::None),
     }
 }
 

@@ -541,13 +541,7 @@ pub(crate) unsafe fn run<E: Elem>(p: &Problem<E>) {
         unsafe { f(p, lo, hi) };
     };
     match pool {
-        Some(pool) if tasks > 1 && threads > 1 && !pool.is_worker_thread() => pool.install(|| {
-            rayon::scope(|s| {
-                for _ in 0..threads.min(tasks) {
-                    s.spawn(|_| work());
-                }
-            })
-        }),
+        Some(pool) if tasks > 1 && threads > 1 => pool.run_chunks(threads.min(tasks), |_| work()),
         _ => work(),
     }
 }

@@ -1,19 +1,39 @@
-//! The thread pool that runs kernel grids (DESIGN.md section 7): a rayon pool with a
-//! configurable thread count (default: all cores). A launch's grid `0..extent` is split into
-//! at most one contiguous chunk per thread, and the kernel is called once per chunk.
+//! The thread pool that runs kernel grids (DESIGN.md section 7): `threads - 1` worker threads
+//! plus the calling thread (default: all cores). A launch's grid `0..extent` is split into at
+//! most one contiguous chunk per thread, and the kernel is called once per chunk.
 //!
-//! Splitting costs a fork/join (a few microseconds), so a launch is split only when it is big
-//! enough to pay for it. The measure is the bytes the kernel's buffers span (what an
-//! elementwise or copy kernel moves): every chunk must get at least [`MIN_CHUNK_BYTES`]
-//! (at ~10 GB/s per core, 64 KiB is ~6 us of work), and never more chunks than grid indices.
-//! Compute-heavy kernels on small buffers (a dot with a long contraction) are thereby
-//! underestimated; those go through the GEMM runtime call, which has its own threading.
+//! Splitting costs a hand-off to the workers, so a launch is split only when it is big enough
+//! to pay for it. The measure is the bytes the kernel's buffers span (what an elementwise or
+//! copy kernel moves): every chunk must get at least [`MIN_CHUNK_BYTES`] (at ~10 GB/s per
+//! core, 64 KiB is ~6 us of work), and never more chunks than grid indices. Compute-heavy
+//! kernels on small buffers (a dot with a long contraction) are thereby underestimated; those
+//! go through the GEMM runtime call, which splits its own work on this pool.
+//!
+//! Why not rayon: a rayon pool's caller blocks on a condition variable while workers run the
+//! job, and idle workers sleep soon after; on a virtual machine each of those wake-ups takes
+//! 20-40 us, so a split 64K-element negate took 33-47 us on two threads against 8 us on one.
+//! Here the caller runs chunk 0 itself and spins until the others are done, and workers spin
+//! for [`SPIN`] after their last chunk before they park, so the launches of a run (and runs
+//! in a row) find them awake. A pool runs one split job at a time: a launch from another
+//! thread (concurrent runs) or from inside a chunk (a GEMM in a kernel) while a job is under
+//! way runs its chunks on its own thread.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
 
 use crate::error::RuntimeError;
 use crate::KernelFn;
 
 /// Smallest share of a launch's bytes worth handing to another thread.
 pub const MIN_CHUNK_BYTES: u64 = 64 * 1024;
+
+/// How long an idle worker waits for the next job, spinning, before it parks: longer than the
+/// single-threaded stretches between a run's split launches, and than a host loop's gap
+/// between runs, so those do not pay a wake-up. It costs a core only while runs come.
+const SPIN: Duration = Duration::from_micros(300);
 
 /// Whether a launch of `extent` grid indices moving `work_bytes` bytes could run as more than
 /// one chunk on some pool: what a compiled entry asks to call a kernel directly instead.
@@ -23,19 +43,116 @@ pub const fn may_split(extent: i64, work_bytes: u64) -> bool {
 
 /// Runs kernels on a fixed number of threads.
 pub struct ThreadPool {
+    threads: usize,
     /// `None` when running on one thread: launches then run on the caller's thread and no
     /// worker threads exist.
-    pool: Option<rayon::ThreadPool>,
-    threads: usize,
+    shared: Option<Arc<Shared>>,
+    workers: Vec<JoinHandle<()>>,
 }
 
-/// The kernel's buffer table, shared by every chunk of one launch.
-#[derive(Clone, Copy)]
-struct Buffers(*const *mut u8);
-// SAFETY: the table and the buffers it points to outlive the launch (the launching thread
-// waits for every chunk), and chunks write disjoint grid indices by the kernel contract.
-unsafe impl Send for Buffers {}
-unsafe impl Sync for Buffers {}
+/// The job a pool runs: `f(i)` for every chunk `i`.
+struct Job<'a> {
+    f: &'a (dyn Fn(usize) + Sync),
+}
+
+/// What the calling thread and the workers share.
+struct Shared {
+    /// The current job's epoch (24 bits, wrapping), chunk count (20 bits) and next unclaimed
+    /// chunk (20 bits), in one word so that claiming a chunk checks all three at once: a
+    /// worker that arrives after its job ended cannot claim a chunk of the next one with a
+    /// stale view of it.
+    state: AtomicU64,
+    /// The current job (a `Job` on the publishing thread's stack). Read only by a thread that
+    /// has claimed a chunk of the current epoch: the publisher waits for every chunk, so the
+    /// job outlives every read.
+    job: AtomicPtr<()>,
+    /// Chunks of the current job that have finished.
+    done: AtomicUsize,
+    /// A chunk of the current job panicked (the caller panics in turn).
+    panicked: AtomicBool,
+    /// A job is under way.
+    busy: AtomicBool,
+    /// Per worker: parked, or about to be (the publisher unparks it).
+    parked: Vec<AtomicBool>,
+    /// The workers' handles, to unpark them.
+    handles: std::sync::OnceLock<Vec<Thread>>,
+    shutdown: AtomicBool,
+}
+
+const EPOCH_SHIFT: u32 = 40;
+const CHUNKS_SHIFT: u32 = 20;
+const FIELD: u64 = (1 << 20) - 1;
+
+fn unpack(v: u64) -> (u64, usize, usize) {
+    (v >> EPOCH_SHIFT, ((v >> CHUNKS_SHIFT) & FIELD) as usize, (v & FIELD) as usize)
+}
+
+impl Shared {
+    /// Claims and runs chunks of epoch `epoch`'s job until none is left.
+    fn run_chunks_of(&self, epoch: u64) {
+        loop {
+            let v = self.state.load(Ordering::Acquire);
+            let (e, chunks, next) = unpack(v);
+            if e != epoch || next >= chunks {
+                return;
+            }
+            if self.state.compare_exchange_weak(v, v + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
+                continue;
+            }
+            // SAFETY: chunk `next` of this epoch is claimed and not done, so the job it
+            // belongs to is still published and alive (see `job`).
+            let job = unsafe { &*(self.job.load(Ordering::Acquire) as *const Job<'_>) };
+            if catch_unwind(AssertUnwindSafe(|| (job.f)(next))).is_err() {
+                self.panicked.store(true, Ordering::Relaxed);
+            }
+            self.done.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    fn worker(&self, me: usize) {
+        // The pool starts at epoch 0 and its first job is epoch 1: a worker that starts after
+        // that job was published still joins it.
+        let mut seen = 0;
+        loop {
+            let mut idle_since = Instant::now();
+            let mut spins = 0u32;
+            loop {
+                let epoch = self.state.load(Ordering::Acquire) >> EPOCH_SHIFT;
+                if epoch != seen {
+                    seen = epoch;
+                    break;
+                }
+                if self.shutdown.load(Ordering::Acquire) {
+                    return;
+                }
+                spins = spins.wrapping_add(1);
+                if spins % 256 == 0 && idle_since.elapsed() > SPIN {
+                    // Parked, then a last look: a publisher either sees the flag (and
+                    // unparks) or published before the look (and this sees its epoch).
+                    self.parked[me].store(true, Ordering::SeqCst);
+                    if self.state.load(Ordering::SeqCst) >> EPOCH_SHIFT == seen && !self.shutdown.load(Ordering::SeqCst)
+                    {
+                        std::thread::park();
+                    }
+                    self.parked[me].store(false, Ordering::SeqCst);
+                    idle_since = Instant::now();
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            self.run_chunks_of(seen);
+        }
+    }
+
+    fn wake_parked(&self) {
+        let Some(handles) = self.handles.get() else { return };
+        for (flag, thread) in self.parked.iter().zip(handles) {
+            if flag.load(Ordering::SeqCst) && flag.swap(false, Ordering::SeqCst) {
+                thread.unpark();
+            }
+        }
+    }
+}
 
 impl ThreadPool {
     /// A pool of `threads` threads (`None`: one per core).
@@ -45,17 +162,39 @@ impl ThreadPool {
             Some(n) => n,
             None => std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
-        let pool = if threads > 1 {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .thread_name(|i| format!("tessera-worker-{i}"))
-                .build()
-                .map_err(|e| RuntimeError::ThreadPool(e.to_string()))?;
-            Some(pool)
-        } else {
-            None
-        };
-        Ok(ThreadPool { pool, threads })
+        if threads == 1 {
+            return Ok(ThreadPool { threads, shared: None, workers: Vec::new() });
+        }
+        let shared = Arc::new(Shared {
+            state: AtomicU64::new(0),
+            job: AtomicPtr::new(std::ptr::null_mut()),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            busy: AtomicBool::new(false),
+            parked: (1..threads).map(|_| AtomicBool::new(false)).collect(),
+            handles: std::sync::OnceLock::new(),
+            shutdown: AtomicBool::new(false),
+        });
+        let mut workers = Vec::with_capacity(threads - 1);
+        for me in 0..threads - 1 {
+            let mine = Arc::clone(&shared);
+            let handle = std::thread::Builder::new()
+                .name(format!("tessera-worker-{me}"))
+                .spawn(move || mine.worker(me))
+                .map_err(|e| RuntimeError::ThreadPool(e.to_string()));
+            match handle {
+                Ok(h) => workers.push(h),
+                Err(e) => {
+                    // The pool is not made: stop the workers already started.
+                    let _ = shared.handles.set(workers.iter().map(|w| w.thread().clone()).collect());
+                    let pool = ThreadPool { threads, shared: Some(shared), workers };
+                    drop(pool);
+                    return Err(e);
+                }
+            }
+        }
+        let _ = shared.handles.set(workers.iter().map(|w| w.thread().clone()).collect());
+        Ok(ThreadPool { threads, shared: Some(shared), workers })
     }
 
     pub fn threads(&self) -> usize {
@@ -79,41 +218,73 @@ impl ThreadPool {
             return;
         }
         let chunks = self.chunks(extent, work_bytes);
-        match &self.pool {
-            Some(pool) if chunks > 1 => {
-                let table = Buffers(buffers);
-                pool.scope(|scope| {
-                    for i in 1..chunks {
-                        let (lo, hi) = chunk_bounds(extent, chunks, i);
-                        scope.spawn(move |_| {
-                            let table = table;
-                            // SAFETY: the caller's contract; chunks cover disjoint indices.
-                            unsafe { kernel(table.0, lo, hi) }
-                        });
-                    }
-                    let (lo, hi) = chunk_bounds(extent, chunks, 0);
-                    // SAFETY: as above.
-                    unsafe { kernel(table.0, lo, hi) }
-                });
-            }
+        if chunks == 1 {
             // SAFETY: the caller's contract.
-            _ => unsafe { kernel(buffers, 0, extent) },
+            unsafe { kernel(buffers, 0, extent) };
+            return;
         }
+        let table = Buffers(buffers);
+        self.run_chunks(chunks, move |i| {
+            let table = table;
+            let (lo, hi) = chunk_bounds(extent, chunks, i);
+            // SAFETY: the caller's contract; chunks cover disjoint indices.
+            unsafe { kernel(table.0, lo, hi) }
+        });
     }
 
-    /// Runs `f` inside the pool (so rayon work it starts uses this pool's threads).
-    pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
-        match &self.pool {
-            Some(pool) => pool.install(f),
-            None => f(),
+    /// Runs `f(0)`, ..., `f(chunks - 1)`, on the pool's threads when it is free (the caller
+    /// runs chunks too), and returns when all have run. A panic in a chunk panics here.
+    pub fn run_chunks(&self, chunks: usize, f: impl Fn(usize) + Sync) {
+        let shared = match &self.shared {
+            Some(s) if chunks > 1 && chunks as u64 <= FIELD => s,
+            _ => return (0..chunks).for_each(f),
+        };
+        if shared.busy.swap(true, Ordering::Acquire) {
+            // Another job is under way (a concurrent run, or this is inside one of its chunks).
+            return (0..chunks).for_each(f);
         }
-    }
-
-    /// True when called from one of this pool's worker threads.
-    pub fn is_worker_thread(&self) -> bool {
-        self.pool.as_ref().is_some_and(|p| p.current_thread_index().is_some())
+        let job = Job { f: &f };
+        shared.job.store(&job as *const Job<'_> as *mut (), Ordering::Release);
+        shared.done.store(0, Ordering::Relaxed);
+        shared.panicked.store(false, Ordering::Relaxed);
+        // Epochs wrap at 24 bits, skipping 0 (the epoch before the first job).
+        let epoch = ((shared.state.load(Ordering::Relaxed) >> EPOCH_SHIFT) + 1) & ((1 << 24) - 1);
+        let epoch = epoch.max(1);
+        shared.state.store(epoch << EPOCH_SHIFT | (chunks as u64) << CHUNKS_SHIFT, Ordering::SeqCst);
+        shared.wake_parked();
+        shared.run_chunks_of(epoch);
+        while shared.done.load(Ordering::Acquire) < chunks {
+            std::hint::spin_loop();
+        }
+        let panicked = shared.panicked.load(Ordering::Relaxed);
+        shared.busy.store(false, Ordering::Release);
+        if panicked {
+            panic!("a chunk of a thread-pool job panicked");
+        }
     }
 }
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared.shutdown.store(true, Ordering::SeqCst);
+            if let Some(handles) = shared.handles.get() {
+                handles.iter().for_each(Thread::unpark);
+            }
+        }
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+/// The kernel's buffer table, shared by every chunk of one launch.
+#[derive(Clone, Copy)]
+struct Buffers(*const *mut u8);
+// SAFETY: the table and the buffers it points to outlive the launch (the launching thread
+// waits for every chunk), and chunks write disjoint grid indices by the kernel contract.
+unsafe impl Send for Buffers {}
+unsafe impl Sync for Buffers {}
 
 /// Grid indices of chunk `i` of `chunks` equal contiguous parts of `0..extent`.
 pub fn chunk_bounds(extent: i64, chunks: usize, i: usize) -> (i64, i64) {
@@ -183,7 +354,57 @@ mod tests {
         let (out, calls) = run(&pool, 64, u64::MAX);
         assert_eq!(calls, 1);
         assert!(out.iter().all(|&x| x == 1));
-        assert!(!pool.is_worker_thread());
+    }
+
+    /// Every chunk of a job waits until all have started: it ends only if the job's chunks
+    /// really run on different threads at once, before and after the workers park.
+    #[test]
+    fn chunks_run_at_once_on_awake_and_parked_workers() {
+        use std::sync::atomic::AtomicUsize;
+        let pool = ThreadPool::new(Some(3)).unwrap();
+        for round in 0..4 {
+            let started = AtomicUsize::new(0);
+            let deadline = Instant::now() + Duration::from_secs(20);
+            pool.run_chunks(3, |_| {
+                started.fetch_add(1, Ordering::SeqCst);
+                while started.load(Ordering::SeqCst) < 3 {
+                    assert!(Instant::now() < deadline, "round {round}: the chunks did not run at once");
+                    std::hint::spin_loop();
+                }
+            });
+            if round % 2 == 1 {
+                // Long enough for the workers to park.
+                std::thread::sleep(SPIN * 10);
+            }
+        }
+    }
+
+    /// A job started inside a chunk, or by another thread while a job is under way, runs on
+    /// its own thread; every chunk of every job runs exactly once, and a panicking chunk
+    /// panics the caller and leaves the pool usable.
+    #[test]
+    fn nested_concurrent_and_panicking_jobs() {
+        use std::sync::atomic::AtomicUsize;
+        let pool = ThreadPool::new(Some(2)).unwrap();
+        let inner = AtomicUsize::new(0);
+        pool.run_chunks(2, |_| pool.run_chunks(3, |_| _ = inner.fetch_add(1, Ordering::SeqCst)));
+        assert_eq!(inner.load(Ordering::SeqCst), 6);
+        let total = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..500 {
+                        pool.run_chunks(2, |i| _ = total.fetch_add(i + 1, Ordering::SeqCst));
+                    }
+                });
+            }
+        });
+        assert_eq!(total.load(Ordering::SeqCst), 4 * 500 * 3);
+        let caught = std::panic::catch_unwind(AssertUnwindSafe(|| pool.run_chunks(2, |i| assert!(i != 1))));
+        assert!(caught.is_err());
+        let (out, calls) = run(&pool, 100, u64::MAX);
+        assert_eq!(calls, 2);
+        assert!(out.iter().all(|&x| x == 1));
     }
 
     #[test]
