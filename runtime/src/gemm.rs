@@ -91,7 +91,7 @@ unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
     let threads = pool.map_or(1, ThreadPool::threads);
     let (c, a, b) = (SendPtr(c), SendPtr(a as *mut T), SendPtr(b as *mut T));
     // `C[rows x cols] = A[rows x k] * B[k x cols]` for a block of the matrices.
-    let block = move |rows: usize, cols: usize, a: SendPtr<T>, b: SendPtr<T>, c: SendPtr<T>, parallelism| {
+    let block = move |rows: usize, cols: usize, a: SendPtr<T>, b: SendPtr<T>, c: SendPtr<T>| {
         // SAFETY: the caller guarantees the matrices are valid for the given sizes and
         // strides. With `read_dst = false`, gemm computes `dst = beta * lhs * rhs`, ignoring
         // what `C` held (and `alpha`).
@@ -115,15 +115,15 @@ unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
                 false,
                 false,
                 false,
-                parallelism,
+                Parallelism::None,
             )
         }
     };
     match pool {
         Some(pool) if threads > 1 => {
             // One block of rows (or, for few rows, of columns) per thread, each a
-            // single-threaded GEMM: a fork and join like a launch's, where the gemm crate's own
-            // rayon parallelism costs tens of microseconds more per call on small matrices.
+            // single-threaded GEMM run on the pool like a launch's chunks: the gemm crate's own
+            // threading is rayon's, whose wake-ups cost 20-40 us per call on a virtual machine.
             let by_rows = m >= threads * 32;
             let (extent, chunks) = if by_rows { (m, threads) } else { (n, threads.min(n.div_ceil(32)).max(1)) };
             pool.run_chunks(chunks, |i| {
@@ -141,10 +141,10 @@ unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
                     cols = hi - lo;
                 }
                 // The block lies inside the caller's matrices; blocks write disjoint parts of C.
-                block(rows, cols, a, b, c, Parallelism::None)
+                block(rows, cols, a, b, c)
             });
         }
-        _ => block(m, n, a, b, c, Parallelism::None),
+        _ => block(m, n, a, b, c),
     }
 }
 

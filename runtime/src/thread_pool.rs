@@ -137,7 +137,7 @@ impl Shared {
                     self.parked[me].store(false, Ordering::SeqCst);
                     idle_since = Instant::now();
                 } else {
-                    std::hint::spin_loop();
+                    relax(spins);
                 }
             }
             self.run_chunks_of(seen);
@@ -151,6 +151,16 @@ impl Shared {
                 thread.unpark();
             }
         }
+    }
+}
+
+/// One step of a spin wait: a pause, and now and then a yield, so that other runnable threads
+/// (several host threads running one executable on few cores) get the core.
+fn relax(spins: u32) {
+    if spins % 64 == 0 {
+        std::thread::yield_now();
+    } else {
+        std::hint::spin_loop();
     }
 }
 
@@ -253,8 +263,10 @@ impl ThreadPool {
         shared.state.store(epoch << EPOCH_SHIFT | (chunks as u64) << CHUNKS_SHIFT, Ordering::SeqCst);
         shared.wake_parked();
         shared.run_chunks_of(epoch);
+        let mut spins = 0u32;
         while shared.done.load(Ordering::Acquire) < chunks {
-            std::hint::spin_loop();
+            spins = spins.wrapping_add(1);
+            relax(spins);
         }
         let panicked = shared.panicked.load(Ordering::Relaxed);
         shared.busy.store(false, Ordering::Release);

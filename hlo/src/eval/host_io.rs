@@ -115,6 +115,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 fn value_shape(v: &Value) -> Shape {
     match v {
         Value::Arr(a) => Shape::array(a.ty, &a.dims),
+        Value::Packed(lit) => lit.shape().clone(),
         Value::Tuple(vs) => Shape::Tuple(vs.iter().map(value_shape).collect()),
         Value::Token => Shape::Token,
     }

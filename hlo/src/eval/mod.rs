@@ -106,7 +106,7 @@ pub fn evaluate_with(module: &Module, args: &[Literal], options: &EvalOptions) -
                 arg.shape()
             )));
         }
-        values.push(Value::from_literal(arg, "parameter")?);
+        values.push(Value::from_literal(arg, "parameter")?.packed());
     }
     let evaluator = Evaluator { module, options, rng: rng::RngStream::new(options.rng_seed) };
     let result = evaluator.run(entry, values)?;
@@ -186,11 +186,13 @@ impl<'m> Evaluator<'m> {
                 }
                 // bitcast reads the operand's physical buffer, so it needs the operand's layout.
                 match (inst.opcode, inst.operands.first(), ops.first()) {
-                    (Opcode::Bitcast, Some(&o), Some(v)) => wrappers::bitcast(inst, &comp.inst(o).shape, v)?,
+                    (Opcode::Bitcast, Some(&o), Some(v)) => {
+                        wrappers::bitcast(inst, &comp.inst(o).shape, v.widened(&inst.name)?.as_ref())?
+                    }
                     _ => self.eval_inst(inst, &ops, &[])?,
                 }
             };
-            values[id.index()] = Some(v);
+            values[id.index()] = Some(v.packed());
             for o in distinct(inst) {
                 let left = &mut uses_left[o.index()];
                 *left -= 1;
@@ -205,6 +207,30 @@ impl<'m> Evaluator<'m> {
 
     fn eval_inst(&self, inst: &Instruction, ops: &[&Value], args: &[Value]) -> Result<Value, EvalError> {
         use Opcode as O;
+        // Ops that only pass values on take packed arrays as they are; the others compute on
+        // widened copies, made here and dropped when the op is done.
+        let passes_on = matches!(
+            inst.opcode,
+            O::Parameter
+                | O::Constant
+                | O::Tuple
+                | O::GetTupleElement
+                | O::Call
+                | O::While
+                | O::Conditional
+                | O::Copy
+                | O::OptimizationBarrier
+                | O::Dot
+        );
+        let widened: Vec<std::borrow::Cow<'_, Value>>;
+        let refs: Vec<&Value>;
+        let ops: &[&Value] = if passes_on || !ops.iter().any(|v| v.has_packed()) {
+            ops
+        } else {
+            widened = ops.iter().map(|v| v.widened(&inst.name)).collect::<Result<_, _>>()?;
+            refs = widened.iter().map(|c| c.as_ref()).collect();
+            &refs
+        };
         match inst.opcode {
             O::Parameter => match inst.payload {
                 Payload::Parameter(n) => usize::try_from(n)
@@ -243,14 +269,13 @@ impl<'m> Evaluator<'m> {
             O::While => self.eval_while(inst, ops),
             O::Conditional => self.eval_conditional(inst, ops),
             O::Map => self.eval_map(inst, &arrays(inst, ops)?),
-            O::Dot => {
-                let ops = arrays(inst, ops)?;
-                if ops.iter().any(|a| a.ty.is_complex()) {
-                    complex::dot(inst, &ops).map(Value::Arr)
-                } else {
-                    dot::dot(inst, &ops).map(Value::Arr)
+            O::Dot => match ops {
+                // Real operands may stay packed: the dot lays them out before widening.
+                [l, r] if !ops.iter().any(|v| matches!(v, Value::Arr(a) if a.ty.is_complex())) => {
+                    dot::dot_of(inst, dot_operand(inst, l)?, dot_operand(inst, r)?).map(Value::Arr)
                 }
-            }
+                _ => complex::dot(inst, &arrays(inst, ops)?).map(Value::Arr),
+            },
             O::Sort => sort::sort(self, inst, &arrays(inst, ops)?),
             O::TopK => sort::topk(inst, &arrays(inst, ops)?),
             O::Fft => fft::fft(inst, &arrays(inst, ops)?).map(Value::Arr),
@@ -379,12 +404,22 @@ impl Evaluator<'_> {
 }
 
 /// The operands as arrays; tuples are an error for ops that take arrays.
+fn dot_operand<'a>(inst: &Instruction, v: &'a Value) -> Result<dot::Operand<'a>, EvalError> {
+    match v {
+        Value::Arr(a) => Ok(dot::Operand::Wide(a)),
+        Value::Packed(lit) => Ok(dot::Operand::Packed(lit)),
+        _ => Err(EvalError::invalid(inst, "a dot operand is not an array")),
+    }
+}
+
 fn arrays<'a>(inst: &Instruction, ops: &[&'a Value]) -> Result<Vec<&'a Arr>, EvalError> {
     ops.iter()
         .map(|v| match v {
             Value::Arr(a) => Ok(a),
             Value::Tuple(_) => Err(EvalError::invalid(inst, "expected an array operand, found a tuple")),
             Value::Token => Err(EvalError::invalid(inst, "expected an array operand, found a token")),
+            // Operands are widened before an op computes with them.
+            Value::Packed(_) => Err(EvalError::invalid(inst, "a packed operand reached an op unwidened")),
         })
         .collect()
 }

@@ -117,3 +117,37 @@ fn dynamic_slice_starts_are_clamped() {
     assert_eq!(run(9), vec![13, 14]);
     assert_eq!(run(-4), vec![10, 11]);
 }
+
+/// A dot whose operands are large enough to be packed (one bf16 operand read transposed, one
+/// f32 operand read as it is) gives, bit for bit, what it gives on widened operands.
+#[test]
+fn dots_of_packed_operands_match_widened_ones() {
+    use super::dot::{dot, dot_of, Operand};
+    use super::Value;
+    let text = "HloModule m\nENTRY e {\n  a = f32[300,256] parameter(0)\n  b = bf16[260,256] parameter(1)\n  \
+                ROOT d = f32[300,260] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n";
+    let m = parse_module(text).expect("parse");
+    let inst = m.entry_comp().root_inst();
+    let a = Literal::from_vec(&[300, 256], (0..300 * 256).map(|i| ((i * 37) % 101) as f32 * 0.25 - 12.0).collect())
+        .unwrap();
+    let b = Literal::from_vec(
+        &[260, 256],
+        (0..260 * 256).map(|i| half::bf16::from_f32(((i * 53) % 97) as f32 * 0.125 - 6.0)).collect(),
+    )
+    .unwrap();
+    let wide = |l: &Literal| match Value::from_literal(l, "arg").unwrap() {
+        Value::Arr(a) => a,
+        _ => panic!("not an array"),
+    };
+    let (wa, wb) = (wide(&a), wide(&b));
+    let want = dot(inst, &[&wa, &wb]).unwrap();
+    let (Value::Packed(pa), Value::Packed(pb)) = (Value::Arr(wa.clone()).packed(), Value::Arr(wb.clone()).packed())
+    else {
+        panic!("the operands were not packed");
+    };
+    for (l, r) in [(Operand::Packed(&pa), Operand::Packed(&pb)), (Operand::Wide(&wa), Operand::Packed(&pb))] {
+        let got = dot_of(inst, l, r).unwrap();
+        let shape = crate::shape::Shape::array(got.ty, &got.dims);
+        assert_eq!(got.to_literal(&shape).unwrap(), want.to_literal(&shape).unwrap());
+    }
+}

@@ -1,5 +1,7 @@
-//! The interpreter's values: row-major arrays in one of four widened buffers, tuples, or
-//! tokens.
+//! The interpreter's values: row-major arrays in one of four widened buffers, large arrays
+//! packed in their element type between the instructions that use them, tuples, or tokens.
+
+use std::borrow::Cow;
 
 use super::{minifloat, EvalError};
 use crate::element_type::ElementType;
@@ -28,6 +30,11 @@ pub(crate) struct Arr {
 #[derive(Clone, Debug)]
 pub(crate) enum Value {
     Arr(Arr),
+    /// A large array kept in its element type's row-major bytes while it waits for the
+    /// instructions that read it, and widened only while one computes with it: a bf16 weight
+    /// takes 2 bytes per element instead of 8, so a model's weights fit in a small multiple of
+    /// their size. Structural ops (tuples, calls, loops, copies) pass it on as it is.
+    Packed(Literal),
     Tuple(Vec<Value>),
     /// Tokens carry no data; they only order side effects, which evaluation order already does.
     Token,
@@ -270,7 +277,52 @@ impl Arr {
     }
 }
 
+/// Arrays of at least this many elements are packed between instructions; smaller ones are
+/// not worth the conversions.
+const PACK_MIN_ELEMENTS: usize = 1 << 16;
+
 impl Value {
+    /// The value with its large arrays packed (when their type is narrower than its widened
+    /// buffer and converts back exactly).
+    pub(crate) fn packed(self) -> Value {
+        use ElementType as E;
+        match self {
+            Value::Arr(a)
+                if a.buf.len() >= PACK_MIN_ELEMENTS
+                    && matches!(
+                        a.ty,
+                        E::F32 | E::F16 | E::BF16 | E::S8 | E::S16 | E::S32 | E::U8 | E::U16 | E::U32
+                    ) =>
+            {
+                match a.to_literal(&Shape::array(a.ty, &a.dims)) {
+                    Ok(lit) => Value::Packed(lit),
+                    Err(_) => Value::Arr(a),
+                }
+            }
+            Value::Tuple(vs) => Value::Tuple(vs.into_iter().map(Value::packed).collect()),
+            v => v,
+        }
+    }
+
+    pub(crate) fn has_packed(&self) -> bool {
+        match self {
+            Value::Packed(_) => true,
+            Value::Tuple(vs) => vs.iter().any(Value::has_packed),
+            _ => false,
+        }
+    }
+
+    /// The value with every packed array widened (borrowed when there is none).
+    pub(crate) fn widened(&self, inst: &str) -> Result<Cow<'_, Value>, EvalError> {
+        Ok(match self {
+            Value::Packed(lit) => Cow::Owned(Value::Arr(Arr::from_literal(lit, inst)?)),
+            Value::Tuple(vs) if self.has_packed() => Cow::Owned(Value::Tuple(
+                vs.iter().map(|v| v.widened(inst).map(Cow::into_owned)).collect::<Result<_, _>>()?,
+            )),
+            v => Cow::Borrowed(v),
+        })
+    }
+
     pub fn from_literal(lit: &Literal, inst: &str) -> Result<Value, EvalError> {
         if matches!(lit.shape(), Shape::Token) {
             return Ok(Value::Token);
@@ -286,6 +338,7 @@ impl Value {
     pub fn to_literal(&self, shape: &Shape) -> Result<Literal, EvalError> {
         match (self, shape) {
             (Value::Arr(a), Shape::Array(_)) => a.to_literal(shape),
+            (Value::Packed(lit), Shape::Array(_)) => Arr::from_literal(lit, "result")?.to_literal(shape),
             (Value::Token, Shape::Token) => Ok(Literal::zeros(Shape::Token)?),
             (Value::Tuple(vs), Shape::Tuple(ss)) if vs.len() == ss.len() => {
                 Ok(Literal::tuple(vs.iter().zip(ss).map(|(v, s)| v.to_literal(s)).collect::<Result<_, _>>()?))
@@ -303,5 +356,39 @@ fn is_row_major(shape: &Shape) -> bool {
             Some(l) => *l == crate::layout::Layout::row_major(a.rank()),
         },
         None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packing a large array and widening it again gives back every element bit for bit, in
+    /// every packable type, special values included; small arrays stay widened.
+    #[test]
+    fn packed_arrays_widen_to_the_same_values() {
+        use ElementType as E;
+        let n = PACK_MIN_ELEMENTS + 3;
+        for ty in [E::F32, E::F16, E::BF16, E::S8, E::S16, E::S32, E::U8, E::U16, E::U32] {
+            let buf = if ty.is_float() {
+                let specials = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.0e-40, 65504.0, -3.5];
+                Buf::Float(
+                    (0..n)
+                        .map(|i| round_float(ty, specials.get(i).copied().unwrap_or(i as f64 * 0.37 - 999.0)))
+                        .collect(),
+                )
+            } else {
+                Buf::Int((0..n).map(|i| wrap_int(ty, i as i64 * 7919 - 40_000)).collect())
+            };
+            let arr = Arr { ty, dims: vec![n as i64], buf };
+            let want = arr.to_literal(&Shape::array(ty, &[n as i64])).unwrap();
+            let packed = Value::Arr(arr).packed();
+            assert!(matches!(packed, Value::Packed(_)), "{ty:?} was not packed");
+            let Value::Arr(back) = packed.widened("test").unwrap().into_owned() else { panic!("{ty:?}: not an array") };
+            let got = back.to_literal(&Shape::array(ty, &[n as i64])).unwrap();
+            assert_eq!(got.to_bits_vec().unwrap(), want.to_bits_vec().unwrap(), "{ty:?}");
+        }
+        let small = Value::Arr(Arr { ty: E::F32, dims: vec![4], buf: Buf::Float(vec![1.0; 4]) });
+        assert!(matches!(small.packed(), Value::Arr(_)));
     }
 }
