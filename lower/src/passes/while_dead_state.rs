@@ -8,7 +8,7 @@ use tessera_hlo::ir::AttrList;
 use tessera_hlo::{CompId, InstId, Module, Opcode};
 
 use super::dce::{has_side_effect, live_instructions};
-use super::while_loop_state::{caller_counts, element_read, rewritable_loop, rewrite_state, Loop};
+use super::while_loop_state::{element_read, rewrite_loops, rewrite_state, Loop};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -23,34 +23,18 @@ impl Pass for WhileDeadState {
     }
 
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
-        self.rewrites.clear();
-        let callers = caller_counts(module);
-        let mut changed = false;
-        for c in module.comp_ids().collect::<Vec<_>>() {
-            // A rewrite renumbers the computation, so loops are found by name.
-            let loops: Vec<String> = module
-                .comp(c)
-                .instructions
-                .iter()
-                .filter(|i| i.opcode == Opcode::While)
-                .map(|i| i.name.clone())
-                .collect();
-            for name in loops {
-                let Some(w) = module.comp(c).find(&name) else { continue };
-                let Some(lp) = rewritable_loop(module, &callers, c, w) else { continue };
-                let live = live_elements(module, c, w, &lp);
-                let keep: Vec<usize> = (0..lp.arity).filter(|&i| live[i]).collect();
-                // Nothing dead, or nothing live: a loop none of whose results matter is DCE's.
-                if keep.len() == lp.arity || keep.is_empty() {
-                    continue;
-                }
-                let dead: Vec<String> = (0..lp.arity).filter(|&i| !live[i]).map(|i| i.to_string()).collect();
-                rewrite_state(module, c, w, &lp, &keep, &[])?;
-                self.rewrites.push(format!("{name}: dropped dead loop-state elements {{{}}}", dead.join(",")));
-                changed = true;
+        self.rewrites = rewrite_loops(module, |module, c, w, lp| {
+            let live = live_elements(module, c, w, lp);
+            let keep: Vec<usize> = (0..lp.arity).filter(|&i| live[i]).collect();
+            // Nothing dead, or nothing live: a loop none of whose results matter is DCE's.
+            if keep.len() == lp.arity || keep.is_empty() {
+                return Ok(None);
             }
-        }
-        Ok(changed)
+            let dead: Vec<String> = (0..lp.arity).filter(|&i| !live[i]).map(|i| i.to_string()).collect();
+            rewrite_state(module, c, w, lp, &keep, &[])?;
+            Ok(Some(format!("dropped dead loop-state elements {{{}}}", dead.join(","))))
+        })?;
+        Ok(!self.rewrites.is_empty())
     }
 
     fn report(&self) -> Vec<String> {

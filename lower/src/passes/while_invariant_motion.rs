@@ -13,7 +13,7 @@
 use tessera_hlo::{CompId, Computation, InstId, Module, Opcode};
 
 use super::dce::has_side_effect;
-use super::while_loop_state::{caller_counts, element_read, rewritable_loop, rewrite_state, Loop};
+use super::while_loop_state::{element_read, rewrite_loops, rewrite_state, Loop};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -28,34 +28,18 @@ impl Pass for WhileInvariantMotion {
     }
 
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
-        self.rewrites.clear();
-        let callers = caller_counts(module);
-        let mut changed = false;
-        for c in module.comp_ids().collect::<Vec<_>>() {
-            let loops: Vec<String> = module
-                .comp(c)
-                .instructions
-                .iter()
-                .filter(|i| i.opcode == Opcode::While)
-                .map(|i| i.name.clone())
-                .collect();
-            for name in loops {
-                let Some(w) = module.comp(c).find(&name) else { continue };
-                let Some(lp) = rewritable_loop(module, &callers, c, w) else { continue };
-                let frontier = hoisted_values(module.comp(lp.body), &lp);
-                if frontier.is_empty() {
-                    continue;
-                }
-                let names: Vec<String> =
-                    frontier.iter().map(|&id| module.comp(lp.body).inst(id).name.clone()).collect();
-                let outer = clone_before_loop(module, c, w, &lp, &frontier);
-                let append: Vec<(InstId, InstId)> = outer.into_iter().zip(frontier).collect();
-                rewrite_state(module, c, w, &lp, &(0..lp.arity).collect::<Vec<_>>(), &append)?;
-                self.rewrites.push(format!("{name}: hoisted {} out of the loop", names.join(", ")));
-                changed = true;
+        self.rewrites = rewrite_loops(module, |module, c, w, lp| {
+            let frontier = hoisted_values(module.comp(lp.body), lp);
+            if frontier.is_empty() {
+                return Ok(None);
             }
-        }
-        Ok(changed)
+            let names: Vec<String> = frontier.iter().map(|&id| module.comp(lp.body).inst(id).name.clone()).collect();
+            let outer = clone_before_loop(module, c, w, lp, &frontier);
+            let append: Vec<(InstId, InstId)> = outer.into_iter().zip(frontier).collect();
+            rewrite_state(module, c, w, lp, &(0..lp.arity).collect::<Vec<_>>(), &append)?;
+            Ok(Some(format!("hoisted {} out of the loop", names.join(", "))))
+        })?;
+        Ok(!self.rewrites.is_empty())
     }
 
     fn report(&self) -> Vec<String> {

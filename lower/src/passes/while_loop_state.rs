@@ -23,7 +23,7 @@ pub(crate) struct Loop {
 }
 
 /// How many instructions call each computation, across the module.
-pub(crate) fn caller_counts(module: &Module) -> HashMap<CompId, usize> {
+fn caller_counts(module: &Module) -> HashMap<CompId, usize> {
     let mut counts = HashMap::new();
     for comp in &module.computations {
         for inst in &comp.instructions {
@@ -36,7 +36,7 @@ pub(crate) fn caller_counts(module: &Module) -> HashMap<CompId, usize> {
 }
 
 /// The loop `w` of computation `c` when its state can be rewritten (see [`Loop`]).
-pub(crate) fn rewritable_loop(module: &Module, callers: &HashMap<CompId, usize>, c: CompId, w: InstId) -> Option<Loop> {
+fn rewritable_loop(module: &Module, callers: &HashMap<CompId, usize>, c: CompId, w: InstId) -> Option<Loop> {
     let inst = module.comp(c).inst(w);
     if inst.opcode != Opcode::While || inst.operands.len() != 1 {
         return None;
@@ -62,6 +62,29 @@ pub(crate) fn rewritable_loop(module: &Module, callers: &HashMap<CompId, usize>,
         && root.opcode == Opcode::Tuple
         && root.operands.len() == arity)
         .then_some(Loop { cond, body, arity })
+}
+
+/// Calls `rewrite` on every while loop whose state can be rewritten (see [`Loop`]), and
+/// collects the report lines it returns for the loops it changed. Loops are found by name,
+/// since a rewrite renumbers the computation it is in.
+pub(crate) fn rewrite_loops(
+    module: &mut Module,
+    mut rewrite: impl FnMut(&mut Module, CompId, InstId, &Loop) -> Result<Option<String>, LowerError>,
+) -> Result<Vec<String>, LowerError> {
+    let callers = caller_counts(module);
+    let mut reports = Vec::new();
+    for c in module.comp_ids().collect::<Vec<_>>() {
+        let loops: Vec<String> =
+            module.comp(c).instructions.iter().filter(|i| i.opcode == Opcode::While).map(|i| i.name.clone()).collect();
+        for name in loops {
+            let Some(w) = module.comp(c).find(&name) else { continue };
+            let Some(lp) = rewritable_loop(module, &callers, c, w) else { continue };
+            if let Some(line) = rewrite(module, c, w, &lp)? {
+                reports.push(format!("{name}: {line}"));
+            }
+        }
+    }
+    Ok(reports)
 }
 
 /// The state element that get-tuple-element `id` reads from its computation's parameter.
