@@ -207,8 +207,9 @@ impl<'m> Evaluator<'m> {
 
     fn eval_inst(&self, inst: &Instruction, ops: &[&Value], args: &[Value]) -> Result<Value, EvalError> {
         use Opcode as O;
-        // Ops that only pass values on take packed arrays as they are; the others compute on
-        // widened copies, made here and dropped when the op is done.
+        // Ops that only pass values on take packed arrays as they are, and a dot reads them
+        // itself; the others compute on widened copies, made here and dropped when the op is
+        // done.
         let passes_on = matches!(
             inst.opcode,
             O::Parameter
@@ -403,7 +404,7 @@ impl Evaluator<'_> {
     }
 }
 
-/// The operands as arrays; tuples are an error for ops that take arrays.
+/// A dot operand, packed or widened.
 fn dot_operand<'a>(inst: &Instruction, v: &'a Value) -> Result<dot::Operand<'a>, EvalError> {
     match v {
         Value::Arr(a) => Ok(dot::Operand::Wide(a)),
@@ -412,6 +413,7 @@ fn dot_operand<'a>(inst: &Instruction, v: &'a Value) -> Result<dot::Operand<'a>,
     }
 }
 
+/// The operands as arrays; tuples are an error for ops that take arrays.
 fn arrays<'a>(inst: &Instruction, ops: &[&'a Value]) -> Result<Vec<&'a Arr>, EvalError> {
     ops.iter()
         .map(|v| match v {
