@@ -22,13 +22,11 @@
 //! concatenate folding (`data_movement`), and compare and select canonical forms
 //! (`compare_select`). A select of x and x is x.
 
-use tessera_hlo::corpus::tolerance::values;
-use tessera_hlo::ir::{AttrList, AttrValue, SliceRange};
-use tessera_hlo::{Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
-
 use std::collections::HashMap;
 
-use tessera_hlo::CompId;
+use tessera_hlo::corpus::tolerance::values;
+use tessera_hlo::ir::{AttrList, AttrValue, SliceRange};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
 
 use super::rewrite::{become_op, forward, rewrite_each};
 use crate::pass::Pass;
