@@ -126,7 +126,7 @@ impl Shared {
                     return;
                 }
                 spins = spins.wrapping_add(1);
-                if spins % 256 == 0 && idle_since.elapsed() > SPIN {
+                if spins.is_multiple_of(256) && idle_since.elapsed() > SPIN {
                     // Parked, then a last look: a publisher either sees the flag (and
                     // unparks) or published before the look (and this sees its epoch).
                     self.parked[me].store(true, Ordering::SeqCst);
@@ -157,7 +157,7 @@ impl Shared {
 /// One step of a spin wait: a pause, and now and then a yield, so that other runnable threads
 /// (several host threads running one executable on few cores) get the core.
 fn relax(spins: u32) {
-    if spins % 64 == 0 {
+    if spins.is_multiple_of(64) {
         std::thread::yield_now();
     } else {
         std::hint::spin_loop();

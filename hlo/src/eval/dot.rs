@@ -59,7 +59,7 @@ impl Operand<'_> {
                 (ty, Arr::from_literal(&arranged, &inst.name)?.buf)
             }
         };
-        Ok(if already(ty, to) { Cow::Owned(buf) } else { Cow::Owned(convert(&buf, ty, to)) })
+        Ok(Cow::Owned(if already(ty, to) { buf } else { convert(&buf, ty, to) }))
     }
 }
 

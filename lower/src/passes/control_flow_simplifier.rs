@@ -39,12 +39,7 @@ impl Pass for ControlFlowSimplifier {
                 match inst.opcode {
                     Opcode::Conditional => {
                         if let Some((branch, operand, why)) = taken_branch(module.comp(c), id) {
-                            let comp = module.comp_mut(c);
-                            let preds = comp.inst(id).control_predecessors.clone();
-                            become_op(comp, id, Opcode::Call, vec![operand]);
-                            let call = comp.inst_mut(id);
-                            call.set_attr("to_apply", AttrValue::Computation(branch));
-                            call.control_predecessors = preds;
+                            become_call(module.comp_mut(c), id, branch, operand);
                             self.rewrites.push(format!("{name}: a call of its branch ({why})"));
                         }
                     }
@@ -58,12 +53,8 @@ impl Pass for ControlFlowSimplifier {
                         Some(_) => {
                             let Some(body) = module.comp(c).inst(id).called("body") else { continue };
                             let comp = module.comp_mut(c);
-                            let preds = comp.inst(id).control_predecessors.clone();
                             let init = comp.inst(id).operands[0];
-                            become_op(comp, id, Opcode::Call, vec![init]);
-                            let call = comp.inst_mut(id);
-                            call.set_attr("to_apply", AttrValue::Computation(body));
-                            call.control_predecessors = preds;
+                            become_call(comp, id, body, init);
                             self.rewrites.push(format!("{name}: runs its body once: a call of the body"));
                         }
                         None => continue,
@@ -84,6 +75,12 @@ impl Pass for ControlFlowSimplifier {
     fn report(&self) -> Vec<String> {
         self.rewrites.clone()
     }
+}
+
+/// Turns instruction `id` into `call(operand), to_apply=callee` (its control edges stay).
+fn become_call(comp: &mut Computation, id: InstId, callee: CompId, operand: InstId) {
+    become_op(comp, id, Opcode::Call, vec![operand]);
+    comp.inst_mut(id).set_attr("to_apply", AttrValue::Computation(callee));
 }
 
 /// The branch a conditional always takes, its operand, and why, when that is known.

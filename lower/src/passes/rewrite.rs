@@ -2,8 +2,8 @@
 //! another (then dropping it), and turning an instruction into another op or a constant while
 //! it keeps its name and control edges.
 
-use tessera_hlo::ir::Payload;
-use tessera_hlo::{Computation, InstId, Literal, Module, Opcode};
+use tessera_hlo::ir::{AttrValue, Payload};
+use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode};
 
 use crate::LowerError;
 
@@ -57,6 +57,19 @@ pub(crate) fn become_op(comp: &mut Computation, id: InstId, op: Opcode, operands
     inst.operands = operands;
     inst.attrs.clear();
     inst.payload = Payload::None;
+}
+
+/// Turns instruction `id` into `broadcast(operand), dimensions=dims`, keeping its shape.
+pub(crate) fn become_broadcast(comp: &mut Computation, id: InstId, operand: InstId, dims: Vec<i64>) {
+    become_op(comp, id, Opcode::Broadcast, vec![operand]);
+    comp.inst_mut(id).set_attr("dimensions", AttrValue::Ints(dims));
+}
+
+/// Adds `name = constant(lit)` to `comp` (a unique name built from `name`).
+pub(crate) fn add_constant(comp: &mut Computation, name: &str, lit: Literal) -> InstId {
+    let mut inst = Instruction::new(comp.unique_name(name), Opcode::Constant, lit.shape().clone(), vec![]);
+    inst.payload = Payload::Constant(lit);
+    comp.add(inst)
 }
 
 pub(crate) fn become_constant(comp: &mut Computation, id: InstId, lit: Literal) {

@@ -7,8 +7,8 @@
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{CompId, InstId, Module, Opcode};
 
-use super::dce::{has_side_effect, live_instructions};
-use super::while_loop_state::{element_read, rewrite_loops, rewrite_state, Loop};
+use super::dce::live_instructions;
+use super::while_loop_state::{element_read, rewrite_loops, rewrite_state, side_effects, Loop};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -72,13 +72,7 @@ fn live_elements(module: &Module, c: CompId, w: InstId, lp: &Loop) -> Vec<bool> 
     let body = module.comp(lp.body);
     let root = body.root_inst();
     let mut seen = vec![false; body.instructions.len()];
-    let mut stack: Vec<InstId> = body
-        .ids()
-        .filter(|&id| {
-            let op = body.inst(id).opcode;
-            op != Opcode::Parameter && has_side_effect(op)
-        })
-        .collect();
+    let mut stack = side_effects(body);
     stack.extend((0..lp.arity).filter(|&i| live[i]).map(|i| root.operands[i]));
     while let Some(id) = stack.pop() {
         if std::mem::replace(&mut seen[id.index()], true) {

@@ -13,7 +13,7 @@
 use tessera_hlo::{CompId, Computation, InstId, Module, Opcode};
 
 use super::dce::has_side_effect;
-use super::while_loop_state::{element_read, rewrite_loops, rewrite_state, Loop};
+use super::while_loop_state::{element_of, element_read, rewrite_loops, rewrite_state, side_effects, Loop};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -107,13 +107,7 @@ fn hoisted_values(body: &Computation, lp: &Loop) -> Vec<InstId> {
     // values worth hoisting: those are the ones the body reads from its state instead.
     let mut frontier = vec![false; body.instructions.len()];
     let mut seen = vec![false; body.instructions.len()];
-    let mut stack: Vec<InstId> = body
-        .ids()
-        .filter(|&id| {
-            let op = body.inst(id).opcode;
-            op != Opcode::Parameter && has_side_effect(op)
-        })
-        .collect();
+    let mut stack = side_effects(body);
     stack.push(body.root);
     while let Some(id) = stack.pop() {
         if std::mem::replace(&mut seen[id.index()], true) {
@@ -148,7 +142,7 @@ fn clone_before_loop(module: &mut Module, c: CompId, w: InstId, lp: &Loop, front
             }
             let inst = body.inst(id);
             if let Some(i) = element_read(&body, id) {
-                map[id.index()] = Some(initial_element(comp, init, i, inst));
+                map[id.index()] = Some(element_of(comp, init, i, &inst.shape));
                 continue;
             }
             if !expanded {
@@ -164,17 +158,4 @@ fn clone_before_loop(module: &mut Module, c: CompId, w: InstId, lp: &Loop, front
         out.push(map[f.index()].expect("the frontier is cloned"));
     }
     out
-}
-
-/// The loop's initial value of element `i` in computation `comp` (read by body instruction
-/// `read`): the initial tuple's operand, or a new get-tuple-element of it.
-fn initial_element(comp: &mut Computation, init: InstId, i: usize, read: &tessera_hlo::Instruction) -> InstId {
-    let inst = comp.inst(init);
-    if inst.opcode == Opcode::Tuple {
-        return inst.operands[i];
-    }
-    let mut gte = read.clone();
-    gte.name = comp.unique_name(&format!("{}.{i}", inst.name));
-    gte.operands = vec![init];
-    comp.add(gte)
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
 
-use super::dce::live_instructions;
+use super::dce::{has_side_effect, live_instructions};
 use crate::LowerError;
 
 /// A while loop whose state can be rewritten: it is the only caller of its condition and body,
@@ -150,9 +150,7 @@ pub(crate) fn rewrite_state(
         let whole = *rebuilt.get_or_insert_with(|| {
             let reads: Vec<InstId> = (0..lp.arity)
                 .map(|i| {
-                    let gte_name = comp.unique_name(&format!("{name}.{i}"));
-                    let gte = Instruction::new(gte_name, Opcode::GetTupleElement, old_elements[i].clone(), vec![w])
-                        .with_attr("index", AttrValue::Int(i as i64));
+                    let gte = read_element(comp.unique_name(&format!("{name}.{i}")), w, i, old_elements[i].clone());
                     comp.add(gte)
                 })
                 .collect();
@@ -195,9 +193,7 @@ pub(crate) fn rewrite_state(
         let gte_name = body.unique_name(&format!("{}.hoisted", body.inst(replaced).name));
         let shape = body.inst(replaced).shape.clone();
         debug_assert_eq!(Some(&shape), state.tuple_elements().and_then(|e| e.get(k)), "{v:?}");
-        let gte = Instruction::new(gte_name, Opcode::GetTupleElement, shape, vec![param])
-            .with_attr("index", AttrValue::Int(k as i64));
-        let gte = body.add(gte);
+        let gte = body.add(read_element(gte_name, param, k, shape));
         body.replace_all_uses(replaced, gte);
         results.push(gte);
     }
@@ -214,18 +210,31 @@ pub(crate) fn rewrite_state(
     Ok(())
 }
 
-/// Element `i` of `init` in computation `comp`: the tuple's operand, or a new
-/// get-tuple-element of it.
-fn element_of(comp: &mut Computation, init: InstId, i: usize, shape: &Shape) -> InstId {
+/// Element `i` (of shape `shape`) of the loop's initial state `init` in computation `comp`:
+/// the tuple's operand, or a new get-tuple-element of it.
+pub(crate) fn element_of(comp: &mut Computation, init: InstId, i: usize, shape: &Shape) -> InstId {
     let inst = comp.inst(init);
     if inst.opcode == Opcode::Tuple {
         return inst.operands[i];
     }
-    let name = comp.unique_name(&format!("{}.{i}", inst.name));
-    comp.add(
-        Instruction::new(name, Opcode::GetTupleElement, shape.clone(), vec![init])
-            .with_attr("index", AttrValue::Int(i as i64)),
-    )
+    let gte = read_element(comp.unique_name(&format!("{}.{i}", inst.name)), init, i, shape.clone());
+    comp.add(gte)
+}
+
+/// `name = get-tuple-element(tuple), index=i`.
+fn read_element(name: String, tuple: InstId, i: usize, shape: Shape) -> Instruction {
+    Instruction::new(name, Opcode::GetTupleElement, shape, vec![tuple]).with_attr("index", AttrValue::Int(i as i64))
+}
+
+/// The instructions of a loop body that must run whatever its results are used for: its side
+/// effects (the parameter aside). Walks back from what a body computes start here.
+pub(crate) fn side_effects(body: &Computation) -> Vec<InstId> {
+    body.ids()
+        .filter(|&id| {
+            let op = body.inst(id).opcode;
+            op != Opcode::Parameter && has_side_effect(op)
+        })
+        .collect()
 }
 
 /// Gives a loop computation's parameter the new state shape and renumbers its readers.

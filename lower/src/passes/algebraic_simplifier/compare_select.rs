@@ -8,9 +8,10 @@
 //! - a select on a negated predicate swaps its branches instead.
 
 use tessera_hlo::ir::{AttrList, AttrValue, ComparisonDirection as Dir};
-use tessera_hlo::{Computation, ElementType, InstId, Instruction, Literal, Opcode, Shape};
+use tessera_hlo::{Computation, ElementType, InstId, Literal, Opcode, Shape};
 
-use super::{become_op, splat};
+use super::splat;
+use crate::passes::rewrite::{add_constant, become_broadcast};
 
 /// The operand compare `id` equals, when it is one; the rule's name.
 pub(super) fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'static str)> {
@@ -21,7 +22,7 @@ pub(super) fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'stat
     }
     match (direction(comp, id)?, splat(comp, b)?) {
         (Dir::Eq, v) if v != 0.0 => Some((a, "pred == true is itself")),
-        (Dir::Ne, v) if v == 0.0 => Some((a, "pred != false is itself")),
+        (Dir::Ne, 0.0) => Some((a, "pred != false is itself")),
         _ => None,
     }
 }
@@ -44,16 +45,9 @@ fn compare(comp: &mut Computation, id: InstId) -> Option<&'static str> {
     let et = comp.inst(a).shape.element_type();
     if a == b && (et.is_integral() || et == ElementType::Pred) {
         let value = matches!(dir, Dir::Eq | Dir::Ge | Dir::Le);
-        let shape = comp.inst(id).shape.clone();
-        let name = comp.unique_name(&format!("{}.value", comp.inst(id).name));
         let lit = Literal::from_bits_vec(Shape::scalar(ElementType::Pred), vec![u128::from(value)]).ok()?;
-        let mut constant = Instruction::new(name, Opcode::Constant, Shape::scalar(ElementType::Pred), vec![]);
-        constant.payload = tessera_hlo::ir::Payload::Constant(lit);
-        let c = comp.add(constant);
-        become_op(comp, id, Opcode::Broadcast, vec![c]);
-        let inst = comp.inst_mut(id);
-        inst.shape = shape;
-        inst.set_attr("dimensions", AttrValue::Ints(vec![]));
+        let c = add_constant(comp, &format!("{}.value", comp.inst(id).name), lit);
+        become_broadcast(comp, id, c, vec![]);
         return Some("an integer compared with itself: a constant");
     }
     if splat(comp, a).is_none() || splat(comp, b).is_some() {

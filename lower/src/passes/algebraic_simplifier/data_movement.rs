@@ -9,6 +9,7 @@ use tessera_hlo::ir::{AttrList, AttrValue, PaddingDim, SliceRange};
 use tessera_hlo::{Computation, InstId, Instruction, Opcode};
 
 use super::become_op;
+use crate::passes::rewrite::become_broadcast;
 
 pub(super) fn fold(comp: &mut Computation, id: InstId) -> Option<&'static str> {
     match comp.inst(id).opcode {
@@ -87,7 +88,7 @@ fn slice_of_concatenate(comp: &mut Computation, id: InstId) -> Option<&'static s
     let concat = comp.inst(comp.inst(id).operands[0]);
     let dim = usize::try_from(concat.attr_ints("dimensions")?.first().copied()?).ok()?;
     let mut ranges = slice_ranges(comp, id)?;
-    let r = ranges.get(dim)?.clone();
+    let r = *ranges.get(dim)?;
     let n = count(&r);
     if n == 0 {
         return None;
@@ -149,7 +150,6 @@ fn pad_of_broadcast(comp: &mut Computation, id: InstId) -> Option<&'static str> 
     if !same {
         return None;
     }
-    become_op(comp, id, Opcode::Broadcast, vec![s]);
-    comp.inst_mut(id).set_attr("dimensions", AttrValue::Ints(vec![]));
+    become_broadcast(comp, id, s, vec![]);
     Some("pad of a broadcast scalar with itself: a broadcast")
 }

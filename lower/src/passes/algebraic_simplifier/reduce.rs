@@ -15,6 +15,7 @@ use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
 
 use super::splat;
+use crate::passes::rewrite::{add_constant, become_broadcast};
 
 /// The binary op a reduction computation applies, when its root is that op of its two scalar
 /// parameters (in either order).
@@ -79,17 +80,10 @@ pub(super) fn reduce_of_broadcast(
     let new_dims: Vec<i64> =
         kept_by_broadcast.iter().map(|&d| d - reduced.iter().filter(|&&r| r < d).count() as i64).collect();
     let name = inst.name.clone();
-    let shape = inst.shape.clone();
     let count_literal = if op == Opcode::Add { Some(scalar_of(et, count)?) } else { None };
     let value = if let Some(count_literal) = count_literal {
         let x_shape = comp.inst(x).shape.clone();
-        let n = comp.add(Instruction::new(
-            comp.unique_name(&format!("{name}.count")),
-            Opcode::Constant,
-            Shape::scalar(et),
-            vec![],
-        ));
-        comp.inst_mut(n).payload = tessera_hlo::ir::Payload::Constant(count_literal);
+        let n = add_constant(comp, &format!("{name}.count"), count_literal);
         let n = if x_is_scalar {
             n
         } else {
@@ -107,10 +101,7 @@ pub(super) fn reduce_of_broadcast(
     } else {
         x
     };
-    super::become_op(comp, id, Opcode::Broadcast, vec![value]);
-    let r = comp.inst_mut(id);
-    r.shape = shape;
-    r.set_attr("dimensions", AttrValue::Ints(new_dims));
+    become_broadcast(comp, id, value, new_dims);
     Some(rule)
 }
 
