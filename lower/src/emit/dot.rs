@@ -169,7 +169,8 @@ impl<'m> Emitter<'m> {
         };
         let (lp, rp) = (&self.params[ln], &self.params[rn]);
         let out = &self.outputs[0];
-        let (Some(ls), Some(rs), Some(os)) = (plain_strides(&lp.map), plain_strides(&rp.map), plain_strides(&out.map))
+        let (Some(ls), Some(rs), Some(os)) =
+            (super::plain_strides(&lp.map), super::plain_strides(&rp.map), super::plain_strides(&out.map))
         else {
             return Ok(false);
         };
@@ -313,22 +314,6 @@ impl<'m> Emitter<'m> {
         let tail = if len % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
         self.b.end_loop_vectorized(width, tail);
     }
-}
-
-/// Element strides of each logical dimension of an untiled, unpadded layout.
-fn plain_strides(map: &tessera_hlo::LayoutMap) -> Option<Vec<i64>> {
-    if map.physical_element_count() != map.element_count() {
-        return None;
-    }
-    let mut strides = vec![0i64; map.dims().len()];
-    for p in map.physical_dims() {
-        match p.index {
-            tessera_hlo::IndexExpr::Logical(d) => strides[d] = p.stride,
-            tessera_hlo::IndexExpr::Zero => {}
-            _ => return None,
-        }
-    }
-    Some(strides)
 }
 
 /// The (count, element stride) of dimensions `dims` (major first) collapsed into one, when

@@ -6,6 +6,7 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
+mod column_reduce;
 mod complex;
 mod conv;
 mod dot;
@@ -290,6 +291,9 @@ impl<'m> Emitter<'m> {
                 return self.emit_select_and_scatter(*id);
             }
             if f.id == 0 && self.try_conv_call(*id)? {
+                return Ok(());
+            }
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce && self.try_column_reduce(*id)? {
                 return Ok(());
             }
         }
@@ -754,4 +758,20 @@ pub(crate) fn scalar_offset(comp: &Computation, n: usize) -> usize {
             (k < n).then_some(if complex { 2 } else { 1 })
         })
         .sum()
+}
+
+/// Element strides of each logical dimension of an untiled, unpadded layout.
+pub(crate) fn plain_strides(map: &tessera_hlo::LayoutMap) -> Option<Vec<i64>> {
+    if map.physical_element_count() != map.element_count() {
+        return None;
+    }
+    let mut strides = vec![0i64; map.dims().len()];
+    for p in map.physical_dims() {
+        match p.index {
+            tessera_hlo::IndexExpr::Logical(d) => strides[d] = p.stride,
+            tessera_hlo::IndexExpr::Zero => {}
+            _ => return None,
+        }
+    }
+    Some(strides)
 }

@@ -10,6 +10,7 @@ mod control_flow_simplifier;
 mod cse;
 mod dce;
 mod fusion;
+mod layout_assignment;
 mod layout_normalize;
 mod rewrite;
 mod simplify;
@@ -31,6 +32,7 @@ pub use control_flow_simplifier::ControlFlowSimplifier;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
+pub use layout_assignment::LayoutAssignment;
 pub use layout_normalize::LayoutNormalize;
 pub use simplify::Simplify;
 pub use single_device_collectives::SingleDeviceCollectives;
@@ -57,6 +59,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "call_inline" => Box::new(CallInline),
         "tuple_simplify" => Box::new(TupleSimplify),
         "dce" => Box::new(Dce),
+        "layout_assignment" => Box::new(LayoutAssignment::default()),
         "layout_normalize" => Box::new(LayoutNormalize),
         "fusion" => Box::new(Fusion::default()),
         "unwrap" => Box::new(Unwrap),
@@ -79,6 +82,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// bf16 excess precision follows call inlining, as in XLA:CPU, so an op and its converts in
 /// different computations are treated as one computation would be; it precedes the
 /// simplifiers so that the interpreter, which runs it too, still checks their rewrites.
+/// Intermediate layouts are chosen before the simplifiers, whose layout-preserving rules
+/// (a transpose of a dot, a copy that changes nothing) then see the chosen ones.
 /// It re-verifies the module after every pass, as tests want.
 pub fn standard_pipeline(fusion: bool, excess_precision: bool) -> Pipeline {
     standard_pipeline_verifying(fusion, excess_precision, true)
@@ -93,7 +98,10 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
     if excess_precision {
         p.add(Bf16Normalization);
     }
-    p.add(Simplify::new(verify_each)).add(LayoutNormalize).add(TreeReduction::default());
+    p.add(LayoutAssignment::default())
+        .add(Simplify::new(verify_each))
+        .add(LayoutNormalize)
+        .add(TreeReduction::default());
     if fusion {
         p.add(Fusion::default()).add(Dce);
     }

@@ -671,6 +671,7 @@ mod tests {
             "concatenate of continuing slices",
             "the constant on the right",
             "select on a negated predicate",
+            "transpose of a dot",
         ];
         let mut seen = vec![0usize; wanted.len()];
         for seed in 0..400 {

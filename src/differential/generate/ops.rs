@@ -846,8 +846,20 @@ impl Gen {
             attrs.push_str(&format!(", rhs_batch_dims={{{}}}", ints(&rhs_b)));
         }
         attrs.push_str(&format!(", rhs_contracting_dims={{{}}}", ints(&rhs_c)));
-        let r = self.push_op(ty, out, facts, format!("dot({}, {}){attrs}", self.name(a), self.name(b)));
+        let (nl, nr) = (lhs_free.len(), out.len() - batch - lhs_free.len());
+        let r = self.push_op(ty, out.clone(), facts, format!("dot({}, {}){attrs}", self.name(a), self.name(b)));
         self.used(&[a, b]);
+        if nl > 0 && nr > 0 && self.rng.chance(0.3) {
+            // The free groups swapped, as a training step transposes a weight gradient: the
+            // simplifier computes dot(b, a) instead.
+            let perm: Vec<i64> =
+                (0..batch).chain(batch + nl..batch + nl + nr).chain(batch..batch + nl).map(|x| x as i64).collect();
+            let tdims = perm.iter().map(|&p| out[p as usize]).collect();
+            let t =
+                self.push_op(ty, tdims, facts, format!("transpose({}), dimensions={{{}}}", self.name(r), list(&perm)));
+            self.used(&[r]);
+            return Some(t);
+        }
         Some(r)
     }
 

@@ -16,7 +16,8 @@
 //! through a float to an integer stays, since float-to-integer saturates where integer
 //! conversion wraps). A dot of a
 //! transpose reads the transpose's operand with its dimension numbers remapped when that keeps
-//! the dot's result order.
+//! the dot's result order; a transpose that swaps a dot's free dimensions is the dot with its
+//! operands swapped.
 //!
 //! Beyond these, each in its own file: reduces of broadcasts (`reduce`), slice, pad and
 //! concatenate folding (`data_movement`), and compare and select canonical forms
@@ -200,6 +201,9 @@ fn merge_chain(comp: &mut Computation, id: InstId) -> Option<&'static str> {
         return dot_of_transpose(comp, id);
     };
     let inner = comp.inst(x).clone();
+    if inst.opcode == O::Transpose && inner.opcode == O::Dot {
+        return transpose_of_dot(comp, id, x);
+    }
     if inner.opcode != inst.opcode || inner.operands.len() != 1 {
         return None;
     }
@@ -286,6 +290,51 @@ fn widens_exactly(from: ElementType, to: ElementType) -> bool {
         }
         _ => false,
     }
+}
+
+/// `transpose(dot(a, b))` is `dot(b, a)` when the transpose keeps the batch dimensions in
+/// front and swaps the two groups of free dimensions, each in its order (XLA's rule): the
+/// product is computed in the transposed order directly instead of being written and then
+/// read back across its rows. Only a dot the transpose alone uses, so no product is computed
+/// twice.
+fn transpose_of_dot(comp: &mut Computation, id: InstId, dot: InstId) -> Option<&'static str> {
+    let d = comp.inst(dot).clone();
+    if d.operands.len() != 2 || dot == comp.root || d.attr("sparsity").is_some() || !d.control_predecessors.is_empty() {
+        return None;
+    }
+    let users = comp.instructions.iter().flat_map(|i| &i.operands).filter(|&&o| o == dot).count();
+    if users != 1 {
+        return None;
+    }
+    let ints = |n: &str| d.attr_ints(n).unwrap_or(&[]).to_vec();
+    let rank = |o: InstId| comp.inst(o).shape.as_array().map(|a| a.rank());
+    let (lr, rr) = (rank(d.operands[0])?, rank(d.operands[1])?);
+    let nb = ints("lhs_batch_dims").len();
+    let nl = lr.checked_sub(nb + ints("lhs_contracting_dims").len())?;
+    let nr = rr.checked_sub(nb + ints("rhs_contracting_dims").len())?;
+    let swapped: Vec<i64> = (0..nb).chain(nb + nl..nb + nl + nr).chain(nb..nb + nl).map(|x| x as i64).collect();
+    if comp.inst(id).attr_ints("dimensions")? != swapped.as_slice() {
+        return None;
+    }
+    let precision = match d.attr("operand_precision") {
+        Some(AttrValue::Enums(p)) => Some(AttrValue::Enums(p.iter().rev().cloned().collect())),
+        _ => None,
+    };
+    let mut swapped_dot = d.clone();
+    // Values swap between the names, which stay where they are: the printer keeps XLA's order.
+    for (l, r) in [("lhs_batch_dims", "rhs_batch_dims"), ("lhs_contracting_dims", "rhs_contracting_dims")] {
+        if d.attr(l).is_some() || d.attr(r).is_some() {
+            swapped_dot.set_attr(l, AttrValue::Ints(ints(r)));
+            swapped_dot.set_attr(r, AttrValue::Ints(ints(l)));
+        }
+    }
+    if let Some(p) = precision {
+        swapped_dot.set_attr("operand_precision", p);
+    }
+    let attrs = swapped_dot.attrs;
+    become_op(comp, id, Opcode::Dot, vec![d.operands[1], d.operands[0]]);
+    comp.inst_mut(id).attrs = attrs;
+    Some("transpose of a dot")
 }
 
 /// `dot(transpose(a), b)` reads `a` directly, its dimension numbers mapped through the
