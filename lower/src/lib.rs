@@ -1,6 +1,6 @@
-//! HLO-to-HLO passes (simplification to a fixed point, bf16 normalization, fusion, layout
-//! normalization), the pass pipeline, buffer assignment, and the kernel IR: loop nests over
-//! physical buffers whose index arithmetic is specialized to the buffers' layouts.
+//! HLO-to-HLO passes (simplification to a fixed point, bf16 normalization, layout assignment
+//! and normalization, fusion), the pass pipeline, buffer assignment, and the kernel IR: loop
+//! nests over physical buffers whose index arithmetic is specialized to the buffers' layouts.
 
 pub mod buffer_assign;
 mod build_program;

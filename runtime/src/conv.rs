@@ -16,7 +16,10 @@
 //! blocks of rows; for each block the input patches are gathered (zeros where the window
 //! falls in padding or between dilated input elements) and multiplied by the packed kernel.
 //! A block whose output rows are one strided run is written in place; otherwise it goes
-//! through a small buffer. Blocks are handed to the executable's pool threads (the one
+//! through a small buffer. An input whose batch dimension is the contiguous one (the
+//! forward pass's channels, in a weight gradient) is gathered by columns instead: a block is
+//! a run of batch indices at one output position, and each window position and input feature
+//! is one contiguous copy into a column-major patch. Blocks are handed to the executable's pool threads (the one
 //! [`crate::gemm::GemmThreads`] published) from a shared counter. Scratch memory is
 //! thread-local and only grows, so warmed-up calls do not allocate.
 
@@ -200,6 +203,9 @@ struct Plan<T> {
     row_stride: i64,
     /// Runs are too short for in-place blocks.
     scatter: bool,
+    /// Blocks are runs of this many consecutive batch indices at one spatial output position
+    /// (`run_batch_block`), or 0 for blocks of points in point order (`run_block`).
+    batch_rows: usize,
 }
 
 /// The convolution `desc` describes.
@@ -289,6 +295,15 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
             run *= size as usize;
         }
         let block = (BLOCK_BYTES / (k.max(1) * std::mem::size_of::<T>())).clamp(16, 1024);
+        // An input whose batch dimension is its contiguous one (a weight gradient: the
+        // forward pass's channels are this convolution's batch) gathers whole runs of batch
+        // indices per window position, one contiguous copy each, where point-order patch rows
+        // would read a cache line per element.
+        let batch_rows = if d.in_batch_stride == 1 && d.in_feature_stride != 1 && d.out_batch >= 16 {
+            block.clamp(32, 128).min(d.out_batch as usize)
+        } else {
+            0
+        };
         let plan = Plan {
             lhs: Ptr(lhs as *mut T),
             out: Ptr(out),
@@ -301,8 +316,9 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
             run,
             row_stride,
             scatter: run < block / 4,
+            batch_rows,
         };
-        let blocks = blocks(&plan);
+        let blocks = if batch_rows > 0 { batch_blocks(&d, batch_rows) } else { blocks(&plan) };
         let tasks = blocks.len() * groups;
         let next = AtomicUsize::new(0);
         let work = || {
@@ -316,7 +332,13 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
                     }
                     let (g, (p0, p1)) = (task / blocks.len(), blocks[task % blocks.len()]);
                     // SAFETY: the call's contract; tasks write disjoint output elements.
-                    unsafe { run_block(&d, &plan, g, p0, p1, pbuf, cbuf) };
+                    unsafe {
+                        if plan.batch_rows > 0 {
+                            run_batch_block(&d, &plan, g, p0, p1, pbuf)
+                        } else {
+                            run_block(&d, &plan, g, p0, p1, pbuf, cbuf)
+                        }
+                    };
                 }
             })
         };
@@ -482,6 +504,112 @@ unsafe fn run_block<T: Elem>(
         unsafe {
             gemm_into(rows, kg, k, patch.as_ptr(), w, c, plan.row_stride as isize, d.out_feature_stride as isize)
         };
+    }
+}
+
+/// The blocks of the batch-run form: for each spatial output position (the last spatial
+/// dimension fastest), runs of `rows` batch indices, as (position * out_batch + first batch,
+/// same + rows).
+fn batch_blocks(d: &Desc, rows: usize) -> Vec<(usize, usize)> {
+    let positions: usize = d.dims.iter().map(|x| x.out_size as usize).product();
+    let batch = d.out_batch as usize;
+    let mut out = Vec::with_capacity(positions * batch.div_ceil(rows));
+    for p in 0..positions {
+        let mut b = 0;
+        while b < batch {
+            let end = (b + rows).min(batch);
+            out.push((p * batch + b, p * batch + end));
+            b = end;
+        }
+    }
+    out
+}
+
+/// The batch-run form's block `q0..q1` (`batch_blocks`) for group `g`: the patches of batch
+/// indices `b0..b1` at one spatial output position, gathered column by column (for each
+/// window position and input feature, the run of batch indices is one contiguous copy) into a
+/// column-major matrix, multiplied by the packed kernel straight into the output, whose rows
+/// are the batch indices' output points, `out_batch_stride` apart.
+///
+/// # Safety
+/// The call's contract; no other thread writes these output points of this group.
+unsafe fn run_batch_block<T: Elem>(d: &Desc, plan: &Plan<T>, g: usize, q0: usize, q1: usize, pbuf: &mut Vec<f64>) {
+    let (k, kg) = (plan.k, plan.kg);
+    let batch = d.out_batch as usize;
+    let (position, b0, rows) = (q0 / batch, (q0 % batch) as i64, q1 - q0);
+    let gi = d.group_in as usize;
+    let n = d.dims.len();
+    let patch = view::<T>(pbuf, rows * k);
+    let mut os = vec![0i64; n];
+    let mut rest = position as i64;
+    for s in (0..n).rev() {
+        os[s] = rest % d.dims[s].out_size;
+        rest /= d.dims[s].out_size;
+    }
+    let first_b = if d.fgc > 1 { b0 } else { g as i64 * (d.batch / d.bgc) + b0 };
+    let f0 = if d.fgc > 1 { (g * gi) as i64 } else { 0 };
+    let base = first_b * d.in_batch_stride + f0 * d.in_feature_stride;
+    let taps = k / gi.max(1);
+    let mut kk = vec![0i64; n];
+    for t in 0..taps {
+        let mut off = Some(base);
+        for s in 0..n {
+            let x = &d.dims[s];
+            // SAFETY: the table holds out_size * k_size entries.
+            let e = unsafe { *plan.tables[s].0.add((os[s] * x.k_size + kk[s]) as usize) };
+            off = off.filter(|_| e >= 0).map(|o| o + e);
+        }
+        for i in 0..gi {
+            let col = &mut patch[(t * gi + i) * rows..][..rows];
+            match off {
+                Some(o) => {
+                    let src = plan.lhs.0.wrapping_offset((o + i as i64 * d.in_feature_stride) as isize);
+                    // SAFETY: `rows` consecutive batch indices of one input point and feature,
+                    // inside the input by the contract and the tables' validity checks.
+                    col.copy_from_slice(unsafe { std::slice::from_raw_parts(src, rows) });
+                }
+                None => col.fill(T::ZERO),
+            }
+        }
+        // Next window position, the last spatial dimension fastest (the packed kernel's order).
+        let mut s = n;
+        while s > 0 {
+            s -= 1;
+            kk[s] += 1;
+            if kk[s] < d.dims[s].k_size {
+                break;
+            }
+            kk[s] = 0;
+        }
+    }
+    let spatial: i64 = os.iter().zip(&d.dims).map(|(&o, x)| o * x.out_stride).sum();
+    let first = b0 * d.out_batch_stride + spatial + (g * kg) as i64 * d.out_feature_stride;
+    let w = plan.w.0.wrapping_add(g * k * kg);
+    let c = plan.out.0.wrapping_offset(first as isize);
+    // SAFETY: the patch (column-major, `rows` apart), the packed kernel and the block's output
+    // points are all in bounds; with `read_dst = false` gemm computes `C = 1 * A·B`.
+    unsafe {
+        gemm::gemm(
+            rows,
+            kg,
+            k,
+            c,
+            d.out_feature_stride as isize,
+            d.out_batch_stride as isize,
+            false,
+            patch.as_ptr(),
+            rows as isize,
+            1,
+            w,
+            1,
+            kg as isize,
+            T::ZERO,
+            T::ONE,
+            false,
+            false,
+            false,
+            Parallelism::None,
+        )
     }
 }
 
@@ -716,6 +844,41 @@ mod tests {
             let w = values(n_k, 2);
             let mut want = vec![f32::NAN; n_out];
             let d = unsafe { read_desc(desc.as_ptr()) }.unwrap();
+            unsafe { direct(&d, x.as_ptr(), w.as_ptr(), want.as_mut_ptr()) };
+            for threads in [false, true] {
+                let _guard = threads.then(|| GemmThreads::enter(&pool));
+                let mut got = vec![f32::NAN; n_out];
+                unsafe { tessera_rt_conv_f32(desc.as_ptr(), x.as_ptr(), w.as_ptr(), got.as_mut_ptr()) };
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "element {i}: {a} vs {b} (threads: {threads})");
+                }
+            }
+        }
+    }
+
+    /// `nhwc`'s convolution reading its input laid out feature-major with the batch
+    /// contiguous (`f01b`, a weight gradient's input), which takes the batch-run form.
+    fn batch_minor(b: i64, hw: [i64; 2], c: i64, k: [i64; 2], o: i64, fgc: i64) -> (Vec<i64>, usize, usize, usize) {
+        let (mut d, n_in, n_k, n_out) = nhwc(b, hw, c, k, o, fgc, [(1, 1, 1, 1, 1, false), (2, 0, 1, 1, 1, false)]);
+        d[2] = 1;
+        d[3] = hw[0] * hw[1] * b;
+        d[HEADER + 1] = hw[1] * b;
+        d[HEADER + PER_DIM + 1] = b;
+        (d, n_in, n_k, n_out)
+    }
+
+    #[test]
+    fn batch_runs_match_the_direct_loops_on_one_and_two_threads() {
+        let pool = ThreadPool::new(Some(2)).unwrap();
+        // 16 and 40 batch indices (one run, and runs of 32 and 8), grouped features.
+        for (desc, n_in, n_k, n_out) in
+            [batch_minor(16, [6, 5], 3, [3, 2], 8, 1), batch_minor(40, [5, 7], 4, [2, 3], 6, 2)]
+        {
+            let d = unsafe { read_desc(desc.as_ptr()) }.unwrap();
+            assert!(d.in_batch_stride == 1 && d.out_batch >= 16);
+            let x = values(n_in, 5);
+            let w = values(n_k, 6);
+            let mut want = vec![f32::NAN; n_out];
             unsafe { direct(&d, x.as_ptr(), w.as_ptr(), want.as_mut_ptr()) };
             for threads in [false, true] {
                 let _guard = threads.then(|| GemmThreads::enter(&pool));

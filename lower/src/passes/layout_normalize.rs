@@ -1,5 +1,6 @@
 //! Gives every array value a layout. Layouts are the physical truth (DESIGN.md section 3), so
-//! a layout the module states is kept; a missing one becomes the default row-major layout.
+//! a layout the module states (or `layout_assignment` chose) is kept; a missing one becomes
+//! the default row-major layout.
 //! The entry's parameters and root then take the layouts of `entry_computation_layout`: a
 //! parameter's bytes arrive in that layout, so a parameter that states another one gets the
 //! entry layout and a `copy` into the stated layout for its users; a root whose layout
