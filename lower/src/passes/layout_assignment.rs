@@ -13,8 +13,11 @@
 //! tuple, control flow, bitcast or custom-call, whose meaning or callee depends on the
 //! bytes). Transposes then fold into the ops around them: `transpose(dot)` is a dot of the
 //! swapped operands (`algebraic_simplifier`), and a copy that only changed the layout has
-//! nothing left to do.
+//! nothing left to do. A dot read only by a transpose the simplifier cannot fold (attention's
+//! heads moved back beside the sequence) is laid out in that transpose's physical order:
+//! GEMM writes any strides, and the transpose then reads it in order.
 
+use tessera_hlo::ir::AttrList;
 use tessera_hlo::{Computation, InstId, Instruction, Layout, Module, Opcode, Shape};
 
 use crate::pass::Pass;
@@ -47,8 +50,25 @@ impl Pass for LayoutAssignment {
                 *layout = Layout::row_major(rank);
                 let name = &comp.inst(id).name;
                 self.changes.push(format!(
-                    "layout_assignment: %{name}: {{{}}} -> row-major (no user needs the stated order)",
-                    stated.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+                    "layout_assignment: %{name}: {} -> row-major (no user needs the stated order)",
+                    braces(&stated)
+                ));
+            }
+            // Then a dot read only by a transpose is laid out in the transpose's physical
+            // order: GEMM writes any strides, and the transpose (fused into its users)
+            // reads it contiguously instead of across its rows.
+            let users = comp.users();
+            for i in 0..comp.instructions.len() {
+                let id = InstId(i as u32);
+                let Some(want) = transposed_dot_layout(comp, id, &users[i]) else { continue };
+                let Shape::Array(a) = &mut comp.inst_mut(id).shape else { continue };
+                let Some(layout) = a.layout.as_mut() else { continue };
+                let stated = std::mem::replace(&mut layout.minor_to_major, want.clone());
+                let name = &comp.inst(id).name;
+                self.changes.push(format!(
+                    "layout_assignment: %{name}: {} -> {} (its transpose reads it in order)",
+                    braces(&stated),
+                    braces(&want)
                 ));
             }
         }
@@ -58,6 +78,31 @@ impl Pass for LayoutAssignment {
     fn report(&self) -> Vec<String> {
         self.changes.clone()
     }
+}
+
+fn braces(mtm: &[i64]) -> String {
+    format!("{{{}}}", mtm.iter().map(i64::to_string).collect::<Vec<_>>().join(","))
+}
+
+/// For a dot whose one user is a transpose, the minor-to-major order that makes the
+/// transpose's physical order the dot's, when it differs from the dot's own.
+fn transposed_dot_layout(comp: &Computation, id: InstId, users: &[InstId]) -> Option<Vec<i64>> {
+    let inst = comp.inst(id);
+    let [t] = users else { return None };
+    let t = comp.inst(*t);
+    if inst.opcode != Opcode::Dot || t.opcode != Opcode::Transpose || id == comp.root {
+        return None;
+    }
+    let plain = |s: &Shape| {
+        let a = s.as_array()?;
+        let l = a.layout.as_ref()?;
+        (a.is_static() && *l == Layout::new(&l.minor_to_major)).then(|| l.minor_to_major.clone())
+    };
+    let (mine, theirs) = (plain(&inst.shape)?, plain(&t.shape)?);
+    let perm = t.attr_ints("dimensions")?;
+    let want: Vec<i64> =
+        theirs.iter().map(|&d| usize::try_from(d).ok().and_then(|d| perm.get(d).copied())).collect::<Option<_>>()?;
+    (want != mine && want.len() == mine.len()).then_some(want)
 }
 
 /// Whether instruction `id` has a permuted layout nothing depends on (module doc).

@@ -657,10 +657,10 @@ mod tests {
     }
 
     /// The generated programs exercise the simplifier's rules for loops and for data
-    /// movement, reduces and compares, so that the differential tests check their rewrites
-    /// against the interpreter (which does not run them).
+    /// movement, reduces and compares, and layout assignment's choices, so that the
+    /// differential tests check their rewrites against the interpreter (which runs neither).
     #[test]
-    fn simplifier_rules_are_generated() {
+    fn simplifier_and_layout_rules_are_generated() {
         let wanted = [
             "while_dead_state",
             "while_invariant_motion",
@@ -672,20 +672,26 @@ mod tests {
             "the constant on the right",
             "select on a negated predicate",
             "transpose of a dot",
+            "-> row-major",
+            "its transpose reads it in order",
         ];
         let mut seen = vec![0usize; wanted.len()];
         for seed in 0..400 {
             let mut module = generate(seed, &Options::default()).unwrap().module;
+            // In the pipeline's order: layouts first, then the simplifiers.
+            let mut layouts = tessera_lower::passes::LayoutAssignment::default();
+            tessera_lower::Pass::run(&mut layouts, &mut module).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             let mut simplify = tessera_lower::passes::Simplify::default();
             tessera_lower::Pass::run(&mut simplify, &mut module).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            for line in tessera_lower::Pass::report(&simplify) {
+            let reports = [tessera_lower::Pass::report(&layouts), tessera_lower::Pass::report(&simplify)];
+            for line in reports.iter().flatten() {
                 for (k, w) in wanted.iter().enumerate() {
                     seen[k] += usize::from(line.contains(w));
                 }
             }
         }
         let tally: Vec<String> = wanted.iter().zip(&seen).map(|(w, n)| format!("{w}: {n}")).collect();
-        println!("simplifier rewrites in 400 programs: {}", tally.join(", "));
+        println!("simplifier and layout rewrites in 400 programs: {}", tally.join(", "));
         assert!(seen.iter().all(|&n| n > 0), "a rule never rewrote: {}", tally.join(", "));
     }
 

@@ -851,9 +851,15 @@ impl Gen {
         self.used(&[a, b]);
         if nl > 0 && nr > 0 && self.rng.chance(0.3) {
             // The free groups swapped, as a training step transposes a weight gradient: the
-            // simplifier computes dot(b, a) instead.
-            let perm: Vec<i64> =
-                (0..batch).chain(batch + nl..batch + nl + nr).chain(batch..batch + nl).map(|x| x as i64).collect();
+            // simplifier computes dot(b, a) instead. Or, with a batch dimension, the batch moved
+            // last (attention's heads moved beside the sequence), which no rewrite folds: layout
+            // assignment lays the dot out in the transpose's order.
+            let rank = out.len();
+            let perm: Vec<i64> = if batch > 0 && self.rng.chance(0.5) {
+                (1..rank).chain(0..1).map(|x| x as i64).collect()
+            } else {
+                (0..batch).chain(batch + nl..batch + nl + nr).chain(batch..batch + nl).map(|x| x as i64).collect()
+            };
             let tdims = perm.iter().map(|&p| out[p as usize]).collect();
             let t =
                 self.push_op(ty, tdims, facts, format!("transpose({}), dimensions={{{}}}", self.name(r), list(&perm)));
