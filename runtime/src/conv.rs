@@ -490,7 +490,7 @@ unsafe fn run_block<T: Elem>(
     if plan.scatter {
         let c = view::<T>(cbuf, rows * kg);
         // SAFETY: all three matrices are in bounds (scratch sized above, packed kernel).
-        unsafe { gemm_into(rows, kg, k, patch.as_ptr(), w, c.as_mut_ptr(), kg as isize, 1) };
+        unsafe { gemm_into(rows, kg, k, (patch.as_ptr(), k as isize, 1), w, c.as_mut_ptr(), kg as isize, 1) };
         for (r, &o) in out_off.iter().enumerate() {
             for j in 0..kg {
                 // SAFETY: a logical output element by the contract.
@@ -502,7 +502,16 @@ unsafe fn run_block<T: Elem>(
         let c = plan.out.0.wrapping_offset(first as isize);
         // SAFETY: the rows form one strided run of logical output elements.
         unsafe {
-            gemm_into(rows, kg, k, patch.as_ptr(), w, c, plan.row_stride as isize, d.out_feature_stride as isize)
+            gemm_into(
+                rows,
+                kg,
+                k,
+                (patch.as_ptr(), k as isize, 1),
+                w,
+                c,
+                plan.row_stride as isize,
+                d.out_feature_stride as isize,
+            )
         };
     }
 }
@@ -587,28 +596,17 @@ unsafe fn run_batch_block<T: Elem>(d: &Desc, plan: &Plan<T>, g: usize, q0: usize
     let w = plan.w.0.wrapping_add(g * k * kg);
     let c = plan.out.0.wrapping_offset(first as isize);
     // SAFETY: the patch (column-major, `rows` apart), the packed kernel and the block's output
-    // points are all in bounds; with `read_dst = false` gemm computes `C = 1 * A·B`.
+    // points are all in bounds.
     unsafe {
-        gemm::gemm(
+        gemm_into(
             rows,
             kg,
             k,
-            c,
-            d.out_feature_stride as isize,
-            d.out_batch_stride as isize,
-            false,
-            patch.as_ptr(),
-            rows as isize,
-            1,
+            (patch.as_ptr(), 1, rows as isize),
             w,
-            1,
-            kg as isize,
-            T::ZERO,
-            T::ONE,
-            false,
-            false,
-            false,
-            Parallelism::None,
+            c,
+            d.out_batch_stride as isize,
+            d.out_feature_stride as isize,
         )
     }
 }
@@ -714,8 +712,8 @@ unsafe fn copy_features<T: Elem>(dst: &mut [T], src: *const T, fs: isize) {
     }
 }
 
-/// `C = A·B` with `A` a row-major `m×k` block and `B` a row-major `k×n` packed kernel, on the
-/// current thread.
+/// `C = A·B` with `A` an `m×k` patch block (element `(i, q)` at `a + i*a_rs + q*a_cs`) and `B`
+/// a row-major `k×n` packed kernel, on the current thread.
 ///
 /// # Safety
 /// Every addressed element must be valid.
@@ -724,7 +722,7 @@ unsafe fn gemm_into<T: Elem>(
     m: usize,
     n: usize,
     k: usize,
-    a: *const T,
+    (a, a_rs, a_cs): (*const T, isize, isize),
     b: *const T,
     c: *mut T,
     c_rs: isize,
@@ -741,8 +739,8 @@ unsafe fn gemm_into<T: Elem>(
             c_rs,
             false,
             a,
-            1,
-            k as isize,
+            a_cs,
+            a_rs,
             b,
             1,
             n as isize,

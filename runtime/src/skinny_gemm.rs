@@ -262,6 +262,26 @@ unsafe fn columns_baseline<E: Elem>(p: &Problem<E>, lo: usize, hi: usize) {
     unsafe { p.columns::<Unfused>(lo, hi) }
 }
 
+/// The instance of a module's generic `columns` for element type `$e` as a `ColumnsFn<$e>`:
+/// its tile traits are implemented for exactly f32, bf16 and f16, so dispatch is on the type.
+#[cfg(target_arch = "x86_64")]
+macro_rules! typed_columns {
+    ($columns:ident, $e:ty) => {{
+        use std::any::TypeId;
+        let id = TypeId::of::<$e>();
+        if id == TypeId::of::<f32>() {
+            // SAFETY: $e is f32 (resp. Bf16, F16 below); the function pointer types are identical.
+            Some(unsafe { std::mem::transmute::<ColumnsFn<f32>, ColumnsFn<$e>>($columns::<f32>) })
+        } else if id == TypeId::of::<Bf16>() {
+            Some(unsafe { std::mem::transmute::<ColumnsFn<Bf16>, ColumnsFn<$e>>($columns::<Bf16>) })
+        } else if id == TypeId::of::<F16>() {
+            Some(unsafe { std::mem::transmute::<ColumnsFn<F16>, ColumnsFn<$e>>($columns::<F16>) })
+        } else {
+            None
+        }
+    }};
+}
+
 /// The best version this CPU runs.
 fn columns_fn<E: Elem>() -> ColumnsFn<E> {
     #[cfg(target_arch = "x86_64")]
@@ -318,7 +338,6 @@ mod x86_512 {
     }
 
     pub(super) fn columns_fn<E: Elem>() -> Option<ColumnsFn<E>> {
-        use std::any::TypeId;
         // The AVX2 tiles this version falls back on need their own features too.
         let features = is_x86_feature_detected!("avx512f")
             && is_x86_feature_detected!("avx2")
@@ -327,18 +346,7 @@ mod x86_512 {
         if !features {
             return None;
         }
-        let id = TypeId::of::<E>();
-        let f: ColumnsFn<E> = if id == TypeId::of::<f32>() {
-            // SAFETY: E is f32; the function pointer types are identical.
-            unsafe { std::mem::transmute::<ColumnsFn<f32>, ColumnsFn<E>>(columns::<f32>) }
-        } else if id == TypeId::of::<Bf16>() {
-            unsafe { std::mem::transmute::<ColumnsFn<Bf16>, ColumnsFn<E>>(columns::<Bf16>) }
-        } else if id == TypeId::of::<F16>() {
-            unsafe { std::mem::transmute::<ColumnsFn<F16>, ColumnsFn<E>>(columns::<F16>) }
-        } else {
-            return None;
-        };
-        Some(f)
+        typed_columns!(columns, E)
     }
 
     /// Columns `lo..hi` (the AVX2 version's structure: `k` in blocks of rows swept across the
@@ -493,25 +501,12 @@ mod x86 {
     pub(super) const PREFETCH_ROWS: isize = 16;
 
     pub(super) fn columns_fn<E: Elem>() -> Option<ColumnsFn<E>> {
-        // `Lanes` is implemented for exactly the three element types; dispatch on the type.
-        use std::any::TypeId;
         // `columns` is compiled for all three (every AVX2 CPU has F16C); it must not run where
         // one is missing.
         if !(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")) {
             return None;
         }
-        let id = TypeId::of::<E>();
-        let f: ColumnsFn<E> = if id == TypeId::of::<f32>() {
-            // SAFETY: E is f32; the function pointer types are identical.
-            unsafe { std::mem::transmute::<ColumnsFn<f32>, ColumnsFn<E>>(columns::<f32>) }
-        } else if id == TypeId::of::<Bf16>() {
-            unsafe { std::mem::transmute::<ColumnsFn<Bf16>, ColumnsFn<E>>(columns::<Bf16>) }
-        } else if id == TypeId::of::<F16>() {
-            unsafe { std::mem::transmute::<ColumnsFn<F16>, ColumnsFn<E>>(columns::<F16>) }
-        } else {
-            return None;
-        };
-        Some(f)
+        typed_columns!(columns, E)
     }
 
     /// Columns `lo..hi`: full tiles in AVX2, the partial tiles at the right edge in the
