@@ -1,9 +1,10 @@
 //! Vector loops: innermost loops with a vector width become f32x4 / i32x4 / f64x2 loops plus a
 //! scalar tail when their body allows it. Checked against the interpreter bit for bit (through
-//! `common::run`) on hand-written kernels and on seeded random vectorizable bodies, and
-//! through the Cranelift IR for which loops get vectors.
+//! `common::run`) on hand-written kernels and on seeded random vectorizable bodies (which the
+//! LLVM tier runs too), and through the Cranelift IR for which loops get vectors.
 
 mod common;
+mod llvm_common;
 
 use common::*;
 use tessera_lower::kernel::*;
@@ -109,7 +110,8 @@ fn loops_that_are_not_eligible_stay_scalar_and_correct() {
 
 /// A random vectorizable loop body from `seed`: contiguous and broadcast loads of one
 /// element type, every op with a vector form, comparisons feeding selects and mask logic,
-/// 32-bit int<->float casts, uniform subexpressions, and contiguous stores.
+/// 32-bit int<->float casts, uniform subexpressions, per-lane choices under a branch on
+/// `AnyLane` (`MathOps::choose`'s shape), and contiguous stores.
 fn random_vector_kernel(seed: u64) -> Kernel {
     let mut r = Rng::new(seed);
     let base = *r.pick(&[Ty::F32, Ty::I32, Ty::F64]);
@@ -167,7 +169,7 @@ fn random_vector_kernel(seed: u64) -> Kernel {
         }
         let a = of[r.below(of.len() as u64) as usize];
         let b = of[r.below(of.len() as u64) as usize];
-        let v = match r.below(6) {
+        let v = match r.below(7) {
             0 if ty.is_float() => {
                 let op =
                     *r.pick(&[UnOp::Neg, UnOp::Abs, UnOp::Sqrt, UnOp::Floor, UnOp::Ceil, UnOp::Trunc, UnOp::RoundEven]);
@@ -228,6 +230,19 @@ fn random_vector_kernel(seed: u64) -> Kernel {
                 pool.push((v, to));
                 continue;
             }
+            6 if !preds.is_empty() => {
+                // `a`, or where `p` holds a value computed under a branch that a vector loop
+                // takes when any lane needs it.
+                let p = preds[r.below(preds.len() as u64) as usize];
+                let local = k.local(ty, a);
+                let any = k.let_(Op::AnyLane { a: p });
+                k.begin_if(any);
+                let x = if ty.is_float() { k.binary(BinOp::Mul, ty, a, b) } else { k.binary(BinOp::Xor, ty, a, b) };
+                let x = k.select(ty, p, x, a);
+                k.set_local(local, x);
+                k.end_if();
+                k.get_local(local)
+            }
             _ => continue,
         };
         pool.push((v, ty));
@@ -261,6 +276,7 @@ fn random_vectorizable_bodies_match_the_interpreter() {
                 float_data(ty, b.len as usize, seed * 7 + j as u64)
             })
             .collect();
+        llvm_common::run(&kernel, &mut bufs.clone());
         run(&kernel, &mut bufs);
     }
     assert!(vectorized > 250, "only {vectorized} of 400 got vector loops");

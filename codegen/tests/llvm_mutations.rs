@@ -80,7 +80,7 @@ impl Damage {
                             *a = self.value();
                         }
                     }
-                    Op::Select { cond, .. } => *cond = self.value(),
+                    Op::Select { cond, .. } | Op::AnyLane { a: cond } => *cond = self.value(),
                     Op::Fma { ty, c, .. } => {
                         if self.one_in(2) {
                             *ty = self.ty();

@@ -1,8 +1,9 @@
 //! The inline math functions (`tessera_lower::emit::math`) as kernels: every function, emitted
-//! as kernel IR in a vector loop, gives bit for bit what `math::Eval` computes on plain f32, in
-//! the kernel interpreter and on both tiers, over special values and a spread of bit patterns,
-//! with plain and with fused multiply-adds; and Cranelift runs those loops as vectors (the math holds nothing that would keep a loop
-//! scalar).
+//! as kernel IR in a vector loop and in a loopless body run once per grid index, gives bit for
+//! bit what `math::Eval`
+//! computes on plain f32, in the kernel interpreter and on both tiers, over special values and
+//! a spread of bit patterns, with plain and with fused multiply-adds; and Cranelift runs the
+//! loops as vectors (the math holds nothing that would keep a loop scalar).
 
 mod common;
 mod llvm_common;
@@ -76,7 +77,15 @@ fn inputs(n: usize, salt: u32) -> Vec<f32> {
         -103.97,
         1e-8,
         std::f32::consts::PI,
+        // sin, cos and tan: the closest f32 to a multiple of pi/2 below 2^16, and the edge
+        // between their two reductions
+        252.898_21,
+        65_535.996,
+        65_536.0,
+        -65_536.0,
     ];
+    // Whole vectors of moderate values, where the trig functions skip their slow reduction.
+    v.extend((0..256).map(|i| (i as f32 - 128.0) * 0.73 + salt as f32 * 1e-3));
     let mut x: u32 = 0x9e37_79b9 ^ salt;
     while v.len() < n {
         x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
@@ -85,17 +94,20 @@ fn inputs(n: usize, salt: u32) -> Vec<f32> {
     v
 }
 
-/// `out[i] = f(in0[i], ..)` over `n` elements in one loop of vector width 16 (peeled tail).
-fn kernel(name: &str, arity: usize, emit: Emit, n: i64, fma: bool) -> Kernel {
-    let mut b = KernelBuilder::new(name, 1);
+/// `out[i] = f(in0[i], ..)` over `n` elements: in one loop of vector width 16 (peeled tail), or
+/// with no loop, one element per grid index.
+fn kernel(name: &str, arity: usize, emit: Emit, n: i64, fma: bool, looped: bool) -> Kernel {
+    let mut b = KernelBuilder::new(name, if looped { 1 } else { n });
     b.use_fused_multiply_add(fma);
     let ins: Vec<_> = (0..arity).map(|i| b.buffer(format!("in{i}"), MemType::Scalar(Ty::F32), n, false)).collect();
     let out = b.buffer("out", MemType::Scalar(Ty::F32), n, true);
-    let v = b.begin_loop(0, n);
+    let v = if looped { b.begin_loop(0, n) } else { b.grid_var() };
     let args: Vec<ValueId> = ins.iter().map(|&buf| b.load(buf, IndexExpr::var(v, 1))).collect();
     let r = emit(&mut IrMath::new(&mut b), &args);
     b.store(out, IndexExpr::var(v, 1), r);
-    b.end_loop_vectorized(16, Tail::Peel);
+    if looped {
+        b.end_loop_vectorized(16, Tail::Peel);
+    }
     b.finish()
 }
 
@@ -107,7 +119,8 @@ fn same(a: f32, b: f32) -> bool {
 fn every_tier_computes_what_eval_computes() {
     // Not a multiple of 16: the vector loops' scalar tails run too.
     let n = 4099usize;
-    for ((name, arity, emit, reference), fma) in functions().into_iter().flat_map(|f| [(f, false), (f, true)]) {
+    let forms = [(false, true), (true, true), (false, false), (true, false)];
+    for ((name, arity, emit, reference), (fma, looped)) in functions().into_iter().flat_map(|f| forms.map(|m| (f, m))) {
         let eval = Eval { fma };
         let args: Vec<Vec<f32>> = (0..arity).map(|i| inputs(n, i as u32 * 7919)).collect();
         let want: Vec<f32> = (0..n)
@@ -116,8 +129,11 @@ fn every_tier_computes_what_eval_computes() {
                 reference(&mut { eval }, &a)
             })
             .collect();
-        let k = kernel(&format!("math_{name}"), arity, emit, n as i64, fma);
+        let k = kernel(&format!("math_{name}"), arity, emit, n as i64, fma, looped);
         assert!(fma || !k.to_string().contains("fma."), "{name}: a fused multiply-add in the plain form");
+        // The trig functions branch to their slow reduction, in loops too.
+        let trig = matches!(name, "sin" | "cos" | "tan");
+        assert_eq!(k.to_string().contains("if %"), trig, "{name}: branches");
         let fresh = || -> Vec<Vec<u8>> {
             let mut bufs: Vec<Vec<u8>> =
                 args.iter().map(|col| col.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
@@ -132,23 +148,25 @@ fn every_tier_computes_what_eval_computes() {
         run_kernel(&k, &mut views).unwrap_or_else(|e| panic!("{name}: interpreter: {e}"));
         let mut cl = fresh();
         let compiled = common::compile(std::slice::from_ref(&k));
-        common::call(&compiled, 0, &mut cl, 0, 1);
+        common::call(&compiled, 0, &mut cl, 0, k.grid.extent);
         let mut ll = fresh();
         let compiled = llvm_common::compile(std::slice::from_ref(&k));
-        llvm_common::call(compiled.functions[0], &mut ll, &[(0, 1)]);
+        llvm_common::call(compiled.functions[0], &mut ll, &[(0, k.grid.extent)]);
         for (tier, bufs) in [("interpreter", &interp), ("cranelift", &cl), ("llvm", &ll)] {
             let got = decode(&bufs[arity]);
             for i in 0..n {
                 let a: Vec<f32> = args.iter().map(|col| col[i]).collect();
                 assert!(
                     same(got[i], want[i]),
-                    "{name}{a:?} on {tier} (fma {fma}): {} but Eval gives {}",
+                    "{name}{a:?} on {tier} (fma {fma}, loop {looped}): {} but Eval gives {}",
                     got[i],
                     want[i]
                 );
             }
         }
-        let clif = tessera_codegen::cranelift::clif(&k).unwrap();
-        assert!(clif.contains("f32x4"), "{name}: Cranelift did not vectorize the loop");
+        if looped {
+            let clif = tessera_codegen::cranelift::clif(&k).unwrap();
+            assert!(clif.contains("f32x4"), "{name}: Cranelift did not vectorize the loop");
+        }
     }
 }

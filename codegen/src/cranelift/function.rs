@@ -286,6 +286,8 @@ impl Translator<'_, '_> {
                 Ok((self.b.ins().fma(x, y, z), *ty))
             }
             Op::Cast { op, from, to, a } => self.cast(*op, *from, *to, *a),
+            // One element at a time, "any lane" is this one.
+            Op::AnyLane { a } => Ok((self.typed(*a, Ty::Pred)?, Ty::Pred)),
             Op::Math { func, ty, args } => {
                 if !ty.is_float() {
                     return Err(Failure::Malformed(format!("math function {func:?} on {ty:?}")));

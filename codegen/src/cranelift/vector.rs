@@ -2,7 +2,9 @@
 //! (DESIGN.md section 6), so an innermost loop whose `vector_width` asks for it runs as an
 //! f32x4 / i32x4 / f64x2 main loop plus a scalar tail, when its body allows:
 //!
-//! - straight-line (only `Let` and `Store`);
+//! - `Let`, `Store`, locals held as vectors (lane reductions' accumulators and the locals the
+//!   body declares, one vector variable each), and branches on uniform conditions, which all
+//!   lanes take together (`AnyLane`, one `vany_true` of a mask, makes one);
 //! - every value either *uniform* (does not depend on the loop variable: computed as a scalar
 //!   once per vector iteration and splatted where a vector needs it) or *varying* of type
 //!   F32, I32 or F64 (or a `Pred` mask from comparing those), all with the same lane count;
@@ -75,17 +77,20 @@ enum Access {
     Contiguous,
 }
 
-/// The loop's vectorizability: which values vary, and the lane count. `None`: stay scalar.
+/// The loop's vectorizability: which values vary, the locals held as vectors, and the lane
+/// count. `None`: stay scalar.
 struct Plan {
     lanes: i64,
     varying: HashMap<ValueId, Ty>,
+    vector_locals: HashMap<LocalId, Ty>,
 }
 
 struct Planner<'t, 'a, 'f> {
     t: &'t Translator<'a, 'f>,
     var: VarId,
-    /// The loop's lane-reduction locals: read and written as vectors (accumulators).
-    reductions: HashMap<LocalId, Ty>,
+    /// Locals read and written as vectors: the loop's lane reductions (accumulators) and the
+    /// locals its body declares.
+    vector_locals: HashMap<LocalId, Ty>,
     varying: HashMap<ValueId, Ty>,
     uniform: HashMap<ValueId, Ty>,
     lanes: Option<i64>,
@@ -150,10 +155,16 @@ impl Planner<'_, '_, '_> {
             Some(any)
         };
         match op {
-            Op::GetLocal(l) if self.reductions.contains_key(l) => {
-                let ty = self.reductions[l];
+            Op::GetLocal(l) if self.vector_locals.contains_key(l) => {
+                let ty = self.vector_locals[l];
                 self.lanes(ty)?;
                 Some(Some(ty))
+            }
+            // One answer per vector iteration: a uniform value (computed in the loop, never
+            // before it: `hoist_uniform` keeps values of varying operands in place).
+            Op::AnyLane { a } => {
+                self.ty_of(*a)?;
+                Some(None)
             }
             Op::Const(_) | Op::GetLocal(_) => Some(None),
             Op::Index(index) => match self.access(index)? {
@@ -262,7 +273,16 @@ impl Planner<'_, '_, '_> {
     }
 
     fn plan(mut self, l: &Loop) -> Option<Plan> {
-        for stmt in &l.body {
+        self.stmts(&l.body)?;
+        let lanes = self.lanes?;
+        // Masks take their width from the lane count: every varying Pred must come from
+        // values of that count, which `lanes` already enforced.
+        Some(Plan { lanes, varying: self.varying, vector_locals: self.vector_locals })
+    }
+
+    /// Plans the loop's body or a branch in it.
+    fn stmts(&mut self, body: &[Stmt]) -> Option<()> {
+        for stmt in body {
             match stmt {
                 Stmt::Let(id, op) => match self.op(op)? {
                     Some(ty) => {
@@ -284,20 +304,32 @@ impl Planner<'_, '_, '_> {
                     }
                     self.ty_of(*value)?;
                 }
-                Stmt::SetLocal { local, value } if self.reductions.contains_key(local) => {
-                    let ty = self.reductions[local];
+                Stmt::SetLocal { local, value } if self.vector_locals.contains_key(local) => {
+                    let ty = self.vector_locals[local];
                     self.lanes(ty)?;
                     if self.ty_of(*value)?.0 != ty {
                         return None;
                     }
                 }
+                Stmt::DeclLocal { local, ty, init } => {
+                    self.lanes(*ty)?;
+                    if self.ty_of(*init)?.0 != *ty {
+                        return None;
+                    }
+                    self.vector_locals.insert(*local, *ty);
+                }
+                // A branch on a uniform condition (an `AnyLane`) is taken by all lanes at once.
+                Stmt::If { cond, then_body, else_body } => {
+                    if self.ty_of(*cond)?.1 {
+                        return None;
+                    }
+                    self.stmts(then_body)?;
+                    self.stmts(else_body)?;
+                }
                 _ => return None,
             }
         }
-        let lanes = self.lanes?;
-        // Masks take their width from the lane count: every varying Pred must come from
-        // values of that count, which `lanes` already enforced.
-        Some(Plan { lanes, varying: self.varying })
+        Some(())
     }
 }
 
@@ -313,7 +345,7 @@ fn uniform_type(t: &Translator, op: &Op) -> Option<Ty> {
         | Op::Select { ty, .. }
         | Op::Fma { ty, .. }
         | Op::Math { ty, .. } => *ty,
-        Op::Cmp { .. } => Ty::Pred,
+        Op::Cmp { .. } | Op::AnyLane { .. } => Ty::Pred,
         Op::Cast { to, .. } => *to,
     })
 }
@@ -333,7 +365,7 @@ fn operands(op: &Op) -> Vec<ValueId> {
     match op {
         Op::Const(_) | Op::GetLocal(_) => Vec::new(),
         Op::Load { index, .. } | Op::Index(index) => sources(index),
-        Op::Unary { a, .. } | Op::Cast { a, .. } => vec![*a],
+        Op::Unary { a, .. } | Op::Cast { a, .. } | Op::AnyLane { a } => vec![*a],
         Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
         Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
         Op::Fma { a, b, c, .. } => vec![*a, *b, *c],
@@ -357,7 +389,8 @@ impl Translator<'_, '_> {
                 Op::Load { buf, .. } => self.kernel.buffers.get(buf.0 as usize).is_none_or(|b| b.writable),
                 _ => false,
             };
-            if writable_load || operands(op).iter().any(|v| pinned.contains(v)) {
+            let reads_lanes = operands(op).iter().any(|v| pinned.contains(v) || plan.varying.contains_key(v));
+            if writable_load || reads_lanes {
                 pinned.push(*id);
                 continue;
             }
@@ -373,7 +406,7 @@ impl Translator<'_, '_> {
         let planner = Planner {
             t: self,
             var: l.var,
-            reductions: HashMap::new(),
+            vector_locals: HashMap::new(),
             varying: HashMap::new(),
             uniform: HashMap::new(),
             lanes: None,
@@ -416,7 +449,7 @@ impl Translator<'_, '_> {
             let planner = Planner {
                 t: self,
                 var: l.var,
-                reductions,
+                vector_locals: reductions,
                 varying: HashMap::new(),
                 uniform: HashMap::new(),
                 lanes: None,
@@ -508,35 +541,82 @@ impl Translator<'_, '_> {
     fn vector_body(&mut self, l: &Loop, plan: &Plan, accs: &HashMap<LocalId, Variable>) -> Result<()> {
         let mut vectors: HashMap<ValueId, (Value, Ty)> = HashMap::new();
         let mut defined = Vec::new();
-        for stmt in &l.body {
+        let mut locals = accs.clone();
+        let result = self.vector_stmts(&l.body, plan, &mut locals, &mut vectors, &mut defined);
+        for id in defined {
+            self.undefine(id);
+        }
+        result
+    }
+
+    /// The statements of a vector loop's body or of a branch in it: `locals` holds the
+    /// variables of the locals held as vectors, `vectors` the varying values; the uniform
+    /// values it defines go to `defined`, whose scope the caller ends.
+    fn vector_stmts(
+        &mut self,
+        body: &[Stmt],
+        plan: &Plan,
+        locals: &mut HashMap<LocalId, Variable>,
+        vectors: &mut HashMap<ValueId, (Value, Ty)>,
+        defined: &mut Vec<ValueId>,
+    ) -> Result<()> {
+        for stmt in body {
             match stmt {
                 Stmt::Let(id, _) if !plan.varying.contains_key(id) && self.is_defined(*id) => {}
                 Stmt::Let(id, op) => match plan.varying.get(id) {
                     None => {
-                        let (v, ty) = self.op(op)?;
+                        let (v, ty) = match op {
+                            // Whether any lane holds: one branch serves the whole vector.
+                            Op::AnyLane { a } if vectors.contains_key(a) => {
+                                let mask = self.vector_operand(*a, Ty::Pred, plan.lanes, vectors)?;
+                                (self.b.ins().vany_true(mask), Ty::Pred)
+                            }
+                            _ => self.op(op)?,
+                        };
                         self.define(*id, v, ty)?;
                         defined.push(*id);
                     }
                     Some(&ty) => {
                         let v = match op {
                             Op::GetLocal(local) => {
-                                let acc = *accs.get(local).ok_or_else(mismatch)?;
-                                self.b.use_var(acc)
+                                let var = *locals.get(local).ok_or_else(mismatch)?;
+                                self.b.use_var(var)
                             }
-                            _ => self.vector_op(op, ty, plan.lanes, &vectors)?,
+                            _ => self.vector_op(op, ty, plan.lanes, vectors)?,
                         };
                         vectors.insert(*id, (v, ty));
                     }
                 },
+                Stmt::DeclLocal { local, ty, init } => {
+                    let v = self.vector_operand(*init, *ty, plan.lanes, vectors)?;
+                    let var = self.b.declare_var(vector_type(*ty, plan.lanes));
+                    self.b.def_var(var, v);
+                    locals.insert(*local, var);
+                }
                 Stmt::SetLocal { local, value } => {
-                    let acc = *accs.get(local).ok_or_else(mismatch)?;
-                    let ty = self.local_type(*local).ok_or_else(mismatch)?;
-                    let v = self.vector_operand(*value, ty, plan.lanes, &vectors)?;
-                    self.b.def_var(acc, v);
+                    let var = *locals.get(local).ok_or_else(mismatch)?;
+                    let ty = *plan.vector_locals.get(local).ok_or_else(mismatch)?;
+                    let v = self.vector_operand(*value, ty, plan.lanes, vectors)?;
+                    self.b.def_var(var, v);
+                }
+                Stmt::If { cond, then_body, else_body } => {
+                    let c = self.typed(*cond, Ty::Pred)?;
+                    let then_block = self.b.create_block();
+                    let else_block = self.b.create_block();
+                    let merge = self.b.create_block();
+                    self.b.ins().brif(c, then_block, &[], else_block, &[]);
+                    for (block, branch) in [(then_block, then_body), (else_block, else_body)] {
+                        self.b.switch_to_block(block);
+                        self.b.seal_block(block);
+                        self.vector_stmts(branch, plan, locals, vectors, defined)?;
+                        self.b.ins().jump(merge, &[]);
+                    }
+                    self.b.switch_to_block(merge);
+                    self.b.seal_block(merge);
                 }
                 Stmt::Store { buf, index, mem, value } => {
                     let ty = mem.reg();
-                    let v = self.vector_operand(*value, ty, plan.lanes, &vectors)?;
+                    let v = self.vector_operand(*value, ty, plan.lanes, vectors)?;
                     let addr = self.index(index, access_form(*buf, *mem)?)?;
                     if ty == Ty::I16 {
                         // Four zero-extended lanes packed to 16 bits (exact: each is below
@@ -551,9 +631,6 @@ impl Translator<'_, '_> {
                 }
                 _ => return Err(mismatch()),
             }
-        }
-        for id in defined {
-            self.undefine(id);
         }
         Ok(())
     }

@@ -70,6 +70,8 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             }
             Op::Cast { op, from, to, a } => Ok((self.cast(*op, *from, *to, *a)?, *to)),
             Op::Math { func, ty, args } => Ok((self.math(*func, *ty, args)?, *ty)),
+            // One element at a time, "any lane" is this one.
+            Op::AnyLane { a } => Ok((self.value(*a, Ty::Pred)?, Ty::Pred)),
         }
     }
 

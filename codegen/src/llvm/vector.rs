@@ -2,7 +2,9 @@
 //! auto-vectorizer). An innermost loop whose `vector_width` is `W > 1` runs as a main loop
 //! stepping by `W` over `<W x T>` values plus a scalar remainder, when its body allows:
 //!
-//! - straight-line (`Let`, `Store`, and `SetLocal` of the loop's lane-reduction locals);
+//! - `Let`, `Store`, locals held in lanes (the loop's lane reductions and non-`Pred` locals the
+//!   body declares: one `<W x T>` slot each), and branches on uniform conditions, which all
+//!   lanes take together (`AnyLane`, one `llvm.vector.reduce.or` of a mask, makes one);
 //! - each value either *uniform* (independent of the loop variable: computed as a scalar once
 //!   per vector iteration and splatted where a vector needs it) or *varying* (`W` lanes of any
 //!   register type; LLVM legalizes `<16 x float>` to one zmm register, two ymm, or four xmm);
@@ -34,9 +36,11 @@ use super::function::Translator;
 use super::ops::{float_predicate, int_predicate};
 use crate::CodegenError;
 
-/// Which values of a loop body vary with the loop variable, with their types.
+/// Which values of a loop body vary with the loop variable, with their types, and the locals
+/// held as vectors: the lane reductions' and those the body declares.
 struct Plan {
     varying: HashMap<ValueId, Ty>,
+    vector_locals: HashMap<LocalId, Ty>,
 }
 
 enum Access {
@@ -71,7 +75,7 @@ fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Opti
 fn operands(op: &Op) -> Vec<ValueId> {
     match op {
         Op::Const(_) | Op::GetLocal(_) | Op::Load { .. } | Op::Index(_) => Vec::new(),
-        Op::Unary { a, .. } | Op::Cast { a, .. } => vec![*a],
+        Op::Unary { a, .. } | Op::Cast { a, .. } | Op::AnyLane { a } => vec![*a],
         Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
         Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
         Op::Fma { a, b, c, .. } => vec![*a, *b, *c],
@@ -80,25 +84,35 @@ fn operands(op: &Op) -> Vec<ValueId> {
 }
 
 fn plan(l: &Loop) -> Option<Plan> {
-    let reductions: HashMap<LocalId, Ty> = l.reductions.iter().map(|r| (r.local, r.ty)).collect();
-    let mut varying: HashMap<ValueId, Ty> = HashMap::new();
-    for stmt in &l.body {
+    let mut plan =
+        Plan { varying: HashMap::new(), vector_locals: l.reductions.iter().map(|r| (r.local, r.ty)).collect() };
+    plan_stmts(&l.body, l.var, &mut plan)?;
+    Some(plan)
+}
+
+/// Plans `body` (the loop's, or a branch's in it) into `plan`; `None` when it keeps the loop
+/// scalar.
+fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
+    for stmt in body {
         match stmt {
             Stmt::Let(id, op) => {
+                let varying = &plan.varying;
                 let ty = match op {
                     Op::Const(_) => None,
-                    Op::GetLocal(local) => reductions.get(local).copied(),
-                    Op::Index(index) => match access(index, l.var, &varying)? {
+                    Op::GetLocal(local) => plan.vector_locals.get(local).copied(),
+                    Op::Index(index) => match access(index, var, varying)? {
                         Access::Uniform => None,
                         Access::Contiguous => Some(Ty::I64),
                     },
-                    Op::Load { index, mem, .. } => match access(index, l.var, &varying)? {
+                    Op::Load { index, mem, .. } => match access(index, var, varying)? {
                         Access::Uniform => None,
                         Access::Contiguous => match mem {
                             MemType::Scalar(t) if *t != Ty::Pred => Some(*t),
                             _ => return None,
                         },
                     },
+                    // One answer per vector iteration: a uniform value.
+                    Op::AnyLane { .. } => None,
                     _ if !operands(op).iter().any(|v| varying.contains_key(v)) => None,
                     Op::Unary { ty, .. }
                     | Op::Binary { ty, .. }
@@ -109,11 +123,11 @@ fn plan(l: &Loop) -> Option<Plan> {
                     Op::Cast { to, .. } => Some(*to),
                 };
                 if let Some(ty) = ty {
-                    varying.insert(*id, ty);
+                    plan.varying.insert(*id, ty);
                 }
             }
             Stmt::Store { index, mem, .. } => {
-                match access(index, l.var, &varying)? {
+                match access(index, var, &plan.varying)? {
                     Access::Contiguous => {}
                     Access::Uniform => return None,
                 }
@@ -121,11 +135,20 @@ fn plan(l: &Loop) -> Option<Plan> {
                     return None;
                 }
             }
-            Stmt::SetLocal { local, .. } if reductions.contains_key(local) => {}
+            // A local the body declares lives in lanes, like a reduction's.
+            Stmt::DeclLocal { local, ty, .. } if *ty != Ty::Pred => {
+                plan.vector_locals.insert(*local, *ty);
+            }
+            Stmt::SetLocal { local, .. } if plan.vector_locals.contains_key(local) => {}
+            // A branch on a uniform condition (an `AnyLane`) is taken by all lanes at once.
+            Stmt::If { cond, then_body, else_body } if !plan.varying.contains_key(cond) => {
+                plan_stmts(then_body, var, plan)?;
+                plan_stmts(else_body, var, plan)?;
+            }
             _ => return None,
         }
     }
-    Some(Plan { varying })
+    Some(())
 }
 
 impl<'a, 'ctx> Translator<'a, 'ctx> {
@@ -206,55 +229,96 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         plan: &Plan,
         accs: &HashMap<LocalId, inkwell::values::PointerValue<'ctx>>,
     ) -> Result<(), CodegenError> {
-        let w = l.vector_width;
-        let kernel = self.kernel;
-        let err = super::function::builder_error(&kernel.name);
         let mut vectors: HashMap<ValueId, (BasicValueEnum<'ctx>, Ty)> = HashMap::new();
         let mut scalars = Vec::new();
-        let result = (|| {
-            for stmt in &l.body {
-                match stmt {
-                    Stmt::Let(id, op) => match plan.varying.get(id) {
-                        None => {
-                            let v = self.op(op)?;
-                            self.values.insert(*id, v);
-                            scalars.push(*id);
-                        }
-                        Some(&ty) => {
-                            let v = match op {
-                                Op::GetLocal(local) => {
-                                    let slot = *accs
-                                        .get(local)
-                                        .ok_or_else(|| self.unsupported("a read of a non-reduction local"))?;
-                                    self.builder.build_load(self.vector_type(ty, w), slot, "acc").map_err(&err)?
-                                }
-                                _ => self.vector_op(op, ty, w, &vectors)?,
-                            };
-                            vectors.insert(*id, (v, ty));
-                        }
-                    },
-                    Stmt::Store { buf, index, mem, value } => {
-                        let v = self.vector_operand(*value, mem.reg(), w, &vectors)?;
-                        let ptr = self.element_ptr(*buf, index)?;
-                        let st = self.builder.build_store(ptr, v).map_err(&err)?;
-                        st.set_alignment(mem.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
-                    }
-                    Stmt::SetLocal { local, value } => {
-                        let slot =
-                            *accs.get(local).ok_or_else(|| self.unsupported("a set of a non-reduction local"))?;
-                        let (_, ty) = self.local(*local)?;
-                        let v = self.vector_operand(*value, ty, w, &vectors)?;
-                        self.builder.build_store(slot, v).map_err(&err)?;
-                    }
-                    _ => return Err(self.unsupported("the vector loop translation disagrees with its plan")),
-                }
-            }
-            Ok(())
-        })();
+        let mut slots = accs.clone();
+        let result = self.vector_stmts(&l.body, l.vector_width, plan, &mut slots, &mut vectors, &mut scalars);
         for id in scalars {
             self.values.remove(&id);
         }
         result
+    }
+
+    /// The statements of a vector loop's body or of a branch in it. `slots` holds the vector
+    /// locals' slots, `vectors` the varying values; uniform values go to the scalar table and
+    /// their ids to `scalars`, which the caller clears.
+    fn vector_stmts(
+        &mut self,
+        body: &[Stmt],
+        w: u32,
+        plan: &Plan,
+        slots: &mut HashMap<LocalId, inkwell::values::PointerValue<'ctx>>,
+        vectors: &mut HashMap<ValueId, (BasicValueEnum<'ctx>, Ty)>,
+        scalars: &mut Vec<ValueId>,
+    ) -> Result<(), CodegenError> {
+        let kernel = self.kernel;
+        let err = super::function::builder_error(&kernel.name);
+        for stmt in body {
+            match stmt {
+                Stmt::Let(id, op) => match plan.varying.get(id) {
+                    None => {
+                        let v = match op {
+                            // Whether any lane holds: one branch serves the whole vector.
+                            Op::AnyLane { a } if vectors.contains_key(a) => {
+                                let mask = self.vector_operand(*a, Ty::Pred, w, vectors)?;
+                                let bt = mask.get_type();
+                                let any = self.intrinsic("llvm.vector.reduce.or", &[bt], &[mask.into()])?;
+                                (any, Ty::Pred)
+                            }
+                            _ => self.op(op)?,
+                        };
+                        self.values.insert(*id, v);
+                        scalars.push(*id);
+                    }
+                    Some(&ty) => {
+                        let v = match op {
+                            Op::GetLocal(local) => {
+                                let slot = *slots
+                                    .get(local)
+                                    .ok_or_else(|| self.unsupported("a read of a local not held in lanes"))?;
+                                self.builder.build_load(self.vector_type(ty, w), slot, "acc").map_err(&err)?
+                            }
+                            _ => self.vector_op(op, ty, w, vectors)?,
+                        };
+                        vectors.insert(*id, (v, ty));
+                    }
+                },
+                Stmt::Store { buf, index, mem, value } => {
+                    let v = self.vector_operand(*value, mem.reg(), w, vectors)?;
+                    let ptr = self.element_ptr(*buf, index)?;
+                    let st = self.builder.build_store(ptr, v).map_err(&err)?;
+                    st.set_alignment(mem.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
+                }
+                Stmt::DeclLocal { local, ty, init } => {
+                    let slot = self.entry_alloca_of(self.vector_type(*ty, w).as_basic_type_enum(), "lanes")?;
+                    let v = self.vector_operand(*init, *ty, w, vectors)?;
+                    self.builder.build_store(slot, v).map_err(&err)?;
+                    slots.insert(*local, slot);
+                }
+                Stmt::SetLocal { local, value } => {
+                    let slot =
+                        *slots.get(local).ok_or_else(|| self.unsupported("a set of a local not held in lanes"))?;
+                    let ty = *plan.vector_locals.get(local).ok_or_else(|| self.unsupported("an unplanned local"))?;
+                    let v = self.vector_operand(*value, ty, w, vectors)?;
+                    self.builder.build_store(slot, v).map_err(&err)?;
+                }
+                Stmt::If { cond, then_body, else_body } => {
+                    let c = self.value(*cond, Ty::Pred)?.into_int_value();
+                    let then_bb = self.ctx.append_basic_block(self.function, "vthen");
+                    let else_bb = self.ctx.append_basic_block(self.function, "velse");
+                    let join = self.ctx.append_basic_block(self.function, "vjoin");
+                    self.builder.build_conditional_branch(c, then_bb, else_bb).map_err(&err)?;
+                    for (bb, branch) in [(then_bb, then_body), (else_bb, else_body)] {
+                        self.builder.position_at_end(bb);
+                        self.vector_stmts(branch, w, plan, slots, vectors, scalars)?;
+                        self.builder.build_unconditional_branch(join).map_err(&err)?;
+                    }
+                    self.builder.position_at_end(join);
+                }
+                _ => return Err(self.unsupported("the vector loop translation disagrees with its plan")),
+            }
+        }
+        Ok(())
     }
 
     /// `id` as a vector of `ty`: a varying value as is, a uniform one splatted.
@@ -283,7 +347,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         let vt = self.vector_type(ty, w);
         let operand = |t: &Self, id: ValueId, ty: Ty| t.vector_operand(id, ty, w, vectors);
         Ok(match op {
-            Op::GetLocal(_) | Op::Const(_) => {
+            Op::GetLocal(_) | Op::Const(_) | Op::AnyLane { .. } => {
                 return Err(self.unsupported("the vector loop translation disagrees with its plan"))
             }
             Op::Load { buf, index, mem } => {

@@ -89,7 +89,7 @@ fn movable(op: &Op, read_only: &HashSet<u32>, values: &HashSet<ValueId>, vars: &
         Op::Index(e) => index_free(e, values, vars),
         Op::Load { buf, index, .. } => read_only.contains(&buf.0) && index_free(index, values, vars),
         Op::GetLocal(_) => false,
-        Op::Unary { a, .. } | Op::Cast { a, .. } => free(a),
+        Op::Unary { a, .. } | Op::Cast { a, .. } | Op::AnyLane { a } => free(a),
         Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => free(a) && free(b),
         Op::Select { cond: a, a: b, b: c, .. } | Op::Fma { a, b, c, .. } => free(a) && free(b) && free(c),
         Op::Math { args, .. } => args.iter().all(free),
@@ -164,7 +164,7 @@ fn rename_all(stmts: &mut [Stmt], map: &HashMap<ValueId, ValueId>) {
             Stmt::Let(_, op) => match op {
                 Op::Const(_) | Op::GetLocal(_) => {}
                 Op::Load { index, .. } | Op::Index(index) => ri(index),
-                Op::Unary { a, .. } | Op::Cast { a, .. } => r(a),
+                Op::Unary { a, .. } | Op::Cast { a, .. } | Op::AnyLane { a } => r(a),
                 Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => {
                     r(a);
                     r(b);

@@ -1,11 +1,14 @@
-//! Branch-free f32 transcendental functions, written once against [`MathOps`].
+//! f32 transcendental functions, written once against [`MathOps`].
 //!
 //! Every function here is a straight-line sequence of elementary IEEE-754 binary32 and i32
-//! operations: no data-dependent branches or loops, per-lane decisions only through `select`.
-//! That lets the same definition be replayed by each backend tier (LLVM vectorises it to
-//! AVX-512, Cranelift emits 128-bit SIMD) and by the kernel interpreter ([`Eval`]), so all
-//! tiers compute bit-identical results and the accuracy proven by the ulp tests holds for
-//! every tier. A product fuses into a sum only through [`MathOps::mul_add`], which a kernel for
+//! operations: no loops, per-lane decisions through `select`, and one kind of data-dependent
+//! choice, [`MathOps::choose`] between two routines for one value (sin, cos and tan reduce
+//! moderate arguments by Cody-Waite and the rest by Payne-Hanek), which kernels run as the fast
+//! routine plus a branch to the slow one taken when any lane needs it. That lets
+//! the same definition be replayed by each backend tier (LLVM vectorises it to AVX-512,
+//! Cranelift emits 128-bit SIMD) and by the kernel interpreter ([`Eval`]), so all tiers
+//! compute bit-identical results and the accuracy proven by the ulp tests holds for every
+//! tier. A product fuses into a sum only through [`MathOps::mul_add`], which a kernel for
 //! an FMA target emits as one `Op::Fma` and any other kernel as a product and a sum; the ulp
 //! tests measure both forms. Error-free products are built from 12-bit splits, exact either
 //! way. Subnormals are never flushed, so inputs/outputs at the range edges are handled by
@@ -62,6 +65,18 @@ pub trait MathOps {
     fn shr_logic(&mut self, a: Self::I, bits: u32) -> Self::I;
     fn ilt(&mut self, a: Self::I, b: Self::I) -> Self::P; // signed
     fn ieq(&mut self, a: Self::I, b: Self::I) -> Self::P;
+    /// `p ? fast(self) : slow(self)` lane by lane, for values two routines compute, each pure
+    /// and defined (if meaningless) for every input. The one data-dependent choice a sequence
+    /// may make: an implementation may run the slow routine only where some lane needs it
+    /// (kernels run it under `Op::AnyLane`), with the same result as running both.
+    fn choose<const N: usize>(
+        &mut self,
+        p: Self::P,
+        fast: impl FnOnce(&mut Self) -> [Self::F; N],
+        slow: impl FnOnce(&mut Self) -> [Self::F; N],
+    ) -> [Self::F; N]
+    where
+        Self: Sized;
 }
 
 /// Scalar reference implementation: the interpreter runs the generated sequence through this.
@@ -224,6 +239,18 @@ impl MathOps for Eval {
     }
     fn ieq(&mut self, a: i32, b: i32) -> bool {
         a == b
+    }
+    fn choose<const N: usize>(
+        &mut self,
+        p: bool,
+        fast: impl FnOnce(&mut Self) -> [f32; N],
+        slow: impl FnOnce(&mut Self) -> [f32; N],
+    ) -> [f32; N] {
+        if p {
+            fast(self)
+        } else {
+            slow(self)
+        }
     }
 }
 
@@ -1151,25 +1178,27 @@ const MAGIC_4: f32 = 50331648.0; // 1.5 * 2^25: grid 4 for |p| < 2^24
 const MAGIC_C: f32 = 6.0; // 1.5 * 2^2: grid 2^-21 for |p| <= 2
 const MAGIC_M: f32 = 2.861_023e-6; // 1.5 * 2^-19: grid 2^-42 for |p| < 2^-20
 
-/// Reduces |x| to r = rh + rl in [-pi/4, pi/4] and the quadrant q (mod 4) with |x| = q pi/2 + r.
+/// Reduces |x| >= [`TRIG_SMALL`] to r = rh + rl in [-pi/4, pi/4] and the quadrant q (mod 4, as
+/// f32) with |x| = q pi/2 + r.
 ///
 /// Branch-free Payne-Hanek without integer multiply or tables: x' = |x| 2^-24b is multiplied by
-/// a 108-bit window of 2/pi picked by select from 7 blocks b, so that x' has exponent 26..49;
+/// a 108-bit window of 2/pi picked by select from 6 blocks b, so that x' has exponent 26..49;
 /// then every dropped product of the window's head is a multiple of 4. x' and the window are
 /// cut into 12-bit pieces so each partial product is exact. Products are reduced mod 4 and
 /// split onto three fixed grids (2^-21, 2^-42, finer); the first two sums are exact, which
 /// keeps the fraction to ~2^-58 absolute, far below what the closest f32 approaches to k pi/2 need.
-fn trig_reduce<M: MathOps>(m: &mut M, ax: M::F) -> (M::F, M::F, M::I) {
+fn trig_reduce<M: MathOps>(m: &mut M, ax: M::F) -> [M::F; 3] {
     let ib = m.to_bits(ax);
     let e = m.shr_arith(ib, 23);
     let ef = m.to_float(e);
-    // b = floor((E - 25.5)/24) with E = biased exponent - 127, clamped to the table's -2..4.
+    // b = floor((E - 25.5)/24) with E = biased exponent - 127, at least -1 as E >= 16 here (the
+    // clamp keeps the lanes of smaller |x| that a vector runs through here harmless).
     let c = m.f(-152.5);
     let t = m.add(ef, c);
     let k24 = m.f(1.0 / 24.0);
     let t = m.mul(t, k24);
     let bf = m.floor(t);
-    let bmin = m.f(-2.0);
+    let bmin = m.f(-1.0);
     let bf = m.max(bf, bmin);
     let m24 = m.f(-24.0);
     let sh = m.mul(bf, m24);
@@ -1178,15 +1207,15 @@ fn trig_reduce<M: MathOps>(m: &mut M, ax: M::F) -> (M::F, M::F, M::I) {
     let xp = m.mul(ax, sc);
     let xh = trunc12(m, xp);
     let xl = m.sub(xp, xh);
-    let mut pred = Vec::with_capacity(6);
-    for b in -1..=4 {
+    let mut pred = Vec::with_capacity(5);
+    for b in 0..=4 {
         let bc = m.f(b as f32);
         pred.push(m.ge(bf, bc));
     }
     let mut tau = Vec::with_capacity(9);
     for i in 0..9 {
-        let mut v = m.f(two_over_pi_piece(i, -2));
-        for (j, b) in (-1..=4).enumerate() {
+        let mut v = m.f(two_over_pi_piece(i, -1));
+        for (j, b) in (0..=4).enumerate() {
             let w = m.f(two_over_pi_piece(i, b));
             v = m.select(pred[j], w, v);
         }
@@ -1274,15 +1303,90 @@ fn trig_reduce<M: MathOps>(m: &mut M, ax: M::F) -> (M::F, M::F, M::I) {
     let t2 = m.mul(fl, p);
     let t = m.add(t, t2);
     let rl = m.add(err, t);
+    [rh, rl, q]
+}
+
+/// Below this |x| the quotient |x| 2/pi has at most 16 bits, so [`trig_reduce_small`]'s
+/// products with 8-bit pieces of pi/2 are exact.
+const TRIG_SMALL: f32 = 65536.0;
+
+/// pi/2 to 128 bits: pi/2 = PIO2_BITS 2^-124 (truncated).
+const PIO2_BITS: u128 = 0x1921fb54_442d1846_9898cc51_701b839a;
+
+/// Piece i of pi/2: its 8 bits of weight 2^(-7-8i) .. 2^(-8i).
+const fn pio2_piece(i: u32) -> f32 {
+    let mut v = ((PIO2_BITS >> (117 - 8 * i)) & 0xff) as f32;
+    let mut k = 0;
+    while k < 7 + 8 * i {
+        v *= 0.5;
+        k += 1;
+    }
+    v
+}
+
+/// a + b as head + exact error (Knuth's two-sum: no ordering of |a| and |b| needed).
+fn two_sum<M: MathOps>(m: &mut M, a: M::F, b: M::F) -> (M::F, M::F) {
+    let s = m.add(a, b);
+    let v = m.sub(s, a);
+    let t = m.sub(s, v);
+    let t = m.sub(a, t);
+    let u = m.sub(b, v);
+    let e = m.add(t, u);
+    (s, e)
+}
+
+/// [`trig_reduce`]'s contract for |x| < [`TRIG_SMALL`], by Cody-Waite: q = the integer nearest
+/// |x| 2/pi (16 bits at most) and r = |x| - q (c0 + c1 + ... + c9) with pi/2 cut into 8-bit
+/// pieces c_i, so every product p_i = q c_i is exact.
+///
+/// |x| and p0..p2 lie on a grid that keeps their differences exact (|x| < 2^16), giving h. The
+/// sum p3 + p4 + p5 is formed beside that chain as an error-free head and tail, and h minus its
+/// head as an error-free difference; the tails and p6..p9 (below 2^-31) add up plainly. The
+/// smallest |r| of an f32 below 2^16 is 2^-27.8 (x = 252.89821), and these roundings stay
+/// near 2^-55, so r keeps about 27 bits relative to itself even there; the dependent chain
+/// from |x| to r is 8 operations shorter than a cascade of error-free differences, which
+/// matters where a loop feeds each result into the next call.
+fn trig_reduce_small<M: MathOps>(m: &mut M, ax: M::F) -> [M::F; 3] {
+    let k = m.f(std::f32::consts::FRAC_2_PI);
+    let t = m.mul(ax, k);
+    let q = m.round_even(t);
+    let term = |m: &mut M, i: u32| {
+        let c = m.f(-pio2_piece(i));
+        m.mul(q, c)
+    };
+    let mut h = ax;
+    for i in 0..3 {
+        let p = term(m, i);
+        h = m.add(h, p);
+    }
+    let p3 = term(m, 3);
+    let p4 = term(m, 4);
+    let (s, e1) = two_sum(m, p3, p4);
+    let p5 = term(m, 5);
+    let (s, e2) = two_sum(m, s, p5);
+    let mut tail = term(m, 9);
+    for i in (6..9).rev() {
+        let p = term(m, i);
+        tail = m.add(tail, p);
+    }
+    let e = m.add(e1, e2);
+    let tail = m.add(tail, e);
+    let (h, e3) = two_sum(m, h, s);
+    let l = m.add(e3, tail);
+    // |l| < 2^-29 < |h| (or h = 0): the ordered two-sum is exact.
+    let rh = m.add(h, l);
+    let t = m.sub(rh, h);
+    let rl = m.sub(l, t);
+    [rh, rl, q]
+}
+
+/// |x| = q pi/2 + rh + rl with |rh + rl| <= pi/4 (about), q an integer as f32 (mod 4 above
+/// [`TRIG_SMALL`]), for every finite x: Cody-Waite below TRIG_SMALL, Payne-Hanek from there.
+fn trig_reduce_any<M: MathOps>(m: &mut M, ax: M::F) -> (M::F, M::F, M::I) {
+    let lim = m.f(TRIG_SMALL);
+    let small = m.lt(ax, lim);
+    let [rh, rl, q] = m.choose(small, |m| trig_reduce_small(m, ax), |m| trig_reduce(m, ax));
     let qi = m.to_int(q);
-    // |x| < pi/4 needs no reduction (and keeps full relative accuracy for tiny x).
-    let pio4 = m.f(std::f32::consts::FRAC_PI_4);
-    let small = m.lt(ax, pio4);
-    let rh = m.select(small, ax, rh);
-    let zero = m.f(0.0);
-    let rl = m.select(small, zero, rl);
-    let iz = m.i(0);
-    let qi = m.select_i(small, iz, qi);
     (rh, rl, qi)
 }
 
@@ -1349,7 +1453,7 @@ fn quadrant_bit<M: MathOps>(m: &mut M, qi: M::I, bit: i32) -> M::P {
 /// sin(x), accurate for every finite f32 (full-range reduction).
 pub fn sin<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let ax = m.abs(x);
-    let (rh, rl, qi) = trig_reduce(m, ax);
+    let (rh, rl, qi) = trig_reduce_any(m, ax);
     let ((s, _), (c, _)) = sincos_poly(m, rh, rl);
     let swap = quadrant_bit(m, qi, 1);
     let v = m.select(swap, c, s);
@@ -1362,7 +1466,7 @@ pub fn sin<M: MathOps>(m: &mut M, x: M::F) -> M::F {
 /// cos(x), accurate for every finite f32 (full-range reduction).
 pub fn cos<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let ax = m.abs(x);
-    let (rh, rl, qi) = trig_reduce(m, ax);
+    let (rh, rl, qi) = trig_reduce_any(m, ax);
     let ((s, _), (c, _)) = sincos_poly(m, rh, rl);
     let swap = quadrant_bit(m, qi, 1);
     let v = m.select(swap, s, c);
@@ -1376,7 +1480,7 @@ pub fn cos<M: MathOps>(m: &mut M, x: M::F) -> M::F {
 /// tan(x), accurate for every finite f32 (full-range reduction).
 pub fn tan<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let ax = m.abs(x);
-    let (rh, rl, qi) = trig_reduce(m, ax);
+    let (rh, rl, qi) = trig_reduce_any(m, ax);
     let ((sh, sl), (ch, cl)) = sincos_poly(m, rh, rl);
     // Odd quadrants give -cos/sin. The quotient of two head+tail values keeps the tails to
     // first order; without that tan would add the errors of sin, cos and the division.

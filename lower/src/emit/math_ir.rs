@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use super::math::MathOps;
-use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, Ty, UnOp, ValueId};
+use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, LocalId, Op, Ty, UnOp, ValueId};
 
 /// A [`MathOps`] that appends to a kernel. Constants are made once per instance: one instance
 /// serves one function call, whose statements all land in one scope.
@@ -171,5 +171,31 @@ impl MathOps for IrMath<'_> {
     }
     fn ieq(&mut self, a: ValueId, b: ValueId) -> ValueId {
         self.b.cmp(CmpOp::Eq, Ty::I32, a, b)
+    }
+    /// The fast routine always, the slow one under a branch taken when any lane needs it
+    /// (`Op::AnyLane`), selecting per lane: a scalar kernel pays for the slow routine only
+    /// where it is needed, a vector loop only in iterations where some lane needs it, and the
+    /// loop stays a vector loop.
+    fn choose<const N: usize>(
+        &mut self,
+        p: ValueId,
+        fast: impl FnOnce(&mut Self) -> [ValueId; N],
+        slow: impl FnOnce(&mut Self) -> [ValueId; N],
+    ) -> [ValueId; N] {
+        let a = fast(self);
+        let locals: [LocalId; N] = std::array::from_fn(|i| self.b.local(Ty::F32, a[i]));
+        let not_p = self.not_p(p);
+        let any = self.b.let_(Op::AnyLane { a: not_p });
+        // Constants made inside the branch are not visible after it.
+        let outer = self.consts.clone();
+        self.b.begin_if(any);
+        let b = slow(self);
+        for (i, &l) in locals.iter().enumerate() {
+            let v = self.b.select(Ty::F32, p, a[i], b[i]);
+            self.b.set_local(l, v);
+        }
+        self.b.end_if();
+        self.consts = outer;
+        locals.map(|l| self.b.get_local(l))
     }
 }

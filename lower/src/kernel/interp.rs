@@ -607,6 +607,8 @@ impl<'k> Resolver<'k> {
                 (COp::Copy(slot), ty)
             }
             Op::Unary { op, ty, a } => (COp::Unary { op: *op, ty: *ty, a: self.slot(*a)? }, *ty),
+            // One element at a time, "any lane" is this one.
+            Op::AnyLane { a } => (COp::Copy(self.slot(*a)?), Ty::Pred),
             Op::Binary { op, ty, a, b } => {
                 (COp::Binary { op: *op, ty: *ty, a: self.slot(*a)?, b: self.slot(*b)? }, *ty)
             }

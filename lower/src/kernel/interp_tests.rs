@@ -41,7 +41,7 @@ fn eval(body: impl FnOnce(&mut KernelBuilder) -> Vec<ValueId>) -> Result<Vec<u64
                 | Op::Select { ty, .. }
                 | Op::Fma { ty, .. }
                 | Op::Math { ty, .. } => *ty,
-                Op::Cmp { .. } => Ty::Pred,
+                Op::Cmp { .. } | Op::AnyLane { .. } => Ty::Pred,
                 Op::Cast { to, .. } => *to,
                 Op::GetLocal(_) => panic!("eval takes no locals"),
             };

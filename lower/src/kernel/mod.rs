@@ -456,6 +456,13 @@ pub enum Op {
         ty: Ty,
         args: Vec<ValueId>,
     },
+    /// The predicate `a`, or true: a vector loop gives true for every lane of an iteration in
+    /// which any lane's `a` holds, so it can branch once per vector. Code run under it must
+    /// therefore compute the same whether or not it runs where `a` is false (it only selects,
+    /// by `a`, between what it computes and what was there). Everywhere else it is `a`.
+    AnyLane {
+        a: ValueId,
+    },
 }
 
 /// An argument of a runtime call.

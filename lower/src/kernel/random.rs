@@ -382,6 +382,29 @@ impl Gen<'_> {
         }
     }
 
+    /// A value chosen per element under `AnyLane`, the shape `MathOps::choose` emits: a local
+    /// starts at one value, and a branch taken when any lane's predicate holds computes another
+    /// and selects by that predicate, so it computes the same however often it runs.
+    fn choose(&mut self) {
+        let ty = self.r.pick(&[Ty::F32, Ty::I32, Ty::F64, Ty::I64]);
+        let a = self.sink(ty, 0);
+        let local = self.b.local(ty, a);
+        let c = self.sink(Ty::Pred, 1);
+        let any = self.b.let_(Op::AnyLane { a: c });
+        let pool = self.pool.clone();
+        self.b.begin_if(any);
+        for _ in 0..self.r.range(1, 3) {
+            self.step();
+        }
+        let b = self.sink(ty, 0);
+        let v = self.b.select(ty, c, b, a);
+        self.b.set_local(local, v);
+        self.b.end_if();
+        self.pool = pool;
+        let v = self.b.get_local(local);
+        self.add(v, ty);
+    }
+
     /// A load whose index comes from data: `(%x & MAX) % len` into `buf`.
     fn gather(&mut self, buf: BufId, mem: MemType, len: i64) {
         let x = self.operand(Ty::I64);
@@ -444,6 +467,10 @@ pub fn random_kernel(seed: u64) -> Kernel {
         g.add(v, Ty::I64);
     }
     for _ in 0..g.r.range(2, 14) {
+        g.step();
+    }
+    if g.r.chance(30) {
+        g.choose();
         g.step();
     }
     if g.r.chance(25) {
@@ -632,6 +659,7 @@ mod tests {
             ("pred memory", share(&|k| k.buffers.iter().any(|b| b.mem == MemType::Pred))),
             ("local", share(&has(&|s| matches!(s, Stmt::DeclLocal { .. })))),
             ("if", share(&has(&|s| matches!(s, Stmt::If { .. })))),
+            ("any lane", share(&has(&|s| matches!(s, Stmt::Let(_, Op::AnyLane { .. }))))),
             ("vector", share(&has(&|s| matches!(s, Stmt::Loop(l) if l.vector_width > 1)))),
             ("lane reduction", share(&has(&|s| matches!(s, Stmt::Loop(l) if !l.reductions.is_empty())))),
             ("peel", share(&has(&|s| matches!(s, Stmt::Loop(l) if l.tail == Tail::Peel)))),

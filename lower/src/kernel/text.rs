@@ -132,6 +132,7 @@ impl Names {
                 self.index(f, e)
             }
             Op::GetLocal(l) => write!(f, "get l{}", l.0),
+            Op::AnyLane { a } => write!(f, "any_lane %{}", a.0),
             Op::Unary { op, ty, a } => write!(f, "{}.{ty} %{}", unary_name(*op), a.0),
             Op::Binary { op, ty, a, b } => write!(f, "{}.{ty} %{}, %{}", binary_name(*op, *ty), a.0, b.0),
             Op::Cmp { op, ty, a, b } => write!(f, "cmp.{}.{ty} %{}, %{}", cmp_name(*op), a.0, b.0),

@@ -361,6 +361,10 @@ impl Verifier<'_> {
                 Ok(Ty::I64)
             }
             Op::GetLocal(l) => self.local(*l),
+            Op::AnyLane { a } => {
+                self.operand(*a, Ty::Pred, "operand")?;
+                Ok(Ty::Pred)
+            }
             Op::Unary { op, ty, a } => {
                 let ok = match op {
                     UnOp::Neg | UnOp::Abs => ty.is_int() || ty.is_float(),
