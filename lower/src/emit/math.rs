@@ -728,13 +728,8 @@ pub fn expm1<M: MathOps>(m: &mut M, x: M::F) -> M::F {
 /// ln(1+x) with full relative accuracy near 0.
 pub fn log1p<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let one = m.f(1.0);
-    let u = m.add(one, x);
-    // 2Sum: c is the exact rounding error of 1+x, so log1p(x) = log(u) + c/u + O(c^2).
-    let bb = m.sub(u, one);
-    let t = m.sub(u, bb);
-    let t = m.sub(one, t);
-    let t2 = m.sub(x, bb);
-    let c = m.add(t, t2);
+    // c is the exact rounding error of 1+x, so log1p(x) = log(u) + c/u + O(c^2).
+    let (u, c) = two_sum(m, one, x);
     let c = m.div(c, u);
     let r = log_core(m, u, None, Some(c));
     let r = log_specials(m, u, r);
@@ -1276,12 +1271,7 @@ fn trig_reduce<M: MathOps>(m: &mut M, ax: M::F) -> [M::F; 3] {
     // |x| (2/pi) = q + fh + fl (mod 4).
     let q = m.round_even(s);
     let fc = m.sub(s, q);
-    let fh = m.add(fc, mm);
-    let bb = m.sub(fh, fc);
-    let t = m.sub(fh, bb);
-    let t = m.sub(fc, t);
-    let t2 = m.sub(mm, bb);
-    let fe = m.add(t, t2);
+    let (fh, fe) = two_sum(m, fc, mm);
     let fl = m.add(fe, ff);
     // r = (fh + fl) pi/2 via a Dekker product.
     let p = m.f(PIO2);

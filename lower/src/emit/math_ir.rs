@@ -8,7 +8,8 @@ use super::math::MathOps;
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, LocalId, Op, Ty, UnOp, ValueId};
 
 /// A [`MathOps`] that appends to a kernel. Constants are made once per instance: one instance
-/// serves one function call, whose statements all land in one scope.
+/// serves one function call, whose statements land in one scope but for the branch of
+/// [`MathOps::choose`], which forgets the constants it made when it closes.
 pub struct IrMath<'b> {
     b: &'b mut KernelBuilder,
     consts: HashMap<Const, ValueId>,
