@@ -238,7 +238,7 @@ impl Translator<'_, '_> {
                 Ok(())
             }
             Stmt::Store { buf, index, mem, value } => self.store(*buf, index, *mem, *value),
-            Stmt::If { cond, then_body, else_body } => self.branch(*cond, then_body, else_body),
+            Stmt::If { cond, then_body, else_body } => self.branch(*cond, then_body, else_body, |t, b| t.stmts(b)),
             Stmt::Call { func, args } => self.call(func, args),
         }
     }
@@ -363,7 +363,15 @@ impl Translator<'_, '_> {
         self.b.seal_block(exit);
     }
 
-    fn branch(&mut self, cond: ValueId, then_body: &[Stmt], else_body: &[Stmt]) -> Result<()> {
+    /// `if cond { then_body } else { else_body }`, each branch translated by `body` (scalar
+    /// statements, or a vector loop's).
+    pub(crate) fn branch(
+        &mut self,
+        cond: ValueId,
+        then_body: &[Stmt],
+        else_body: &[Stmt],
+        mut body: impl FnMut(&mut Self, &[Stmt]) -> Result<()>,
+    ) -> Result<()> {
         let cond = self.typed(cond, Ty::Pred)?;
         let then_block = self.b.create_block();
         let merge = self.b.create_block();
@@ -371,12 +379,12 @@ impl Translator<'_, '_> {
         self.b.ins().brif(cond, then_block, &[], else_block, &[]);
         self.b.switch_to_block(then_block);
         self.b.seal_block(then_block);
-        self.stmts(then_body)?;
+        body(self, then_body)?;
         self.b.ins().jump(merge, &[]);
         if !else_body.is_empty() {
             self.b.switch_to_block(else_block);
             self.b.seal_block(else_block);
-            self.stmts(else_body)?;
+            body(self, else_body)?;
             self.b.ins().jump(merge, &[]);
         }
         self.b.switch_to_block(merge);

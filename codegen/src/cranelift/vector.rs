@@ -600,19 +600,7 @@ impl Translator<'_, '_> {
                     self.b.def_var(var, v);
                 }
                 Stmt::If { cond, then_body, else_body } => {
-                    let c = self.typed(*cond, Ty::Pred)?;
-                    let then_block = self.b.create_block();
-                    let else_block = self.b.create_block();
-                    let merge = self.b.create_block();
-                    self.b.ins().brif(c, then_block, &[], else_block, &[]);
-                    for (block, branch) in [(then_block, then_body), (else_block, else_body)] {
-                        self.b.switch_to_block(block);
-                        self.b.seal_block(block);
-                        self.vector_stmts(branch, plan, locals, vectors, defined)?;
-                        self.b.ins().jump(merge, &[]);
-                    }
-                    self.b.switch_to_block(merge);
-                    self.b.seal_block(merge);
+                    self.branch(*cond, then_body, else_body, |t, b| t.vector_stmts(b, plan, locals, vectors, defined))?
                 }
                 Stmt::Store { buf, index, mem, value } => {
                     let ty = mem.reg();

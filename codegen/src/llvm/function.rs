@@ -230,21 +230,32 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                 self.builder.build_store(slot, value).map_err(self.err())?;
             }
             Stmt::Store { buf, index, mem, value } => self.store(*buf, index, *mem, *value)?,
-            Stmt::If { cond, then_body, else_body } => {
-                let cond = self.value(*cond, Ty::Pred)?.into_int_value();
-                let then_bb = self.ctx.append_basic_block(self.function, "then");
-                let else_bb = self.ctx.append_basic_block(self.function, "else");
-                let join = self.ctx.append_basic_block(self.function, "join");
-                self.builder.build_conditional_branch(cond, then_bb, else_bb).map_err(self.err())?;
-                for (bb, body) in [(then_bb, then_body), (else_bb, else_body)] {
-                    self.builder.position_at_end(bb);
-                    self.block(body)?;
-                    self.builder.build_unconditional_branch(join).map_err(self.err())?;
-                }
-                self.builder.position_at_end(join);
-            }
+            Stmt::If { cond, then_body, else_body } => self.branch(*cond, then_body, else_body, |t, b| t.block(b))?,
             Stmt::Call { func, args } => self.call(func, args)?,
         }
+        Ok(())
+    }
+
+    /// `if cond { then_body } else { else_body }`, each branch translated by `body` (scalar
+    /// statements, or a vector loop's).
+    pub fn branch(
+        &mut self,
+        cond: ValueId,
+        then_body: &[Stmt],
+        else_body: &[Stmt],
+        mut body: impl FnMut(&mut Self, &[Stmt]) -> Result<(), CodegenError>,
+    ) -> Result<(), CodegenError> {
+        let cond = self.value(cond, Ty::Pred)?.into_int_value();
+        let then_bb = self.ctx.append_basic_block(self.function, "then");
+        let else_bb = self.ctx.append_basic_block(self.function, "else");
+        let join = self.ctx.append_basic_block(self.function, "join");
+        self.builder.build_conditional_branch(cond, then_bb, else_bb).map_err(self.err())?;
+        for (bb, stmts) in [(then_bb, then_body), (else_bb, else_body)] {
+            self.builder.position_at_end(bb);
+            body(self, stmts)?;
+            self.builder.build_unconditional_branch(join).map_err(self.err())?;
+        }
+        self.builder.position_at_end(join);
         Ok(())
     }
 

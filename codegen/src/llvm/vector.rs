@@ -302,19 +302,8 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                     let v = self.vector_operand(*value, ty, w, vectors)?;
                     self.builder.build_store(slot, v).map_err(&err)?;
                 }
-                Stmt::If { cond, then_body, else_body } => {
-                    let c = self.value(*cond, Ty::Pred)?.into_int_value();
-                    let then_bb = self.ctx.append_basic_block(self.function, "vthen");
-                    let else_bb = self.ctx.append_basic_block(self.function, "velse");
-                    let join = self.ctx.append_basic_block(self.function, "vjoin");
-                    self.builder.build_conditional_branch(c, then_bb, else_bb).map_err(&err)?;
-                    for (bb, branch) in [(then_bb, then_body), (else_bb, else_body)] {
-                        self.builder.position_at_end(bb);
-                        self.vector_stmts(branch, w, plan, slots, vectors, scalars)?;
-                        self.builder.build_unconditional_branch(join).map_err(&err)?;
-                    }
-                    self.builder.position_at_end(join);
-                }
+                Stmt::If { cond, then_body, else_body } => self
+                    .branch(*cond, then_body, else_body, |t, b| t.vector_stmts(b, w, plan, slots, vectors, scalars))?,
                 _ => return Err(self.unsupported("the vector loop translation disagrees with its plan")),
             }
         }
