@@ -94,6 +94,69 @@ pub(crate) fn is_scalar(kernel: &Kernel) -> bool {
     kernel.grid.extent <= 1 && loopless(&kernel.body)
 }
 
+/// Whether a kernel is sequential work: some loop's iterations choose their path by state the
+/// earlier ones left (it branches on a value computed from a local it reads, and sets a local
+/// declared outside it under that branch: the cursors of a merge, a search's bounds). Neither
+/// lowering nor LLVM's vectorizers can run such iterations side by side, and such a loop is
+/// where the kernel spends its time.
+pub(crate) fn is_sequential(kernel: &Kernel) -> bool {
+    use std::collections::HashSet;
+    use tessera_lower::kernel::{IndexSrc, LocalId, Op, ValueId};
+    /// The state of one loop's walk: locals it declares, values computed from locals.
+    struct Walk {
+        inner: HashSet<LocalId>,
+        stateful: HashSet<ValueId>,
+    }
+    /// Whether `body` sets a local declared outside the loop under a branch on state.
+    fn walk(body: &[Stmt], w: &mut Walk, under_state: bool) -> bool {
+        for s in body {
+            match s {
+                Stmt::Let(id, op) => {
+                    let from_index = |index: &tessera_lower::kernel::IndexExpr| {
+                        index.terms.iter().any(|t| matches!(t.src, IndexSrc::Value(v) if w.stateful.contains(&v)))
+                    };
+                    let stateful = match op {
+                        Op::GetLocal(_) => true,
+                        Op::Load { index, .. } | Op::Index(index) => from_index(index),
+                        _ => op.operands().iter().any(|v| w.stateful.contains(v)),
+                    };
+                    if stateful {
+                        w.stateful.insert(*id);
+                    }
+                }
+                Stmt::DeclLocal { local, .. } => {
+                    w.inner.insert(*local);
+                }
+                Stmt::SetLocal { local, .. } if under_state && !w.inner.contains(local) => return true,
+                Stmt::If { cond, then_body, else_body } => {
+                    let on_state = under_state || w.stateful.contains(cond);
+                    if walk(then_body, w, on_state) || walk(else_body, w, on_state) {
+                        return true;
+                    }
+                }
+                Stmt::Loop(l) => {
+                    if walk(&l.body, w, under_state) {
+                        return true;
+                    }
+                }
+                _ => {}
+            }
+        }
+        false
+    }
+    fn any_loop(body: &[Stmt]) -> bool {
+        body.iter().any(|s| match s {
+            Stmt::Loop(l) => {
+                let mut w = Walk { inner: HashSet::new(), stateful: HashSet::new() };
+                walk(&l.body, &mut w, false) || any_loop(&l.body)
+            }
+            Stmt::If { then_body, else_body, .. } => any_loop(then_body) || any_loop(else_body),
+            _ => false,
+        })
+    }
+    any_loop(&kernel.body)
+}
+
 /// Statements in a body, nested ones included: a kernel's size, as a compile-cost estimate.
 pub(crate) fn statements(body: &[Stmt]) -> usize {
     body.iter()
@@ -147,5 +210,31 @@ mod tests {
             assert!(hi - lo <= largest, "{groups} groups: sizes {lo}..{hi}, largest kernel {largest}");
         }
         assert_eq!(partition(&[], 4), vec![Vec::<usize>::new()]);
+    }
+
+    #[test]
+    fn sequential_kernels_branch_on_state_their_loops_carry() {
+        use tessera_lower::kernel::{CmpOp, Const, IndexExpr, KernelBuilder, MemType, Ty};
+        // `for v in 0..n { if cond(v, state) { state = v } }; out[0] = state`, where the
+        // condition reads the carried state (a merge's cursor) or only the index (a window
+        // inside its padding, accumulating under the branch).
+        let kernel = |reads_state: bool| {
+            let mut b = KernelBuilder::new("k", 1);
+            let input = b.buffer("in", MemType::Scalar(Ty::I64), 64, false);
+            let out = b.buffer("out", MemType::Scalar(Ty::I64), 1, true);
+            let zero = b.constant(Const::Int { ty: Ty::I64, bits: 0 });
+            let state = b.local(Ty::I64, zero);
+            let v = b.begin_loop(0, 64);
+            let x = b.load(input, IndexExpr::var(v, 1));
+            let against = if reads_state { b.get_local(state) } else { zero };
+            let cond = b.cmp(CmpOp::Slt, Ty::I64, against, x);
+            b.if_else(cond, |b| b.set_local(state, x), |_| {});
+            b.end_loop();
+            let last = b.get_local(state);
+            b.store(out, IndexExpr::constant(0), last);
+            b.finish()
+        };
+        assert!(super::is_sequential(&kernel(true)));
+        assert!(!super::is_sequential(&kernel(false)));
     }
 }

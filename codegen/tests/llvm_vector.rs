@@ -1,11 +1,13 @@
 //! The LLVM tier's explicit vector loops (`codegen/src/llvm/vector.rs`) against the kernel
 //! interpreter, bit for bit, where their code differs from the scalar translation: saturating
 //! float-to-int conversions (spelled out for vectors) on every float and integer type, at and
-//! around every edge of every range.
+//! around every edge of every range; predicate bytes loaded and stored as vectors. And the
+//! hints the tier gives LLVM's own loop vectorizer.
 
 mod llvm_common;
 
-use tessera_lower::kernel::{CastOp, IndexExpr, Kernel, KernelBuilder, MemType, Tail, Ty};
+use tessera_codegen::CpuTarget;
+use tessera_lower::kernel::{CastOp, CmpOp, IndexExpr, Kernel, KernelBuilder, MemType, Tail, Ty, UnOp};
 
 /// `out[i] = op(in[i])` over `n` elements in a loop of vector width 16 with a peeled tail.
 fn cast_kernel(op: CastOp, from: Ty, to: Ty, n: i64) -> Kernel {
@@ -49,5 +51,104 @@ fn saturating_casts_match_the_interpreter_on_every_edge() {
                 llvm_common::run(&k, &mut bufs);
             }
         }
+    }
+}
+
+/// The module's IR before optimization, as the tier translated `kernel`.
+fn translated_ir(kernel: &Kernel) -> String {
+    let dir = std::env::temp_dir().join(format!("tessera-llvm-vector-{}-{}", std::process::id(), kernel.name));
+    std::fs::create_dir_all(&dir).unwrap();
+    tessera_codegen::llvm::compile_dumping(std::slice::from_ref(kernel), &CpuTarget::from_env(), Some(&dir))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let ir = std::fs::read_to_string(dir.join("llvm.ll")).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    ir
+}
+
+/// Rows of `n` elements, one per grid index: `isnan[i] = x[i] != x[i]`,
+/// `notp[i] = !p[i]` (p a predicate buffer holding any bytes), in loops of width 16.
+fn predicate_kernel(rows: i64, n: i64) -> Kernel {
+    let mut b = KernelBuilder::new("predicates", rows);
+    let g = b.grid_var();
+    let x = b.buffer("x", MemType::Scalar(Ty::F32), rows * n, false);
+    let p = b.buffer("p", MemType::Pred, rows * n, false);
+    let isnan = b.buffer("isnan", MemType::Pred, rows * n, true);
+    let notp = b.buffer("notp", MemType::Pred, rows * n, true);
+    let at = |v| {
+        let mut index = IndexExpr::var(g, n);
+        index.terms.extend(IndexExpr::var(v, 1).terms);
+        index
+    };
+    let v = b.begin_loop(0, n);
+    let xv = b.load(x, at(v));
+    let nan = b.cmp(CmpOp::FNe, Ty::F32, xv, xv);
+    b.store(isnan, at(v), nan);
+    let pv = b.load(p, at(v));
+    let not = b.unary(UnOp::Not, Ty::Pred, pv);
+    b.store(notp, at(v), not);
+    b.end_loop_vectorized(16, Tail::Peel);
+    b.finish()
+}
+
+#[test]
+fn predicate_bytes_load_and_store_as_vectors() {
+    let (rows, n) = (3, 40);
+    let k = predicate_kernel(rows, n);
+    let ir = translated_ir(&k);
+    assert!(ir.contains("load <16 x i8>") && ir.contains("store <16 x i8>"), "predicate bytes as vectors:\n{ir}");
+    let len = (rows * n) as usize;
+    let x: Vec<u8> = (0..len)
+        .flat_map(|i| match i % 5 {
+            0 => f32::NAN,
+            1 => -f32::NAN,
+            2 => f32::INFINITY,
+            3 => -0.0,
+            _ => i as f32,
+        }
+        .to_le_bytes())
+        .collect();
+    // Any non-zero byte is true.
+    let p: Vec<u8> = (0..len).map(|i| [0u8, 1, 2, 255][i % 4]).collect();
+    let mut bufs = vec![x, p, vec![0x5a; len], vec![0x5a; len]];
+    llvm_common::run(&k, &mut bufs);
+    assert_eq!(bufs[2][..5], [1, 1, 0, 0, 0]);
+    assert_eq!(bufs[3][..4], [1, 0, 0, 0]);
+}
+
+/// `out[g*stride + v] = in[g*stride + v] + 1` over `rows` grid indices, the inner loop scalar
+/// (no vector width), so LLVM unrolls it fully and sees the grid loop innermost.
+fn rows_kernel(rows: i64, stride: i64) -> Kernel {
+    let mut b = KernelBuilder::new(format!("rows_{stride}"), rows);
+    let g = b.grid_var();
+    let n = 8;
+    let len = (rows - 1) * stride + n;
+    let input = b.buffer("in", MemType::Scalar(Ty::F32), len, false);
+    let out = b.buffer("out", MemType::Scalar(Ty::F32), len, true);
+    let one = b.constant(tessera_lower::kernel::Const::F32(1f32.to_bits()));
+    let v = b.begin_loop(0, n);
+    let mut index = IndexExpr::var(g, stride);
+    index.terms.extend(IndexExpr::var(v, 1).terms);
+    let x = b.load(input, index.clone());
+    let y = b.binary(tessera_lower::kernel::BinOp::Add, Ty::F32, x, one);
+    b.store(out, index, y);
+    b.end_loop();
+    b.finish()
+}
+
+#[test]
+fn llvm_vectorizes_no_grid_loop_that_strides_through_memory() {
+    const HINT: &str = "llvm.loop.vectorize.enable";
+    // Rows 40 floats apart: a vectorized grid loop would gather and scatter every element.
+    let strided = translated_ir(&rows_kernel(32, 40));
+    assert!(strided.contains(HINT), "the strided grid loop is marked:\n{strided}");
+    // Row g starts at element g: along the grid, every access steps by one element.
+    let contiguous = translated_ir(&rows_kernel(32, 1));
+    assert!(!contiguous.contains(HINT), "the contiguous grid loop is left to LLVM:\n{contiguous}");
+    for stride in [40, 1] {
+        let k = rows_kernel(32, stride);
+        let len = k.buffers[0].len as usize;
+        let input: Vec<u8> = (0..len).flat_map(|i| (i as f32 * 0.5).to_le_bytes()).collect();
+        let mut bufs = vec![input, vec![0; len * 4]];
+        llvm_common::run(&k, &mut bufs);
     }
 }

@@ -363,13 +363,8 @@ fn operands(op: &Op) -> Vec<ValueId> {
             .collect::<Vec<_>>()
     };
     match op {
-        Op::Const(_) | Op::GetLocal(_) => Vec::new(),
         Op::Load { index, .. } | Op::Index(index) => sources(index),
-        Op::Unary { a, .. } | Op::Cast { a, .. } | Op::AnyLane { a } => vec![*a],
-        Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
-        Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
-        Op::Fma { a, b, c, .. } => vec![*a, *b, *c],
-        Op::Math { args, .. } => args.clone(),
+        _ => op.operands(),
     }
 }
 

@@ -13,7 +13,9 @@ use inkwell::values::{
 };
 use inkwell::IntPredicate;
 
-use tessera_lower::kernel::{verify_kernel, CallArg, Kernel, LocalId, Loop, Stmt, Ty, ValueId, VarId};
+use tessera_lower::kernel::{
+    verify_kernel, CallArg, IndexExpr, IndexSrc, Kernel, LocalId, Loop, Op, Stmt, Ty, ValueId, VarId,
+};
 
 use super::target::TargetCpu;
 use crate::CodegenError;
@@ -133,7 +135,8 @@ pub fn translate<'ctx>(
     let hi = function.get_nth_param(2).map(|p| p.into_int_value());
     let (Some(lo), Some(hi)) = (lo, hi) else { return Err(unsupported("missing grid parameters".into())) };
     t.define_var(kernel.grid.var)?;
-    t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body)).map(drop)?;
+    let latch = t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body))?;
+    t.hint_loop(latch, LoopHints::grid(kernel.grid.var, &kernel.body));
     t.builder.build_return(None).map_err(&err)?;
     Ok(())
 }
@@ -289,9 +292,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         let i64t = self.ctx.i64_type();
         let (start, end) = (i64t.const_int(l.start as u64, true), i64t.const_int(l.end as u64, true));
         let latch = self.counted_loop(l.var, start, end, |t| t.block(&l.body))?;
-        if carried_locals(&l.body) >= 2 {
-            self.keep_rolled(latch);
-        }
+        self.hint_loop(latch, LoopHints::inner(&l.body));
         Ok(())
     }
 
@@ -420,29 +421,40 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         self.block(body)
     }
 
-    /// Marks the loop whose backward branch is `latch` `llvm.loop.unroll.disable`.
-    ///
-    /// A loop carrying several dependent values (an argmin's value and index, a complex
-    /// accumulator) that LLVM fully unrolls becomes one long chain of compares and selects, which
-    /// LLVM 22's loop vectorizer then analyses in time exponential in the chain's length
-    /// (`vputils::isSingleScalar`: a 33-element argmin over a tiled layout never finished).
-    /// Kept rolled, the chain is one iteration long.
-    fn keep_rolled(&self, latch: InstructionValue<'ctx>) {
+    /// Attaches `hints` to the loop whose backward branch is `latch` (its `llvm.loop` ID).
+    fn hint_loop(&self, latch: InstructionValue<'ctx>, hints: LoopHints) {
+        let mut options: Vec<(&str, Option<bool>)> = Vec::new();
+        if hints.keep_rolled {
+            options.push(("llvm.loop.unroll.disable", None));
+        }
+        if hints.no_vectorize {
+            options.push(("llvm.loop.vectorize.enable", Some(false)));
+        }
+        if options.is_empty() {
+            return;
+        }
         // SAFETY: plain LLVM-C calls on this context and an instruction of it. The temporary
         // node is replaced by the node that holds it, which makes that node refer to itself
         // (what LLVM requires of a loop ID) and frees the temporary.
         unsafe {
             use inkwell::values::AsValueRef;
             use llvm_sys::core::{LLVMGetMDKindIDInContext, LLVMMDNodeInContext2, LLVMMDStringInContext2};
-            use llvm_sys::core::{LLVMMetadataAsValue, LLVMSetMetadata};
+            use llvm_sys::core::{LLVMMetadataAsValue, LLVMSetMetadata, LLVMValueAsMetadata};
             use llvm_sys::debuginfo::{LLVMMetadataReplaceAllUsesWith, LLVMTemporaryMDNode};
             let ctx = self.ctx.raw();
-            let option = "llvm.loop.unroll.disable";
-            let mut name = [LLVMMDStringInContext2(ctx, option.as_ptr().cast(), option.len())];
-            let disable = LLVMMDNodeInContext2(ctx, name.as_mut_ptr(), 1);
             let temp = LLVMTemporaryMDNode(ctx, std::ptr::null_mut(), 0);
-            let mut ops = [temp, disable];
-            let id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), 2);
+            let mut ops = vec![temp];
+            for (option, flag) in options {
+                let name = LLVMMDStringInContext2(ctx, option.as_ptr().cast(), option.len());
+                let mut parts = vec![name];
+                // `unroll.disable` is a bare name; the others carry an i1.
+                if let Some(flag) = flag {
+                    let value = self.ctx.bool_type().const_int(u64::from(flag), false);
+                    parts.push(LLVMValueAsMetadata(value.as_value_ref()));
+                }
+                ops.push(LLVMMDNodeInContext2(ctx, parts.as_mut_ptr(), parts.len()));
+            }
+            let id = LLVMMDNodeInContext2(ctx, ops.as_mut_ptr(), ops.len());
             LLVMMetadataReplaceAllUsesWith(temp, id);
             let kind = "llvm.loop";
             let kind = LLVMGetMDKindIDInContext(ctx, kind.as_ptr().cast(), kind.len() as u32);
@@ -550,6 +562,105 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         self.builder.build_call(f, &values, "").map_err(self.err())?;
         Ok(())
     }
+}
+
+/// What LLVM's loop passes may do with a scalar loop of the kernel IR.
+#[derive(Clone, Copy, Debug, Default)]
+struct LoopHints {
+    /// `llvm.loop.unroll.disable`. A loop carrying several dependent values (an argmin's value
+    /// and index, a complex accumulator) that LLVM fully unrolls becomes one long chain of
+    /// compares and selects, which LLVM 22's loop vectorizer then analyses in time exponential
+    /// in the chain's length (`vputils::isSingleScalar`: a 33-element argmin over a tiled
+    /// layout never finished). Kept rolled, the chain is one iteration long.
+    keep_rolled: bool,
+    /// `llvm.loop.vectorize.enable = false`, for a grid loop that holds loops and that memory
+    /// is not contiguous along. The grid loop becomes innermost to LLVM once it has fully
+    /// unrolled the loops inside, and its loop vectorizer may then run the unrolled body once
+    /// per grid index and lane, scalarizing every access strided by a row: a 32x40 compare
+    /// kernel's grid loop became 3,000 lines of IR and half a second of compilation, for a
+    /// loop that runs in microseconds. Inner loops are left to LLVM's judgement: there it
+    /// finds transposes (gathers feeding contiguous stores, 1.6x faster on a tiled transpose)
+    /// and small dots vectorized across their output columns (2x).
+    no_vectorize: bool,
+}
+
+impl LoopHints {
+    /// The hints for the grid loop over `var` of a kernel with `body`.
+    fn grid(var: VarId, body: &[Stmt]) -> LoopHints {
+        LoopHints {
+            keep_rolled: carried_locals(body) >= 2,
+            no_vectorize: holds_loop(body) && !contiguous_along(var, body),
+        }
+    }
+
+    /// The hints for a scalar loop (not the grid loop) with `body`.
+    fn inner(body: &[Stmt]) -> LoopHints {
+        LoopHints { keep_rolled: carried_locals(body) >= 2, no_vectorize: false }
+    }
+}
+
+/// Whether some load or store in `body` steps through memory by one element along `var`, and
+/// none depends on `var` any other way (a stride, a division, a value computed from it).
+fn contiguous_along(var: VarId, body: &[Stmt]) -> bool {
+    /// Counts an access contiguous along `var` into `unit`; `None` when it depends on `var`
+    /// otherwise.
+    fn access(var: VarId, index: &IndexExpr, derived: &HashSet<ValueId>, unit: &mut usize) -> Option<()> {
+        for t in &index.terms {
+            match t.src {
+                IndexSrc::Var(v) if v == var => {
+                    if t.scale != 1 || t.div != 1 || t.modulo.is_some() {
+                        return None;
+                    }
+                    *unit += 1;
+                }
+                IndexSrc::Value(id) if derived.contains(&id) => return None,
+                _ => {}
+            }
+        }
+        Some(())
+    }
+    /// Counts accesses contiguous along `var`; `None` when one depends on it otherwise.
+    fn walk(var: VarId, body: &[Stmt], derived: &mut HashSet<ValueId>, unit: &mut usize) -> Option<()> {
+        for s in body {
+            match s {
+                Stmt::Let(id, op) => {
+                    let depends = match op {
+                        Op::Index(index) => index.terms.iter().any(|t| match t.src {
+                            IndexSrc::Var(v) => v == var,
+                            IndexSrc::Value(v) => derived.contains(&v),
+                        }),
+                        Op::Load { index, .. } => {
+                            access(var, index, derived, unit)?;
+                            false
+                        }
+                        _ => op.operands().iter().any(|v| derived.contains(v)),
+                    };
+                    if depends {
+                        derived.insert(*id);
+                    }
+                }
+                Stmt::Store { index, .. } => access(var, index, derived, unit)?,
+                Stmt::Loop(l) => walk(var, &l.body, derived, unit)?,
+                Stmt::If { then_body, else_body, .. } => {
+                    walk(var, then_body, derived, unit)?;
+                    walk(var, else_body, derived, unit)?;
+                }
+                _ => {}
+            }
+        }
+        Some(())
+    }
+    let mut unit = 0;
+    walk(var, body, &mut HashSet::new(), &mut unit).is_some() && unit > 0
+}
+
+/// Whether `body` holds a loop, at any depth.
+fn holds_loop(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Loop(_) => true,
+        Stmt::If { then_body, else_body, .. } => holds_loop(then_body) || holds_loop(else_body),
+        _ => false,
+    })
 }
 
 /// How many locals declared outside `body` it sets (its own loops and branches included).

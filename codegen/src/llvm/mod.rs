@@ -92,19 +92,20 @@ pub fn program_objects(
     let mut groups = module_groups(kernels, &distinct, dump.is_some());
     // Small scalar kernels join the entry's module; larger ones (a scalar `sin` with its range
     // reduction) LLVM would not inline anyway, so they compile in a module of their own, beside
-    // the entry's instead of after it.
+    // the entry's instead of after it, as do the sequential ones, whose loops need the loop
+    // passes the entry's pipeline does not run.
     let mut inlined = Vec::new();
-    if let Some(i) = groups.iter().position(|(effort, _)| *effort == Effort::Light) {
-        let (small, large): (Vec<usize>, Vec<usize>) = groups
-            .remove(i)
-            .1
-            .into_iter()
-            .partition(|&k| crate::partition::statements(&kernels[k].body) <= INLINED_STATEMENTS);
-        inlined = small;
-        if !large.is_empty() {
-            groups.push((Effort::Light, large));
-        }
+    for (_, group) in groups.iter_mut().filter(|(effort, _)| *effort == Effort::Light) {
+        group.retain(|&k| {
+            let small = crate::partition::is_scalar(&kernels[k])
+                && crate::partition::statements(&kernels[k].body) <= INLINED_STATEMENTS;
+            if small {
+                inlined.push(k);
+            }
+            !small
+        });
     }
+    groups.retain(|(_, group)| !group.is_empty());
     let names: Vec<String> = representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect();
     let (separate, entry_object) = std::thread::scope(|s| {
         let (host, groups) = (&host, &groups);
@@ -287,24 +288,31 @@ enum Effort {
     /// `default<O1>` and cheaper code generation: for scalar kernels (one grid index, no
     /// loop), such as a loop's counter update or a scalar step of a search, where the O3
     /// pipeline spent tens of milliseconds (a scalar `sin` with its range reduction: 25 ms
-    /// optimizing, 33 ms in code generation) on code that runs a few hundred instructions.
+    /// optimizing, 33 ms in code generation) on code that runs a few hundred instructions;
+    /// and for sequential kernels (`light`).
     Light,
 }
 
+/// Whether `kernel` compiles at light effort: scalar work, or sequential loops (a sort's
+/// merges), where O3's vectorizers find nothing to do and spent three quarters of a sort
+/// module's 100 ms (its merge ran as fast after `default<O1>`).
+fn light(kernel: &Kernel) -> bool {
+    crate::partition::is_scalar(kernel) || crate::partition::is_sequential(kernel)
+}
+
 /// The modules to compile side by side, of the kernels `subset` names: the kernels that loop,
-/// split into one group per core of similar size, at full effort; the scalar ones together,
-/// at light effort. A dump is one module's IR and assembly, so with one the looping kernels
-/// are one module.
+/// split into one group per core of similar size, at full effort; the scalar and sequential
+/// ones, split the same way, at light effort. A dump is one module's IR and assembly, so with
+/// one each effort's kernels are one module.
 fn module_groups(kernels: &[Kernel], subset: &[usize], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
-    let (light, full): (Vec<usize>, Vec<usize>) =
-        subset.iter().partition(|&&i| crate::partition::is_scalar(&kernels[i]));
+    let (light, full): (Vec<usize>, Vec<usize>) = subset.iter().partition(|&&i| light(&kernels[i]));
+    let threads = if dumping { 1 } else { crate::partition::compile_threads() };
     let mut groups: Vec<(Effort, Vec<usize>)> = Vec::new();
     if !full.is_empty() || light.is_empty() {
-        let threads = if dumping { 1 } else { crate::partition::compile_threads() };
         groups.extend(crate::partition::partition_of(kernels, &full, threads).into_iter().map(|g| (Effort::Full, g)));
     }
     if !light.is_empty() {
-        groups.push((Effort::Light, light));
+        groups.extend(crate::partition::partition_of(kernels, &light, threads).into_iter().map(|g| (Effort::Light, g)));
     }
     groups
 }

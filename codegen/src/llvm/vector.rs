@@ -10,7 +10,8 @@
 //!   register type; LLVM legalizes `<16 x float>` to one zmm register, two ymm, or four xmm);
 //! - varying loads, stores and indices contiguous: one term over the loop variable with scale
 //!   1 and no div/mod, and no varying value inside the index; loads and stores of whole-byte
-//!   scalars (not predicate bytes or packed elements);
+//!   scalars and of predicate bytes (`<W x i8>`, compared with zero or widened from `<W x i1>`),
+//!   not of packed elements;
 //! - math functions run once per lane (a call each).
 //!
 //! Anything else stays a scalar loop (LLVM's own vectorizer may still take it), and a lane
@@ -71,18 +72,6 @@ fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Opti
     }
 }
 
-/// The operands `op` reads as values.
-fn operands(op: &Op) -> Vec<ValueId> {
-    match op {
-        Op::Const(_) | Op::GetLocal(_) | Op::Load { .. } | Op::Index(_) => Vec::new(),
-        Op::Unary { a, .. } | Op::Cast { a, .. } | Op::AnyLane { a } => vec![*a],
-        Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
-        Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
-        Op::Fma { a, b, c, .. } => vec![*a, *b, *c],
-        Op::Math { args, .. } => args.clone(),
-    }
-}
-
 fn plan(l: &Loop) -> Option<Plan> {
     let mut plan =
         Plan { varying: HashMap::new(), vector_locals: l.reductions.iter().map(|r| (r.local, r.ty)).collect() };
@@ -108,12 +97,13 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                         Access::Uniform => None,
                         Access::Contiguous => match mem {
                             MemType::Scalar(t) if *t != Ty::Pred => Some(*t),
+                            MemType::Pred => Some(Ty::Pred),
                             _ => return None,
                         },
                     },
                     // One answer per vector iteration: a uniform value.
                     Op::AnyLane { .. } => None,
-                    _ if !operands(op).iter().any(|v| varying.contains_key(v)) => None,
+                    _ if !op.operands().iter().any(|v| varying.contains_key(v)) => None,
                     Op::Unary { ty, .. }
                     | Op::Binary { ty, .. }
                     | Op::Select { ty, .. }
@@ -131,7 +121,7 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                     Access::Contiguous => {}
                     Access::Uniform => return None,
                 }
-                if !matches!(mem, MemType::Scalar(t) if *t != Ty::Pred) {
+                if !matches!(mem, MemType::Scalar(t) if *t != Ty::Pred) && *mem != MemType::Pred {
                     return None;
                 }
             }
@@ -284,7 +274,12 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                     }
                 },
                 Stmt::Store { buf, index, mem, value } => {
-                    let v = self.vector_operand(*value, mem.reg(), w, vectors)?;
+                    let mut v = self.vector_operand(*value, mem.reg(), w, vectors)?;
+                    if *mem == MemType::Pred {
+                        // One byte per predicate, 0 or 1.
+                        let bytes = self.ctx.i8_type().vec_type(w);
+                        v = self.builder.build_int_z_extend(v.into_vector_value(), bytes, "pbytes").map_err(&err)?.into();
+                    }
                     let ptr = self.element_ptr(*buf, index)?;
                     let st = self.builder.build_store(ptr, v).map_err(&err)?;
                     st.set_alignment(mem.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
@@ -341,11 +336,20 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             }
             Op::Load { buf, index, mem } => {
                 let ptr = self.element_ptr(*buf, index)?;
-                let v = self.builder.build_load(vt, ptr, "vld").map_err(&err)?;
+                let pred = *mem == MemType::Pred;
+                // A predicate is a byte in memory: true when it is not zero.
+                let loaded = if pred { self.ctx.i8_type().vec_type(w) } else { vt };
+                let v = self.builder.build_load(loaded, ptr, "vld").map_err(&err)?;
                 if let Some(inst) = v.as_instruction_value() {
                     inst.set_alignment(mem.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
                 }
-                v
+                if pred {
+                    let bytes = v.into_vector_value();
+                    let zero = loaded.const_zero();
+                    self.builder.build_int_compare(inkwell::IntPredicate::NE, bytes, zero, "vpred").map_err(&err)?.into()
+                } else {
+                    v
+                }
             }
             Op::Index(index) => {
                 let base = self.index(index)?;

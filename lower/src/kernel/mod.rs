@@ -465,6 +465,20 @@ pub enum Op {
     },
 }
 
+impl Op {
+    /// The values `op` computes from (an index's value sources are not among them).
+    pub fn operands(&self) -> Vec<ValueId> {
+        match self {
+            Op::Const(_) | Op::GetLocal(_) | Op::Load { .. } | Op::Index(_) => Vec::new(),
+            Op::Unary { a, .. } | Op::Cast { a, .. } | Op::AnyLane { a } => vec![*a],
+            Op::Binary { a, b, .. } | Op::Cmp { a, b, .. } => vec![*a, *b],
+            Op::Select { cond, a, b, .. } => vec![*cond, *a, *b],
+            Op::Fma { a, b, c, .. } => vec![*a, *b, *c],
+            Op::Math { args, .. } => args.clone(),
+        }
+    }
+}
+
 /// An argument of a runtime call.
 #[derive(Clone, Debug, PartialEq)]
 pub enum CallArg {
