@@ -33,8 +33,13 @@ const PER_DIM: usize = 11;
 
 /// Patch blocks aim at this many bytes (they stay in L2 while the GEMM reads them).
 const BLOCK_BYTES: usize = 512 * 1024;
-/// Below this many multiply-adds a call stays on one thread.
-const PARALLEL_MIN_MACS: u128 = 1 << 21;
+/// Below this much work a call stays on one thread: multiply-adds, plus `GATHER_WEIGHT` for
+/// each patch element gathered. A gathered element (index tables, padding checks, a scattered
+/// load) costs about as much as 16 multiply-adds in the micro-kernels: LeNet's first
+/// convolution (one input feature, 25 taps, 6 outputs; 0.47M multiply-adds) spent 124 of its
+/// 170 us gathering, on one thread.
+const PARALLEL_MIN_WORK: u128 = 1 << 20;
+const GATHER_WEIGHT: u128 = 16;
 
 thread_local! {
     /// The calling thread's packed kernel and index tables.
@@ -342,10 +347,11 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
                 }
             })
         };
+        let gathered = points as u128 * k as u128 * groups as u128;
         let macs = points as u128 * k as u128 * d.out_features as u128;
         let pool = crate::gemm::published_pool();
         // SAFETY: a published pool outlives the run that published it.
-        let pool = if pool.is_null() || macs < PARALLEL_MIN_MACS { None } else { Some(unsafe { &*pool }) };
+        let pool = if pool.is_null() || macs + GATHER_WEIGHT * gathered < PARALLEL_MIN_WORK { None } else { Some(unsafe { &*pool }) };
         match pool {
             Some(pool) if pool.threads() > 1 && tasks > 1 => pool.run_chunks(pool.threads().min(tasks), |_| work()),
             _ => work(),
