@@ -14,7 +14,9 @@
 //! Work: the kernel is packed once per call as one `[taps * in, out]` matrix per group, rows
 //! in window-position order (reversal applied while packing). The output points are cut into
 //! blocks of rows; for each block the input patches are gathered (zeros where the window
-//! falls in padding or between dilated input elements) and multiplied by the packed kernel.
+//! falls in padding or between dilated input elements), a run of points along the last
+//! spatial dimension at a time, so each window position of the leading dimensions is located
+//! once per run, and multiplied by the packed kernel.
 //! A block whose output rows are one strided run is written in place; otherwise it goes
 //! through a small buffer. An input whose batch dimension is the contiguous one (the
 //! forward pass's channels, in a weight gradient) is gathered by columns instead: a block is
@@ -466,29 +468,38 @@ unsafe fn run_block<T: Elem>(
     }
     let mut ob = rest;
     let mut out_off = Vec::with_capacity(if plan.scatter { rows } else { 0 });
-    for r in 0..rows {
+    let mut r = 0;
+    while r < rows {
+        // A run of rows that differ only in the last spatial output position.
+        let len = match n {
+            0 => 1,
+            _ => ((d.dims[n - 1].out_size - os[n - 1]) as usize).min(rows - r),
+        };
         let b = if d.fgc > 1 { ob } else { g as i64 * (d.batch / d.bgc) + ob };
         let f0 = if d.fgc > 1 { (g * gi) as i64 } else { 0 };
         let base = b * d.in_batch_stride + f0 * d.in_feature_stride;
         if plan.scatter {
             let o = ob * d.out_batch_stride + os.iter().zip(&d.dims).map(|(&o, x)| o * x.out_stride).sum::<i64>();
-            out_off.push(o);
+            let step = d.dims.last().map_or(0, |x| x.out_stride);
+            out_off.extend((0..len as i64).map(|i| o + i * step));
         }
-        let row = &mut patch[r * k..(r + 1) * k];
-        gather_row(d, plan, os, base, row);
+        gather_run(d, plan, os, base, &mut patch[r * k..(r + len) * k]);
+        r += len;
         // Next output point, the last spatial dimension fastest.
         let mut s = n;
+        let mut carry = len as i64;
         loop {
             if s == 0 {
-                ob += 1;
+                ob += carry;
                 break;
             }
             s -= 1;
-            os[s] += 1;
+            os[s] += carry;
             if os[s] < d.dims[s].out_size {
                 break;
             }
-            os[s] = 0;
+            carry = os[s] / d.dims[s].out_size;
+            os[s] %= d.dims[s].out_size;
         }
     }
     let fo = (g * kg) as i64 * d.out_feature_stride;
@@ -628,26 +639,28 @@ fn point_offset(d: &Desc, p: usize) -> i64 {
     off + rest * d.out_batch_stride
 }
 
-/// One patch row: for each window position (row-major), the group's input features at the
-/// input element it lands on, or zeros. The last spatial dimension's window positions are the
-/// inner loop, so the leading dimensions' offsets and validity are worked out once per run of
-/// them rather than once per position (with one input feature, a position is one load).
-fn gather_row<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, row: &mut [T]) {
+/// Patch rows for a run of output points that differ only in their last spatial position
+/// (`os` is the first's; `rows` holds one patch row per point): for each window position
+/// (row-major), the group's input features at the input element it lands on, or zeros. A
+/// window position of the leading dimensions is worked out once per run (its offset and
+/// whether it lands inside), then its positions along the last dimension are copied into
+/// every row of the run (with one input feature, a position is one load).
+fn gather_run<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, rows: &mut [T]) {
     let gi = d.group_in as usize;
     let n = d.dims.len();
     let fs = d.in_feature_stride as isize;
-    if gi == 0 || row.is_empty() {
+    let k = plan.k;
+    if gi == 0 || k == 0 || rows.is_empty() {
         return;
     }
     if n == 0 {
         // SAFETY: the input point's features by the contract.
-        unsafe { copy_features(row, plan.lhs.0.offset(base as isize), fs) };
+        unsafe { copy_features(rows, plan.lhs.0.offset(base as isize), fs) };
         return;
     }
     let last = &d.dims[n - 1];
     let kl = last.k_size as usize;
-    // SAFETY: the table holds out_size * k_size entries; this is output position os[n - 1]'s.
-    let inner = unsafe { std::slice::from_raw_parts(plan.tables[n - 1].0.add((os[n - 1] * last.k_size) as usize), kl) };
+    let seg = kl * gi;
     let mut kk = [0i64; 8];
     let mut kk_heap = Vec::new();
     let kk: &mut [i64] = if n <= 9 {
@@ -656,7 +669,7 @@ fn gather_row<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, row: &mu
         kk_heap.resize(n - 1, 0);
         &mut kk_heap
     };
-    for seg in row.chunks_exact_mut(kl * gi) {
+    for j in 0..k / seg {
         let mut off = base;
         let mut valid = true;
         for s in 0..n - 1 {
@@ -669,23 +682,33 @@ fn gather_row<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, row: &mu
             }
             off += e;
         }
-        if valid && gi == 1 {
-            let src = plan.lhs.0.wrapping_offset(off as isize);
-            for (dst, &e) in seg.iter_mut().zip(inner) {
-                // SAFETY: an input element by the contract and the tables' validity checks.
-                *dst = if e < 0 { T::ZERO } else { unsafe { *src.offset(e as isize) } };
+        let src = plan.lhs.0.wrapping_offset(off as isize);
+        for (i, row) in rows.chunks_exact_mut(k).enumerate() {
+            let dst = &mut row[j * seg..(j + 1) * seg];
+            if !valid {
+                dst.fill(T::ZERO);
+                continue;
             }
-        } else if valid {
-            for (dst, &e) in seg.chunks_exact_mut(gi).zip(inner) {
-                if e < 0 {
-                    dst.fill(T::ZERO);
-                } else {
+            // SAFETY: the table holds out_size * k_size entries; this is the run's i-th output
+            // position's.
+            let inner = unsafe {
+                std::slice::from_raw_parts(plan.tables[n - 1].0.add(((os[n - 1] + i as i64) * last.k_size) as usize), kl)
+            };
+            if gi == 1 {
+                for (v, &e) in dst.iter_mut().zip(inner) {
                     // SAFETY: an input element by the contract and the tables' validity checks.
-                    unsafe { copy_features(dst, plan.lhs.0.offset((off + e) as isize), fs) };
+                    *v = if e < 0 { T::ZERO } else { unsafe { *src.offset(e as isize) } };
+                }
+            } else {
+                for (v, &e) in dst.chunks_exact_mut(gi).zip(inner) {
+                    if e < 0 {
+                        v.fill(T::ZERO);
+                    } else {
+                        // SAFETY: an input element by the contract and the tables' validity checks.
+                        unsafe { copy_features(v, src.offset(e as isize), fs) };
+                    }
                 }
             }
-        } else {
-            seg.fill(T::ZERO);
         }
         // Next window position of the leading dimensions, the last of them fastest.
         let mut s = n - 1;
