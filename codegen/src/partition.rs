@@ -134,11 +134,7 @@ pub(crate) fn is_sequential(kernel: &Kernel) -> bool {
                         return true;
                     }
                 }
-                Stmt::Loop(l) => {
-                    if walk(&l.body, w, under_state) {
-                        return true;
-                    }
-                }
+                Stmt::Loop(l) if walk(&l.body, w, under_state) => return true,
                 _ => {}
             }
         }
