@@ -98,14 +98,16 @@ fn predicate_bytes_load_and_store_as_vectors() {
     assert!(ir.contains("load <16 x i8>") && ir.contains("store <16 x i8>"), "predicate bytes as vectors:\n{ir}");
     let len = (rows * n) as usize;
     let x: Vec<u8> = (0..len)
-        .flat_map(|i| match i % 5 {
-            0 => f32::NAN,
-            1 => -f32::NAN,
-            2 => f32::INFINITY,
-            3 => -0.0,
-            _ => i as f32,
-        }
-        .to_le_bytes())
+        .flat_map(|i| {
+            match i % 5 {
+                0 => f32::NAN,
+                1 => -f32::NAN,
+                2 => f32::INFINITY,
+                3 => -0.0,
+                _ => i as f32,
+            }
+            .to_le_bytes()
+        })
         .collect();
     // Any non-zero byte is true.
     let p: Vec<u8> = (0..len).map(|i| [0u8, 1, 2, 255][i % 4]).collect();

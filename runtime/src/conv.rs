@@ -353,7 +353,11 @@ unsafe fn conv<T: Elem>(desc: *const i64, lhs: *const T, rhs: *const T, out: *mu
         let macs = points as u128 * k as u128 * d.out_features as u128;
         let pool = crate::gemm::published_pool();
         // SAFETY: a published pool outlives the run that published it.
-        let pool = if pool.is_null() || macs + GATHER_WEIGHT * gathered < PARALLEL_MIN_WORK { None } else { Some(unsafe { &*pool }) };
+        let pool = if pool.is_null() || macs + GATHER_WEIGHT * gathered < PARALLEL_MIN_WORK {
+            None
+        } else {
+            Some(unsafe { &*pool })
+        };
         match pool {
             Some(pool) if pool.threads() > 1 && tasks > 1 => pool.run_chunks(pool.threads().min(tasks), |_| work()),
             _ => work(),
@@ -692,7 +696,10 @@ fn gather_run<T: Elem>(d: &Desc, plan: &Plan<T>, os: &[i64], base: i64, rows: &m
             // SAFETY: the table holds out_size * k_size entries; this is the run's i-th output
             // position's.
             let inner = unsafe {
-                std::slice::from_raw_parts(plan.tables[n - 1].0.add(((os[n - 1] + i as i64) * last.k_size) as usize), kl)
+                std::slice::from_raw_parts(
+                    plan.tables[n - 1].0.add(((os[n - 1] + i as i64) * last.k_size) as usize),
+                    kl,
+                )
             };
             if gi == 1 {
                 for (v, &e) in dst.iter_mut().zip(inner) {

@@ -278,7 +278,11 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                     if *mem == MemType::Pred {
                         // One byte per predicate, 0 or 1.
                         let bytes = self.ctx.i8_type().vec_type(w);
-                        v = self.builder.build_int_z_extend(v.into_vector_value(), bytes, "pbytes").map_err(&err)?.into();
+                        v = self
+                            .builder
+                            .build_int_z_extend(v.into_vector_value(), bytes, "pbytes")
+                            .map_err(&err)?
+                            .into();
                     }
                     let ptr = self.element_ptr(*buf, index)?;
                     let st = self.builder.build_store(ptr, v).map_err(&err)?;
@@ -346,7 +350,10 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                 if pred {
                     let bytes = v.into_vector_value();
                     let zero = loaded.const_zero();
-                    self.builder.build_int_compare(inkwell::IntPredicate::NE, bytes, zero, "vpred").map_err(&err)?.into()
+                    self.builder
+                        .build_int_compare(inkwell::IntPredicate::NE, bytes, zero, "vpred")
+                        .map_err(&err)?
+                        .into()
                 } else {
                     v
                 }
