@@ -357,6 +357,8 @@ fn dump_writes_every_stage() {
         if backend == "llvm" {
             has(&d, "llvm.ll", "define");
             has(&d, "llvm-opt.ll", "define");
+            // Every launch passes disjoint buffers, so the kernels know them apart.
+            has(&d, "llvm-opt.ll", "!alias.scope");
             has(&d, "llvm.s", "ret");
         } else {
             has(&d, "cranelift.clif", "; machine code");

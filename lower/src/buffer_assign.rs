@@ -202,6 +202,27 @@ mod tests {
     }
 
     #[test]
+    fn launches_are_disjoint_unless_a_written_buffer_shares_bytes() {
+        let mut p = chain(100);
+        assert_eq!(p.disjoint_launches(), vec![false], "temps without offsets may share bytes");
+        assign_buffers(&mut p, &BTreeMap::new()).unwrap();
+        assert_eq!(p.disjoint_launches(), vec![true], "t0 and t2 share bytes but never a launch");
+        // A reader passed twice is fine; a buffer written and passed again is not.
+        p.kernels.push(kernel("two_reads", 2, 1));
+        p.steps.push(launch(1, &[0, 0, 4]));
+        assert_eq!(p.disjoint_launches(), vec![true, true]);
+        p.steps.push(launch(1, &[0, 4, 4]));
+        assert_eq!(p.disjoint_launches(), vec![true, false]);
+        // Temps whose assigned bytes overlap, in one launch.
+        let mut p = chain(100);
+        assign_buffers(&mut p, &BTreeMap::new()).unwrap();
+        p.buffers[2].offset = Some(p.buffers[1].offset.unwrap() + 36);
+        assert_eq!(p.disjoint_launches(), vec![false]);
+        p.buffers[2].memory_space = 1;
+        assert_eq!(p.disjoint_launches(), vec![true], "arenas of two spaces never overlap");
+    }
+
+    #[test]
     fn non_overlapping_temps_share_an_offset() {
         let mut p = chain(100);
         assign_buffers(&mut p, &BTreeMap::new()).unwrap();
@@ -337,6 +358,20 @@ mod tests {
             let mut p =
                 Program { buffers, kernels, steps, parameters: vec![BufferId(ntemps as u32)], ..Default::default() };
             assign_buffers(&mut p, &BTreeMap::new()).unwrap();
+            // What tiers rely on to tell a kernel's buffers apart: after assignment, only a
+            // buffer passed twice to one launch (written there) makes a kernel's launches
+            // overlap.
+            let mut repeats = vec![false; p.kernels.len()];
+            for l in p.launches() {
+                let writes = |i: usize| p.kernels[l.kernel].buffers[i].writable;
+                let n = l.args.len();
+                repeats[l.kernel] |=
+                    (0..n).any(|i| (i + 1..n).any(|j| l.args[i] == l.args[j] && (writes(i) || writes(j))));
+            }
+            let disjoint = p.disjoint_launches();
+            for k in 0..p.kernels.len() {
+                assert_eq!(disjoint[k], !repeats[k], "case {case}: kernel {k}");
+            }
             let live = live_ranges(&p);
             let mut sets = Vec::new();
             loop_sets(&p.steps, &mut sets);

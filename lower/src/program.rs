@@ -219,6 +219,49 @@ impl Program {
         out
     }
 
+    /// For each kernel, whether every launch of it passes buffers such that each buffer the
+    /// kernel writes shares no byte with any other buffer of that launch: what lets a tier
+    /// compile the kernel with its buffers known apart. Parameters, results and constants are
+    /// allocations of their own (a result aliases nothing: the caller's contract, checked by
+    /// every API that takes caller memory); two temps share bytes where their arena ranges
+    /// overlap, which buffer assignment allows only for temps not live at one step. A temp
+    /// without an offset yet (before buffer assignment) may share bytes with any temp.
+    pub fn disjoint_launches(&self) -> Vec<bool> {
+        let mut disjoint = vec![true; self.kernels.len()];
+        for launch in self.launches() {
+            let Some(kernel) = self.kernels.get(launch.kernel) else { continue };
+            let args = &launch.args;
+            let writes = |i: usize| kernel.buffers.get(i).is_none_or(|b| b.writable);
+            let clash = kernel.buffers.len() != args.len()
+                || (0..args.len()).any(|i| {
+                    (i + 1..args.len()).any(|j| (writes(i) || writes(j)) && self.share_bytes(args[i], args[j]))
+                });
+            if clash {
+                disjoint[launch.kernel] = false;
+            }
+        }
+        disjoint
+    }
+
+    /// Whether buffers `a` and `b` may share a byte (see [`Program::disjoint_launches`]).
+    fn share_bytes(&self, a: BufferId, b: BufferId) -> bool {
+        if a == b {
+            return true;
+        }
+        let (Some(x), Some(y)) = (self.buffers.get(a.0 as usize), self.buffers.get(b.0 as usize)) else {
+            return true;
+        };
+        match (&x.kind, &y.kind) {
+            (BufferKind::Temp, BufferKind::Temp) if x.memory_space == y.memory_space => match (x.offset, y.offset) {
+                (Some(p), Some(q)) => {
+                    x.bytes > 0 && y.bytes > 0 && p < q.saturating_add(y.bytes) && q < p.saturating_add(x.bytes)
+                }
+                _ => true,
+            },
+            _ => false,
+        }
+    }
+
     /// Every host operation of the step tree, depth-first.
     pub fn host_ops(&self) -> Vec<&HostOp> {
         let mut out = Vec::new();

@@ -210,7 +210,8 @@ pub fn header(program: &Program, plan: &EntryPlan, info: &HeaderInfo<'_>) -> Str
          * Calling: every argument and result is a caller-owned physical buffer in the layout given\n \
          * below (the bytes `tessera run --physical` reads and writes), aligned to {sym}_ALIGNMENT\n \
          * bytes; `temp` points to {sym}_TEMP_BYTES bytes of scratch, equally aligned (NULL when that\n \
-         * is 0). Results never alias arguments.\n \
+         * is 0). A result buffer must not overlap another result, an argument or temp: the\n \
+         * code is compiled knowing them apart.\n \
          * {threading}.\n \
          * It allocates nothing and may run concurrently with calls that use other temp blocks.\n */\n\
          #ifndef TESSERA_{upper}_H\n#define TESSERA_{upper}_H\n\n#include <stdint.h>\n\n\

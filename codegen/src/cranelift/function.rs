@@ -43,7 +43,10 @@ pub(crate) struct Translator<'a, 'f> {
     symbols: &'a [&'static str],
     values: Vec<Option<(Value, Ty)>>,
     locals: Vec<Option<(Variable, Ty)>>,
-    vars: Vec<Option<Variable>>,
+    /// Each bound loop variable: its Cranelift variable and a constant added to it (a lane
+    /// reduction's copy `c` runs the body at `i + c * lanes`; index expressions fold that into
+    /// their address's displacement instead of computing the sum).
+    vars: Vec<Option<(Variable, i64)>>,
     /// `buffers[i]`, loaded once in the entry block.
     pub bases: Vec<Value>,
     /// Parts of index expressions computed before the loops they sit in, keyed by the
@@ -163,8 +166,14 @@ impl Translator<'_, '_> {
     }
 
     pub(crate) fn var(&mut self, id: VarId) -> Result<Value> {
+        let (v, offset) = self.var_parts(id)?;
+        Ok(if offset == 0 { v } else { self.b.ins().iadd_imm_s(v, offset) })
+    }
+
+    /// The loop variable `id` as a value and a constant to add to it.
+    pub(crate) fn var_parts(&mut self, id: VarId) -> Result<(Value, i64)> {
         match self.vars.get(id.0 as usize).copied().flatten() {
-            Some(var) => Ok(self.b.use_var(var)),
+            Some((var, offset)) => Ok((self.b.use_var(var), offset)),
             None => Err(Failure::Malformed(format!("loop variable v{} is used outside its loop", id.0))),
         }
     }
@@ -174,11 +183,16 @@ impl Translator<'_, '_> {
     }
 
     pub(crate) fn bind_var(&mut self, id: VarId, var: Variable) -> Result<()> {
+        self.bind_var_at(id, var, 0)
+    }
+
+    /// Binds loop variable `id` to `var + offset`.
+    pub(crate) fn bind_var_at(&mut self, id: VarId, var: Variable, offset: i64) -> Result<()> {
         let s = slot(&mut self.vars, id.0, "loop variable")?;
         if s.is_some() {
             return Err(Failure::Malformed(format!("loop variable v{} is bound by two enclosing loops", id.0)));
         }
-        *s = Some(var);
+        *s = Some((var, offset));
         Ok(())
     }
 

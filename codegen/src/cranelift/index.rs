@@ -58,12 +58,20 @@ impl Translator<'_, '_> {
             Some(p) => (p.value, p.done.clone()),
             None => (self.start(expr, form)?, vec![false; expr.terms.len()]),
         };
+        let mut displacement = 0i64;
         for (term, done) in expr.terms.iter().zip(done) {
             if !done {
-                if let Some(v) = self.term(term, form)? {
+                let (v, d) = self.term(term, form)?;
+                if let Some(v) = v {
                     acc = self.b.ins().iadd(acc, v);
                 }
+                displacement = displacement.wrapping_add(d);
             }
+        }
+        // Last, so that an address is `(base + index) + displacement`, which x86-64 addressing
+        // takes whole: the copies of a lane reduction share one address register.
+        if displacement != 0 {
+            acc = self.b.ins().iadd_imm_s(acc, displacement);
         }
         Ok(acc)
     }
@@ -103,18 +111,25 @@ impl Translator<'_, '_> {
         })
     }
 
-    /// `((src / div) % modulo) * scale * multiplier`, or `None` when it is always zero.
-    fn term(&mut self, term: &Term, form: Form) -> Result<Option<Value>> {
+    /// `((src / div) % modulo) * scale * multiplier` as a value (`None` when it is always zero)
+    /// plus a constant: a loop variable bound with an offset (`bind_var_at`) and no div or
+    /// modulo contributes `offset * scale * multiplier` there instead of an addition.
+    fn term(&mut self, term: &Term, form: Form) -> Result<(Option<Value>, i64)> {
         if term.div < 1 || term.modulo.is_some_and(|m| m < 1) {
             return Err(Failure::Malformed(format!("index term {term:?} has a divisor or modulus below 1")));
         }
         let scale = term.scale.wrapping_mul(Self::multiplier(form));
         if scale == 0 || term.modulo == Some(1) {
-            return Ok(None);
+            return Ok((None, 0));
         }
-        let mut v = match term.src {
-            IndexSrc::Var(var) => self.var(var)?,
-            IndexSrc::Value(id) => self.typed(id, tessera_lower::kernel::Ty::I64)?,
+        let plain = term.div == 1 && term.modulo.is_none();
+        let (mut v, displacement) = match term.src {
+            IndexSrc::Var(var) if plain => {
+                let (v, offset) = self.var_parts(var)?;
+                (v, offset.wrapping_mul(scale))
+            }
+            IndexSrc::Var(var) => (self.var(var)?, 0),
+            IndexSrc::Value(id) => (self.typed(id, tessera_lower::kernel::Ty::I64)?, 0),
         };
         // Sources are non-negative whenever div/modulo are not trivial (the IR's contract), so
         // unsigned division applies, and powers of two become shifts and masks.
@@ -141,7 +156,7 @@ impl Translator<'_, '_> {
                 self.b.ins().imul_imm_s(v, scale)
             };
         }
-        Ok(Some(v))
+        Ok((Some(v), displacement))
     }
 
     fn available(&self, term: &Term) -> bool {
@@ -195,8 +210,12 @@ impl Translator<'_, '_> {
         };
         let mut done = done;
         for i in ready {
-            if let Some(v) = self.term(&expr.terms[i], form)? {
+            let (v, d) = self.term(&expr.terms[i], form)?;
+            if let Some(v) = v {
                 acc = self.b.ins().iadd(acc, v);
+            }
+            if d != 0 {
+                acc = self.b.ins().iadd_imm_s(acc, d);
             }
             done[i] = true;
         }

@@ -475,11 +475,7 @@ impl Translator<'_, '_> {
             }
             let (var, body, exit) = self.open_rotated_loop(l.start);
             for c in 0..copies {
-                let lane_var = self.b.declare_var(types::I64);
-                let i = self.b.use_var(var);
-                let at = self.b.ins().iadd_imm_s(i, c * native);
-                self.b.def_var(lane_var, at);
-                self.bind_var(l.var, lane_var)?;
+                self.bind_var_at(l.var, var, c * native)?;
                 match &plan {
                     Some(plan) => {
                         let map = l.reductions.iter().zip(&accs).map(|(r, a)| (r.local, a[c as usize])).collect();

@@ -33,8 +33,9 @@ pub(crate) fn object(
     module.set_data_layout(&machine.get_target_data().get_data_layout());
     let names: HashSet<&'static str> = tessera_runtime::abi::symbols().iter().map(|(n, _)| *n).collect();
     let mut kernels = Vec::with_capacity(program.kernels.len());
-    for kernel in &program.kernels {
-        function::translate(&ctx, &module, &cpu, kernel, &names)?;
+    let disjoint = super::disjoint_kernels(program, &(0..program.kernels.len()).collect::<Vec<_>>());
+    for (kernel, &disjoint) in program.kernels.iter().zip(&disjoint) {
+        function::translate(&ctx, &module, &cpu, kernel, &names, disjoint)?;
         let f = module
             .get_function(&crate::kernel_symbol(&kernel.name))
             .ok_or_else(|| backend(format!("kernel '{}' vanished", kernel.name)))?;

@@ -53,12 +53,19 @@ pub fn builder_error(kernel: &str) -> impl Fn(BuilderError) -> CodegenError + '_
 }
 
 /// Adds `kernel` to `module` as `void name(ptr buffers, i64 grid_lo, i64 grid_hi)`.
+///
+/// With `disjoint` (the caller's promise that no launch of this function passes a buffer it
+/// writes that shares bytes with another of its buffers: `Program::disjoint_launches`), the
+/// code goes into an always-inlined `name.body` that takes each buffer as a `noalias`
+/// parameter, which the inliner turns into alias scopes: LLVM then knows the buffers apart,
+/// needs no run-time overlap checks before vectorizing, and moves loads across stores.
 pub fn translate<'ctx>(
     ctx: &'ctx Context,
     module: &Module<'ctx>,
     target: &TargetCpu,
     kernel: &Kernel,
     symbols: &HashSet<&'static str>,
+    disjoint: bool,
 ) -> Result<(), CodegenError> {
     let unsupported = |what: String| CodegenError::Unsupported { tier: "llvm", kernel: kernel.name.clone(), what };
     // The verifier proves the contract the translation relies on, bounds included: compiled
@@ -77,21 +84,9 @@ pub fn translate<'ctx>(
     let ptr = ctx.ptr_type(Default::default());
     let fn_type = ctx.void_type().fn_type(&[ptr.into(), i64t.into(), i64t.into()], false);
     let function = module.add_function(&symbol, fn_type, Some(Linkage::External));
-    for (key, value) in [("target-cpu", target.cpu.as_str()), ("target-features", target.features.as_str())] {
-        function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(key, value));
-    }
-    if target.avx512 {
-        function.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("prefer-vector-width", "512"));
-    }
-    let nounwind = inkwell::attributes::Attribute::get_named_enum_kind_id("nounwind");
-    function.add_attribute(AttributeLoc::Function, ctx.create_enum_attribute(nounwind, 0));
+    code_attributes(ctx, function, target);
     // The buffer table is only read, and nothing else accesses it during the call.
-    for attr in ["noalias", "readonly"] {
-        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(attr);
-        if kind != 0 {
-            function.add_attribute(AttributeLoc::Param(0), ctx.create_enum_attribute(kind, 0));
-        }
-    }
+    add_enum_attributes(ctx, function, AttributeLoc::Param(0), &["noalias", "readonly"]);
 
     let builder = ctx.create_builder();
     let err = builder_error(&kernel.name);
@@ -99,13 +94,13 @@ pub fn translate<'ctx>(
     builder.position_at_end(entry);
     let table =
         function.get_nth_param(0).ok_or_else(|| unsupported("no buffer parameter".into()))?.into_pointer_value();
+    let lo = function.get_nth_param(1).map(|p| p.into_int_value());
+    let hi = function.get_nth_param(2).map(|p| p.into_int_value());
+    let (Some(mut lo), Some(mut hi)) = (lo, hi) else { return Err(unsupported("missing grid parameters".into())) };
     // All base pointers are loaded up front: loaded inside loops, each load would have to be
     // repeated after every store (LLVM cannot tell the table from the data), which blocks
-    // vectorization. The bases are not marked `noalias`: the lowering never passes one buffer
-    // twice to a launch, but buffer assignment may let an output reuse a dead input's memory
-    // (an in-place elementwise update), and `noalias` would make that undefined. The
-    // vectorizer's runtime overlap checks (a few compares per loop entry) keep both cases
-    // correct and vectorized.
+    // vectorization. Without `disjoint` the bases may overlap as far as LLVM knows, and the
+    // vectorizer's run-time overlap checks (a few compares per loop entry) keep it correct.
     let mut bases = Vec::with_capacity(kernel.buffers.len());
     for i in 0..kernel.buffers.len() {
         // SAFETY: `i` is below the table's length, which is the kernel's buffer count.
@@ -113,7 +108,32 @@ pub fn translate<'ctx>(
             .map_err(&err)?;
         bases.push(builder.build_load(ptr, slot, &format!("buf{i}")).map_err(&err)?.into_pointer_value());
     }
-    let body = ctx.append_basic_block(function, "body");
+    let mut code = function;
+    if disjoint {
+        let mut params: Vec<BasicMetadataTypeEnum> = vec![ptr.into(); bases.len()];
+        params.extend([BasicMetadataTypeEnum::from(i64t), i64t.into()]);
+        code = module.add_function(
+            &format!("{symbol}.body"),
+            ctx.void_type().fn_type(&params, false),
+            Some(Linkage::Internal),
+        );
+        code_attributes(ctx, code, target);
+        add_enum_attributes(ctx, code, AttributeLoc::Function, &["alwaysinline"]);
+        for i in 0..bases.len() {
+            add_enum_attributes(ctx, code, AttributeLoc::Param(i as u32), &["noalias"]);
+        }
+        let mut args: Vec<BasicMetadataValueEnum> = bases.iter().map(|&b| b.into()).collect();
+        args.extend([BasicMetadataValueEnum::from(lo), hi.into()]);
+        builder.build_call(code, &args, "").map_err(&err)?;
+        builder.build_return(None).map_err(&err)?;
+        builder.position_at_end(ctx.append_basic_block(code, "entry"));
+        let param =
+            |i: usize| code.get_nth_param(i as u32).ok_or_else(|| unsupported("a body parameter is missing".into()));
+        bases = (0..bases.len()).map(|i| param(i).map(|p| p.into_pointer_value())).collect::<Result<_, _>>()?;
+        lo = param(bases.len())?.into_int_value();
+        hi = param(bases.len() + 1)?.into_int_value();
+    }
+    let body = ctx.append_basic_block(code, "body");
     let alloca_point = builder.build_unconditional_branch(body).map_err(&err)?;
     builder.position_at_end(body);
 
@@ -121,7 +141,7 @@ pub fn translate<'ctx>(
         ctx,
         module,
         builder,
-        function,
+        function: code,
         kernel,
         bases,
         values: HashMap::new(),
@@ -131,14 +151,32 @@ pub fn translate<'ctx>(
         alloca_point,
         symbols,
     };
-    let lo = function.get_nth_param(1).map(|p| p.into_int_value());
-    let hi = function.get_nth_param(2).map(|p| p.into_int_value());
-    let (Some(lo), Some(hi)) = (lo, hi) else { return Err(unsupported("missing grid parameters".into())) };
     t.define_var(kernel.grid.var)?;
     let latch = t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body))?;
     t.hint_loop(latch, LoopHints::grid(kernel.grid.var, &kernel.body));
     t.builder.build_return(None).map_err(&err)?;
     Ok(())
+}
+
+/// What every function holding kernel code carries: the target CPU and its features (the
+/// code is specialized to them), 512-bit vectors where the CPU has AVX-512, and no unwinding.
+fn code_attributes<'ctx>(ctx: &'ctx Context, f: FunctionValue<'ctx>, target: &TargetCpu) {
+    for (key, value) in [("target-cpu", target.cpu.as_str()), ("target-features", target.features.as_str())] {
+        f.add_attribute(AttributeLoc::Function, ctx.create_string_attribute(key, value));
+    }
+    if target.avx512 {
+        f.add_attribute(AttributeLoc::Function, ctx.create_string_attribute("prefer-vector-width", "512"));
+    }
+    add_enum_attributes(ctx, f, AttributeLoc::Function, &["nounwind"]);
+}
+
+fn add_enum_attributes<'ctx>(ctx: &'ctx Context, f: FunctionValue<'ctx>, at: AttributeLoc, names: &[&str]) {
+    for name in names {
+        let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(name);
+        if kind != 0 {
+            f.add_attribute(at, ctx.create_enum_attribute(kind, 0));
+        }
+    }
 }
 
 impl<'a, 'ctx> Translator<'a, 'ctx> {
