@@ -42,7 +42,14 @@ impl<'m> Emitter<'m> {
                 format!("a fused computation needing more than {GENERATED_LIMIT} inlined element computations (fusion should split it)"),
             ));
         }
-        let v = self.elem_uncached(f, id, idx)?;
+        let staged = match self.staging.staged {
+            Some(s) if s == id && f.id == 0 => self.staged_elem(f, id, idx)?,
+            _ => None,
+        };
+        let v = match staged {
+            Some(v) => v,
+            None => self.elem_uncached(f, id, idx)?,
+        };
         self.cache_log.push(key.clone());
         self.cache.insert(key, v);
         Ok(v)
@@ -75,7 +82,12 @@ impl<'m> Emitter<'m> {
         Ok(out)
     }
 
-    fn elem_uncached(&mut self, f: &Frame<'m>, id: InstId, idx: &[IndexExpr]) -> Result<ValueId, LowerError> {
+    pub(super) fn elem_uncached(
+        &mut self,
+        f: &Frame<'m>,
+        id: InstId,
+        idx: &[IndexExpr],
+    ) -> Result<ValueId, LowerError> {
         use Opcode as O;
         let inst = f.comp.inst(id);
         let name = inst.name.as_str();

@@ -30,6 +30,7 @@ mod scalar;
 mod scatter;
 mod select_and_scatter;
 mod sort;
+mod staging;
 mod stochastic;
 mod types;
 mod window;
@@ -44,6 +45,7 @@ use crate::LowerError;
 pub use dus_in_place::{emit_in_place_kernel, in_place_operand};
 use index::Bounds;
 use nest::Digit;
+pub(crate) use reduce::has_lane_form;
 pub(crate) use sort::is_topk_custom_call;
 
 /// Lowers one fused computation to a kernel. `comp`'s parameters become the kernel's input
@@ -131,6 +133,8 @@ pub(crate) struct Emitter<'m> {
     pub generated: usize,
     /// The twin frames complex parts are generated in (see [`complex`]).
     parts: complex::PartFrames<'m>,
+    /// What the kernel stages in its output ([`staging`]).
+    staging: staging::Staging,
 }
 
 /// An element of an instruction in a frame: (frame, instruction, logical index).
@@ -189,6 +193,7 @@ impl<'m> Emitter<'m> {
             multi_log: Vec::new(),
             row_roots: Vec::new(),
             parts: complex::PartFrames::default(),
+            staging: staging::Staging::default(),
         })
     }
 
@@ -281,6 +286,10 @@ impl<'m> Emitter<'m> {
             return Err(LowerError::invalid(&self.comp.root_inst().name, "the root's outputs do not match its shape"));
         }
         if let [OutVal::Inst(f, id)] = values.as_slice() {
+            let plain = !self.outputs[0].et.is_complex() && !matches!(self.outputs[0].mem, MemType::Packed { .. });
+            if f.id == 0 && *id == self.comp.root && plain {
+                self.staging.staged = staging::candidate(self.comp);
+            }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
                 return Ok(());
             }
@@ -302,6 +311,7 @@ impl<'m> Emitter<'m> {
         let groups: Vec<Vec<usize>> =
             if same { vec![(0..values.len()).collect()] } else { (0..values.len()).map(|i| vec![i]).collect() };
         let use_grid = groups.len() == 1 && !packed;
+        self.staging.grid_allowed = use_grid;
         for group in groups {
             let map = self.outputs[group[0]].map.clone();
             let roots: Vec<InstId> = group
@@ -499,8 +509,9 @@ impl<'m> Emitter<'m> {
         let result = if grid_free && count > 1 {
             self.grid_extent = count;
             let gv = self.b.grid_var();
+            let in_grid = std::mem::replace(&mut self.staging.in_grid, true);
             let mark = self.mark();
-            match partial {
+            let r = match partial {
                 // The last grid index also runs the peeled partial nest, so every index in
                 // the full nest stays provably inside the buffers with the grid's bounds.
                 Some(r) if full > 0 => {
@@ -532,7 +543,9 @@ impl<'m> Emitter<'m> {
                     vals.pop();
                     r
                 }
-            }
+            };
+            self.staging.in_grid = in_grid;
+            r
         } else {
             let mut r = Ok(());
             let grid_free = grid_free && count <= 1;
@@ -576,10 +589,10 @@ impl<'m> Emitter<'m> {
         }
         let known: Vec<bool> = (0..ctx.rank).map(|d| ctx.digits[k..].iter().all(|g| g.dim != d)).collect();
         let idx = nest::logical_index(&ctx.digits[..k], vals, ctx.rank);
-        for (f, root) in ctx.rows {
-            self.evaluate_row_values(f, *root, &idx, &known)?;
-        }
-        Ok(())
+        let evaluating = std::mem::replace(&mut self.staging.evaluating_rows, true);
+        let result = ctx.rows.iter().try_for_each(|(f, root)| self.evaluate_row_values(f, *root, &idx, &known));
+        self.staging.evaluating_rows = evaluating;
+        result
     }
 
     /// Loops over `digits` (of an array with logical bounds `limits`) on the current grid
@@ -603,6 +616,7 @@ impl<'m> Emitter<'m> {
 
     /// Forgets the cached elements generated since `m` (their values went out of scope).
     pub(crate) fn forget_since(&mut self, m: Mark) {
+        self.staging_forget(m);
         for k in self.cache_log.drain(m.0..) {
             self.cache.remove(&k);
         }

@@ -48,6 +48,18 @@ impl<'m> Emitter<'m> {
             return Ok(v.clone());
         }
         self.evaluate_reduce_input_rows(f, id, idx)?;
+        let outer = self.mark();
+        self.staging_reduction(outer, |em| em.reduce_values_here(f, id, idx, key))
+    }
+
+    /// [`Emitter::reduce_values`] once the row values of its inputs are evaluated.
+    fn reduce_values_here(
+        &mut self,
+        f: &Frame<'m>,
+        id: InstId,
+        idx: &[IndexExpr],
+        key: super::CacheKey,
+    ) -> Result<Vec<ValueId>, LowerError> {
         let inst = f.comp.inst(id);
         let name = inst.name.clone();
         let (inputs, inits, reducer) = reduction_parts(inst)?;
@@ -65,7 +77,10 @@ impl<'m> Emitter<'m> {
         let wide = plain_add && first_et.is_some_and(|e| types::is_half(e) || types::is_minifloat(e));
         if k == 1 {
             if let Some(row) = self.lane_row(f, id, first_et, reducer, wide)? {
-                let mut out = self.lane_reduce(f, id, idx, row, reducer, wide)?;
+                let lane = std::mem::replace(&mut self.staging.lane, true);
+                let out = self.lane_reduce(f, id, idx, row, reducer, wide);
+                self.staging.lane = lane;
+                let mut out = out?;
                 if let (true, Some(et)) = (wide, first_et) {
                     out = super::scalar::round(&mut self.b, et, out);
                 }
@@ -103,7 +118,10 @@ impl<'m> Emitter<'m> {
                     em.reduce_step(&frame, &inputs, full, &locals_c, reducer)
                 }
             };
-            self.reduce_nest(f, id, idx, &mut step)?;
+            let lane = std::mem::replace(&mut self.staging.lane, false);
+            let result = self.reduce_nest(f, id, idx, &mut step);
+            self.staging.lane = lane;
+            result?;
         }
         let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
         if let (true, Some(et)) = (wide, first_et) {
@@ -117,8 +135,7 @@ impl<'m> Emitter<'m> {
         Ok(out)
     }
 
-    /// The lane form's row (module doc) of reduce `id`, when it has one: the reduced input
-    /// dimension, its extent, the lane count and the reducer as a kernel op.
+    /// The lane form's row (module doc) of reduce `id`, when it has one.
     fn lane_row(
         &self,
         f: &Frame<'m>,
@@ -127,36 +144,7 @@ impl<'m> Emitter<'m> {
         reducer: CompId,
         wide: bool,
     ) -> Result<Option<LaneRow>, LowerError> {
-        let inst = f.comp.inst(id);
-        let Some(et) = et else { return Ok(None) };
-        let op = if wide { Some(BinOp::Add) } else { lane_op(self.module, reducer, et) };
-        let Some(op) = op else { return Ok(None) };
-        // Accumulators live in registers of the result type (f16/bf16 in f32).
-        let lanes = match types::reg_ty(et) {
-            Some(Ty::F32 | Ty::I32) if !types::is_minifloat(et) => 16,
-            Some(Ty::F64 | Ty::I64) if !types::is_minifloat(et) => 8,
-            _ => return Ok(None),
-        };
-        let Some(&input) = inst.operands.first() else { return Ok(None) };
-        let in_map = layout_map(&f.comp.inst(input).shape, &inst.name)?;
-        let Some(rdims) = inst.attr_ints("dimensions") else { return Ok(None) };
-        let dims = in_map.dims();
-        // Reduced dimensions of extent 1 loop nowhere; exactly one must be left.
-        let busy: Vec<usize> = rdims
-            .iter()
-            .filter_map(|&d| usize::try_from(d).ok())
-            .filter(|&d| dims.get(d).is_some_and(|&n| n > 1))
-            .collect();
-        let [dim] = busy.as_slice() else { return Ok(None) };
-        let Some(digits) = super::nest::plan(&in_map, &[]) else { return Ok(None) };
-        let mine: Vec<&super::nest::Digit> = digits.iter().filter(|g| g.dim == *dim).collect();
-        let [g] = mine.as_slice() else { return Ok(None) };
-        let extent = dims[*dim];
-        if g.weight != 1 || g.coef != 1 || extent < 2 * lanes {
-            return Ok(None);
-        }
-        let ty = types::reg(et, &inst.name)?;
-        Ok(Some(LaneRow { dim: *dim, extent, lanes, ty, op }))
+        lane_row_of(self.module, f.comp, f.comp.inst(id), et, reducer, wide)
     }
 
     /// Reduce `id` at output element `idx` in the lane form (module doc): one loop over the
@@ -324,6 +312,61 @@ impl<'m> Emitter<'m> {
             Ok(vec![self.elem(&frame, c.root, &[])?])
         }
     }
+}
+
+/// The lane form's row (module doc) of reduce `inst` of `comp`, when it has one: the reduced
+/// input dimension, its extent, the lane count and the reducer as a kernel op. `et` is the
+/// result's element type and `wide` whether a plain sum accumulates wider (`reduce_values`).
+fn lane_row_of(
+    module: &tessera_hlo::Module,
+    comp: &tessera_hlo::Computation,
+    inst: &Instruction,
+    et: Option<tessera_hlo::ElementType>,
+    reducer: CompId,
+    wide: bool,
+) -> Result<Option<LaneRow>, LowerError> {
+    let Some(et) = et else { return Ok(None) };
+    let op = if wide { Some(BinOp::Add) } else { lane_op(module, reducer, et) };
+    let Some(op) = op else { return Ok(None) };
+    // Accumulators live in registers of the result type (f16/bf16 in f32).
+    let lanes = match types::reg_ty(et) {
+        Some(Ty::F32 | Ty::I32) if !types::is_minifloat(et) => 16,
+        Some(Ty::F64 | Ty::I64) if !types::is_minifloat(et) => 8,
+        _ => return Ok(None),
+    };
+    let Some(&input) = inst.operands.first() else { return Ok(None) };
+    let in_map = layout_map(&comp.inst(input).shape, &inst.name)?;
+    let Some(rdims) = inst.attr_ints("dimensions") else { return Ok(None) };
+    let dims = in_map.dims();
+    // Reduced dimensions of extent 1 loop nowhere; exactly one must be left.
+    let busy: Vec<usize> = rdims
+        .iter()
+        .filter_map(|&d| usize::try_from(d).ok())
+        .filter(|&d| dims.get(d).is_some_and(|&n| n > 1))
+        .collect();
+    let [dim] = busy.as_slice() else { return Ok(None) };
+    let Some(digits) = super::nest::plan(&in_map, &[]) else { return Ok(None) };
+    let mine: Vec<&super::nest::Digit> = digits.iter().filter(|g| g.dim == *dim).collect();
+    let [g] = mine.as_slice() else { return Ok(None) };
+    let extent = dims[*dim];
+    if g.weight != 1 || g.coef != 1 || extent < 2 * lanes {
+        return Ok(None);
+    }
+    let ty = types::reg(et, &inst.name)?;
+    Ok(Some(LaneRow { dim: *dim, extent, lanes, ty, op }))
+}
+
+/// Whether reduce `inst` of `comp` runs in the lane form (module doc): a vector loop along its
+/// row, where what it reads is computed a vector at a time (what staging an expensive input
+/// needs: `passes::fusion`).
+pub(crate) fn has_lane_form(module: &tessera_hlo::Module, comp: &tessera_hlo::Computation, inst: &Instruction) -> bool {
+    let Ok((inputs, _, reducer)) = reduction_parts(inst) else { return false };
+    let et = match &inst.shape {
+        tessera_hlo::Shape::Array(a) if inputs.len() == 1 => a.element_type,
+        _ => return false,
+    };
+    let wide = is_plain_add(module, reducer) && (types::is_half(et) || types::is_minifloat(et));
+    matches!(lane_row_of(module, comp, inst, Some(et), reducer, wide), Ok(Some(_)))
 }
 
 /// Where a row reduction's lanes run (`Emitter::lane_row`).

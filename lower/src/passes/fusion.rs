@@ -31,6 +31,14 @@
 //! consumer of a row value (a transpose, a tuple, a non-row reduce) keeps the reduce in a
 //! kernel of its own, as for every other reduce.
 //!
+//! An expensive value with several users, some row reductions reading it and the others
+//! elementwise ops over its dimensions (softmax's `exp(x - max)`, summed and divided by the
+//! sum), is *staged* rather than materialized when it would end in one kernel with those
+//! reductions and a root of its exact shape over more than one row (`staged_kernel`): the
+//! kernel stores it in its output as the reduction computes it and reads it back in the loop
+//! over the row (`emit::staging`), so softmax is one kernel that makes one pass over memory.
+//! Where it would not, it is decided again as materialized.
+//!
 //! A materialized instruction with inlined operands becomes a `fusion` (kind=kLoop, or kInput
 //! for a reduce root) calling a fused computation that holds it and its inlined producers;
 //! parameters of the fused computation are the operands that stay outside, in first-use
@@ -73,10 +81,31 @@ impl Pass for Fusion {
         let mut changed = false;
         for comp_id in sequenced_computations(module) {
             changed |= self.split_mixed_row_reductions(module.comp_mut(comp_id));
-            let comp = module.comp(comp_id);
-            let inlined = self.decide(comp, comp_id == module.entry);
-            let roots: Vec<InstId> =
-                comp.post_order().into_iter().filter(|&id| !inlined[id.index()] && computes(comp.inst(id))).collect();
+            let (inlined, roots) = {
+                let module: &Module = module;
+                let comp = module.comp(comp_id);
+                // A staged producer must end in one kernel with its row reductions and a root
+                // of its own shape (`staged_kernel`); where it would not, it is decided again
+                // as materialized, which may change what else is fused.
+                let mut unstaged: HashSet<InstId> = HashSet::new();
+                let inlined = loop {
+                    let before = self.decisions.len();
+                    let (inlined, staged) = self.decide(comp, comp_id == module.entry, &unstaged);
+                    let failed: Vec<InstId> =
+                        staged.into_iter().filter(|&p| !staged_kernel(module, comp, p, &inlined)).collect();
+                    if failed.is_empty() {
+                        break inlined;
+                    }
+                    self.decisions.truncate(before);
+                    unstaged.extend(failed);
+                };
+                let roots: Vec<InstId> = comp
+                    .post_order()
+                    .into_iter()
+                    .filter(|&id| !inlined[id.index()] && computes(comp.inst(id)))
+                    .collect();
+                (inlined, roots)
+            };
             for root in roots {
                 changed |= fuse_into(module, comp_id, root, &inlined);
             }
@@ -163,8 +192,10 @@ impl Fusion {
     }
 
     /// Whether each instruction of `comp` is inlined into its users, recording a decision for
-    /// every producer-consumer pair where the producer computes something.
-    fn decide(&mut self, comp: &Computation, is_entry: bool) -> Vec<bool> {
+    /// every producer-consumer pair where the producer computes something; with the producers
+    /// inlined as staged (none of them in `unstaged`).
+    fn decide(&mut self, comp: &Computation, is_entry: bool, unstaged: &HashSet<InstId>) -> (Vec<bool>, Vec<InstId>) {
+        let mut staged = Vec::new();
         let users = comp.users();
         let mut control: HashSet<InstId> = HashSet::new();
         for inst in &comp.instructions {
@@ -232,6 +263,13 @@ impl Fusion {
                 (true, "a row value costs one element per row: duplicated into every user")
             } else if !expensive[id.index()] && is_cheap(p, fused_depth) {
                 (true, "cheap: duplicated into every user")
+            } else if rows[id.index()] != Rows::Value
+                && expensive[id.index()]
+                && !unstaged.contains(&id)
+                && stages(comp, id, own_users)
+            {
+                staged.push(id);
+                (true, "staged: its row kernel stores it in the output as its row reduction reads it, and its other users read it back")
             } else {
                 (false, "several users and not cheap: materialized once")
             };
@@ -249,8 +287,67 @@ impl Fusion {
                 });
             }
         }
-        inlined
+        (inlined, staged)
     }
+}
+
+/// Whether `p`, an expensive value with several users, can be staged
+/// (`emit::staging`): some user is a row reduction reading it, and the others are elementwise
+/// ops over its own dimensions, which read it at the index they compute.
+fn stages(comp: &Computation, p: InstId, users: &[InstId]) -> bool {
+    let reduces = |u: &Instruction| u.opcode == Opcode::Reduce && u.operands.first() == Some(&p);
+    users.iter().any(|&u| reduces(comp.inst(u)))
+        && users.iter().all(|&u| reduces(comp.inst(u)) || same_index(comp.inst(p), comp.inst(u)))
+}
+
+/// Whether `u` is an elementwise op over `p`'s dimensions (reading its operands at the index
+/// it computes).
+fn same_index(p: &Instruction, u: &Instruction) -> bool {
+    (u.opcode.is_elementwise() || matches!(u.opcode, Opcode::Convert | Opcode::Copy))
+        && matches!((p.shape.as_array(), u.shape.as_array()), (Some(a), Some(b)) if a.dims == b.dims)
+}
+
+/// Whether staged `p` ends, as `inlined` decides, in one kernel with what staging needs
+/// (`emit::staging::candidate` checks the same on the fused computation): every row reduction
+/// reading it inlined there, keeping more than one row and running in the lane form (a vector
+/// loop along the row, which computes the staged value a vector at a time: rows of 16 reduce
+/// serially, and an exp staged there ran 6x slower than in a vector kernel of its own); and
+/// every path to the kernel's root made of elementwise ops over its dimensions, ending at a
+/// root of exactly its shape (element type and layout included), whose output buffer holds
+/// the staged values.
+fn staged_kernel(module: &Module, comp: &Computation, p: InstId, inlined: &[bool]) -> bool {
+    let users = comp.users();
+    let mut root: Option<InstId> = None;
+    let mut stack = vec![p];
+    let mut seen: HashSet<InstId> = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        for &u in &users[n.index()] {
+            let ui = comp.inst(u);
+            if ui.opcode == Opcode::Reduce {
+                // One row in all: the output nest would split it across its grid (strips),
+                // and each grid index would reduce the whole row again.
+                if !inlined[u.index()]
+                    || !is_row_reduce(comp, ui)
+                    || elements(ui).is_none_or(|n| n < 2)
+                    || !crate::emit::has_lane_form(module, comp, ui)
+                {
+                    return false;
+                }
+            } else if !same_index(comp.inst(p), ui) {
+                return false;
+            } else if inlined[u.index()] {
+                stack.push(u);
+            } else if ui.shape != comp.inst(p).shape || root.is_some_and(|r| r != u) {
+                return false;
+            } else {
+                root = Some(u);
+            }
+        }
+    }
+    root.is_some()
 }
 
 /// Instructions that need a kernel of their own unless inlined: everything except
@@ -470,7 +567,7 @@ fn repeats_elements(u: &Instruction, p: &Instruction) -> bool {
     }
 }
 
-fn is_expensive(op: Opcode) -> bool {
+pub(crate) fn is_expensive(op: Opcode) -> bool {
     use Opcode::*;
     matches!(
         op,

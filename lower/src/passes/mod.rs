@@ -9,7 +9,7 @@ mod constant_folding;
 mod control_flow_simplifier;
 mod cse;
 mod dce;
-mod fusion;
+pub(crate) mod fusion;
 mod layout_assignment;
 mod layout_normalize;
 mod rewrite;

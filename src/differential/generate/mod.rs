@@ -695,6 +695,22 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 0), "a rule never rewrote: {}", tally.join(", "));
     }
 
+    /// Some generated programs hold a row kernel that fusion stages (`emit::staging`), so the
+    /// differential tests check staged kernels against the interpreter.
+    #[test]
+    fn staged_row_kernels_are_generated() {
+        let mut staged = 0;
+        for seed in 0..400 {
+            let mut module = generate(seed, &Options::default()).unwrap().module;
+            let mut pipeline = tessera_lower::passes::standard_pipeline(true, true);
+            pipeline.run(&mut module).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let reports = pipeline.reports();
+            staged += usize::from(reports.iter().flat_map(|(_, lines)| lines).any(|l| l.contains("(staged:")));
+        }
+        println!("programs with a staged row kernel: {staged} of 400");
+        assert!(staged > 0, "no generated program stages a row kernel");
+    }
+
     #[test]
     fn headers_round_trip() {
         let h = Header {

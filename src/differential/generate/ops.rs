@@ -5,7 +5,7 @@
 use tessera_hlo::ElementType;
 
 use super::facts::{self, Facts, Kind};
-use super::{elements, kind, list, shape_text, Gen, MAX_ELEMENTS};
+use super::{elements, kind, list, shape_text, ArgDist, Gen, MAX_ELEMENTS};
 
 const FLOAT_UNARY: &[&str] = &[
     "negate",
@@ -490,6 +490,9 @@ impl Gen {
         let Kind::Float(w) = kind(ty) else { return None };
         let kept = self.rng.range(1, dims.len() as i64 - 1) as usize;
         let n: i64 = dims[kept..].iter().product();
+        if self.rng.chance(0.3) {
+            return self.staged_row_pattern();
+        }
         let (op, init, rf) = if self.rng.chance(0.5) {
             ("maximum", "-inf", f)
         } else {
@@ -518,6 +521,51 @@ impl Gen {
         );
         let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(a), self.name(b)));
         self.used(&[a, r, b]);
+        Some(out)
+    }
+
+    /// `e / sum(e)` over the rows of `e = exp(a)` (softmax without its max), `a` a new f32
+    /// parameter with rows long enough for the lane form (`emit::reduce`): an expensive value a row reduction
+    /// reads and its other user reads again, which fusion stages in the row kernel's output
+    /// (`emit::staging`) when the kernel's root has its shape.
+    fn staged_row_pattern(&mut self) -> Option<usize> {
+        let ty = ElementType::F32;
+        // Rows of 32 to 60 elements in [-2, 0] (softmax's `x - max` range): sums of their
+        // exps stay within a noisy value's magnitude.
+        let dims = vec![self.rng.range(2, 5), self.rng.range(32, 60)];
+        let number = self.params_len();
+        let dist = ArgDist::Uniform { lo: -2.0, hi: 0.0 };
+        let a = self.param_with(ty, dims.clone(), dist, Facts::exact(-2.0, 0.0), number);
+        let kept = 1;
+        let f = self.vals[a].facts;
+        let k = kind(ty);
+        let Kind::Float(w) = k else { return None };
+        let ef = facts::unary("exponential", k, f)?;
+        let n: i64 = dims[kept..].iter().product();
+        let sf = Facts { lo: ef.lo * n as f64, hi: ef.hi * n as f64, exact: false };
+        if sf.hi > facts::noisy_mag(w) {
+            return None;
+        }
+        let qf = facts::binary("divide", k, ef, sf)?;
+        let e = self.push_op(ty, dims.clone(), ef, format!("exponential({})", self.name(a)));
+        let zero = self.constant(ty, "0");
+        let comp = self.reducer("add", ty);
+        let reduced: Vec<i64> = (kept as i64..dims.len() as i64).collect();
+        let sum = self.push_op(
+            ty,
+            dims[..kept].to_vec(),
+            sf,
+            format!("reduce({}, {zero}), dimensions={{{}}}, to_apply={comp}", self.name(e), list(&reduced)),
+        );
+        let leading: Vec<i64> = (0..kept as i64).collect();
+        let b = self.push_op(
+            ty,
+            dims.clone(),
+            sf,
+            format!("broadcast({}), dimensions={{{}}}", self.name(sum), list(&leading)),
+        );
+        let out = self.push_op(ty, dims, qf, format!("divide({}, {})", self.name(e), self.name(b)));
+        self.used(&[a, e, sum, b]);
         Some(out)
     }
 
