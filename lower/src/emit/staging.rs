@@ -21,7 +21,7 @@ use tessera_hlo::{Computation, InstId, Instruction, Opcode};
 use super::{Emitter, Frame, Mark};
 use crate::emit::types;
 use crate::kernel::{IndexExpr, ValueId};
-use crate::passes::fusion::is_expensive;
+use crate::passes::fusion::{is_expensive, same_index};
 use crate::LowerError;
 
 /// The instruction of `comp` to stage, if one qualifies (module doc): the first, in post
@@ -68,7 +68,6 @@ fn expensive(comp: &Computation, p: InstId) -> bool {
 /// Whether every user of `p`, and of those users transitively, up to the root, is a
 /// reduction reading it or an elementwise op over `p`'s dimensions.
 fn reaches_root_elementwise(comp: &Computation, p: InstId, users: &[Vec<InstId>]) -> bool {
-    let dims = comp.inst(p).shape.as_array().map(|a| a.dims.clone());
     let mut stack = vec![p];
     let mut seen = std::collections::HashSet::new();
     while let Some(n) = stack.pop() {
@@ -80,8 +79,7 @@ fn reaches_root_elementwise(comp: &Computation, p: InstId, users: &[Vec<InstId>]
             if ui.opcode == Opcode::Reduce {
                 continue;
             }
-            let elementwise = ui.opcode.is_elementwise() || matches!(ui.opcode, Opcode::Convert | Opcode::Copy);
-            if !elementwise || ui.shape.as_array().map(|a| a.dims.clone()) != dims {
+            if !same_index(comp.inst(p), ui) {
                 return false;
             }
             stack.push(u);

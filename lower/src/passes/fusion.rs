@@ -302,7 +302,7 @@ fn stages(comp: &Computation, p: InstId, users: &[InstId]) -> bool {
 
 /// Whether `u` is an elementwise op over `p`'s dimensions (reading its operands at the index
 /// it computes).
-fn same_index(p: &Instruction, u: &Instruction) -> bool {
+pub(crate) fn same_index(p: &Instruction, u: &Instruction) -> bool {
     (u.opcode.is_elementwise() || matches!(u.opcode, Opcode::Convert | Opcode::Copy))
         && matches!((p.shape.as_array(), u.shape.as_array()), (Some(a), Some(b)) if a.dims == b.dims)
 }
