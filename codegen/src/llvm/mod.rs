@@ -331,23 +331,19 @@ fn pick<'k>(kernels: &'k [Kernel], disjoint: &[bool], group: &[usize]) -> Vec<(&
 }
 
 /// Which kernels compile with their buffers known apart (`function::translate`'s `disjoint`):
-/// those whose launches all pass disjoint buffers (`Program::disjoint_launches`), over every
-/// kernel that shares the function (`representative`), and that loop. A scalar kernel has no
-/// loop for that to help, and inlined into the entry's loops the scope declarations it leaves
-/// behind cost: a 10,000-step scalar while loop ran 2x slower with them.
+/// those that loop and whose function (`representative`) no kernel sharing it launches with
+/// buffers that overlap (`Program::disjoint_launches`). A scalar kernel has no loop for that
+/// to help, and inlined into the entry's loops the scope declarations it leaves behind cost: a
+/// 10,000-step scalar while loop ran 2x slower with them.
 pub(crate) fn disjoint_kernels(program: &Program, representative: &[usize]) -> Vec<bool> {
     let launches = program.disjoint_launches();
-    let mut disjoint: Vec<bool> = program.kernels.iter().map(|k| !crate::partition::is_scalar(k)).collect();
+    let mut per_function: Vec<bool> = program.kernels.iter().map(|k| !crate::partition::is_scalar(k)).collect();
     for (k, &r) in representative.iter().enumerate() {
-        let ok = launches.get(k).copied().unwrap_or(false);
-        if let Some(d) = disjoint.get_mut(r) {
-            *d &= ok;
-        }
-        if let Some(d) = disjoint.get_mut(k) {
-            *d &= ok;
+        if let Some(d) = per_function.get_mut(r) {
+            *d &= launches.get(k).copied().unwrap_or(false);
         }
     }
-    disjoint
+    representative.iter().map(|&r| per_function.get(r).copied().unwrap_or(false)).collect()
 }
 
 /// One LLVM module of `kernels`, in a context of its own (so modules compile on separate

@@ -16,12 +16,12 @@
 //! along the row, so the staged value is computed a vector at a time. A value the kernel
 //! cannot stage this way is computed where it is used, as any inlined value.
 
-use tessera_hlo::{Computation, InstId, Instruction, Opcode};
+use tessera_hlo::{Computation, InstId, Opcode};
 
 use super::{Emitter, Frame, Mark};
 use crate::emit::types;
 use crate::kernel::{IndexExpr, ValueId};
-use crate::passes::fusion::{is_expensive, same_index};
+use crate::passes::fusion::{is_expensive, reduces_input, walk_index_uses, Use};
 use crate::LowerError;
 
 /// The instruction of `comp` to stage, if one qualifies (module doc): the first, in post
@@ -36,13 +36,14 @@ pub(crate) fn candidate(comp: &Computation) -> Option<InstId> {
         p != comp.root
             && inst.shape == root.shape
             && expensive(comp, p)
-            && users[p.index()].iter().any(|&u| reads_as_reduce_input(comp.inst(u), p))
-            && reaches_root_elementwise(comp, p, &users)
+            && users[p.index()].iter().any(|&u| reduces_input(comp.inst(u), p))
+            && walk_index_uses(
+                comp,
+                &users,
+                p,
+                |_, u| if u.opcode == Opcode::Reduce { Use::Stop } else { Use::Through },
+            )
     })
-}
-
-fn reads_as_reduce_input(u: &Instruction, p: InstId) -> bool {
-    u.opcode == Opcode::Reduce && u.operands.first() == Some(&p)
 }
 
 /// Whether `p` holds an expensive op, up to the row values it reads (broadcasts) and the
@@ -63,29 +64,6 @@ fn expensive(comp: &Computation, p: InstId) -> bool {
         }
     }
     false
-}
-
-/// Whether every user of `p`, and of those users transitively, up to the root, is a
-/// reduction reading it or an elementwise op over `p`'s dimensions.
-fn reaches_root_elementwise(comp: &Computation, p: InstId, users: &[Vec<InstId>]) -> bool {
-    let mut stack = vec![p];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n) {
-            continue;
-        }
-        for &u in &users[n.index()] {
-            let ui = comp.inst(u);
-            if ui.opcode == Opcode::Reduce {
-                continue;
-            }
-            if !same_index(comp.inst(p), ui) {
-                return false;
-            }
-            stack.push(u);
-        }
-    }
-    true
 }
 
 impl<'m> Emitter<'m> {

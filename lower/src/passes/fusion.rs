@@ -87,12 +87,13 @@ impl Pass for Fusion {
                 // A staged producer must end in one kernel with its row reductions and a root
                 // of its own shape (`staged_kernel`); where it would not, it is decided again
                 // as materialized, which may change what else is fused.
+                let users = comp.users();
                 let mut unstaged: HashSet<InstId> = HashSet::new();
                 let inlined = loop {
                     let before = self.decisions.len();
                     let (inlined, staged) = self.decide(comp, comp_id == module.entry, &unstaged);
                     let failed: Vec<InstId> =
-                        staged.into_iter().filter(|&p| !staged_kernel(module, comp, p, &inlined)).collect();
+                        staged.into_iter().filter(|&p| !staged_kernel(module, comp, &users, p, &inlined)).collect();
                     if failed.is_empty() {
                         break inlined;
                     }
@@ -295,9 +296,13 @@ impl Fusion {
 /// (`emit::staging`): some user is a row reduction reading it, and the others are elementwise
 /// ops over its own dimensions, which read it at the index they compute.
 fn stages(comp: &Computation, p: InstId, users: &[InstId]) -> bool {
-    let reduces = |u: &Instruction| u.opcode == Opcode::Reduce && u.operands.first() == Some(&p);
-    users.iter().any(|&u| reduces(comp.inst(u)))
-        && users.iter().all(|&u| reduces(comp.inst(u)) || same_index(comp.inst(p), comp.inst(u)))
+    let reduces = |u: InstId| reduces_input(comp.inst(u), p);
+    users.iter().any(|&u| reduces(u)) && users.iter().all(|&u| reduces(u) || same_index(comp.inst(p), comp.inst(u)))
+}
+
+/// Whether `u` is a reduction whose (first) input is `p`.
+pub(crate) fn reduces_input(u: &Instruction, p: InstId) -> bool {
+    u.opcode == Opcode::Reduce && u.operands.first() == Some(&p)
 }
 
 /// Whether `u` is an elementwise op over `p`'s dimensions (reading its operands at the index
@@ -305,6 +310,46 @@ fn stages(comp: &Computation, p: InstId, users: &[InstId]) -> bool {
 pub(crate) fn same_index(p: &Instruction, u: &Instruction) -> bool {
     (u.opcode.is_elementwise() || matches!(u.opcode, Opcode::Convert | Opcode::Copy))
         && matches!((p.shape.as_array(), u.shape.as_array()), (Some(a), Some(b)) if a.dims == b.dims)
+}
+
+/// What a walk over a value's uses (`walk_index_uses`) does at one of them.
+pub(crate) enum Use {
+    /// Go on to its users.
+    Through,
+    /// Stop there.
+    Stop,
+    /// Fail the walk.
+    Refuse,
+}
+
+/// Walks the uses of `p` transitively: each user that is a reduction or an elementwise op over
+/// `p`'s dimensions (`same_index`) goes to `visit`, which says whether the walk goes on through
+/// it; any other user fails the walk. True when nothing failed.
+pub(crate) fn walk_index_uses(
+    comp: &Computation,
+    users: &[Vec<InstId>],
+    p: InstId,
+    mut visit: impl FnMut(InstId, &Instruction) -> Use,
+) -> bool {
+    let mut stack = vec![p];
+    let mut seen: HashSet<InstId> = HashSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        for &u in &users[n.index()] {
+            let ui = comp.inst(u);
+            if ui.opcode != Opcode::Reduce && !same_index(comp.inst(p), ui) {
+                return false;
+            }
+            match visit(u, ui) {
+                Use::Through => stack.push(u),
+                Use::Stop => {}
+                Use::Refuse => return false,
+            }
+        }
+    }
+    true
 }
 
 /// Whether staged `p` ends, as `inlined` decides, in one kernel with what staging needs
@@ -315,39 +360,28 @@ pub(crate) fn same_index(p: &Instruction, u: &Instruction) -> bool {
 /// every path to the kernel's root made of elementwise ops over its dimensions, ending at a
 /// root of exactly its shape (element type and layout included), whose output buffer holds
 /// the staged values.
-fn staged_kernel(module: &Module, comp: &Computation, p: InstId, inlined: &[bool]) -> bool {
-    let users = comp.users();
+fn staged_kernel(module: &Module, comp: &Computation, users: &[Vec<InstId>], p: InstId, inlined: &[bool]) -> bool {
     let mut root: Option<InstId> = None;
-    let mut stack = vec![p];
-    let mut seen: HashSet<InstId> = HashSet::new();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n) {
-            continue;
+    let uses_fit = walk_index_uses(comp, users, p, |u, ui| {
+        if ui.opcode == Opcode::Reduce {
+            // One row in all: the output nest would split it across its grid (strips), and
+            // each grid index would reduce the whole row again.
+            let fits = inlined[u.index()]
+                && is_row_reduce(comp, ui)
+                && elements(ui).is_some_and(|n| n >= 2)
+                && crate::emit::has_lane_form(module, comp, ui);
+            return if fits { Use::Stop } else { Use::Refuse };
         }
-        for &u in &users[n.index()] {
-            let ui = comp.inst(u);
-            if ui.opcode == Opcode::Reduce {
-                // One row in all: the output nest would split it across its grid (strips),
-                // and each grid index would reduce the whole row again.
-                if !inlined[u.index()]
-                    || !is_row_reduce(comp, ui)
-                    || elements(ui).is_none_or(|n| n < 2)
-                    || !crate::emit::has_lane_form(module, comp, ui)
-                {
-                    return false;
-                }
-            } else if !same_index(comp.inst(p), ui) {
-                return false;
-            } else if inlined[u.index()] {
-                stack.push(u);
-            } else if ui.shape != comp.inst(p).shape || root.is_some_and(|r| r != u) {
-                return false;
-            } else {
-                root = Some(u);
-            }
+        if inlined[u.index()] {
+            return Use::Through;
         }
-    }
-    root.is_some()
+        if ui.shape != comp.inst(p).shape || root.is_some_and(|r| r != u) {
+            return Use::Refuse;
+        }
+        root = Some(u);
+        Use::Stop
+    });
+    uses_fit && root.is_some()
 }
 
 /// Instructions that need a kernel of their own unless inlined: everything except

@@ -503,6 +503,16 @@ impl Gen {
             ("add", "0", Facts { lo: s_lo, hi: s_hi, exact: false })
         };
         let diff = facts::binary("subtract", kind(ty), f, rf)?;
+        let (r, b) = self.reduce_rows(a, kept, op, init, rf);
+        let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(a), self.name(b)));
+        self.used(&[a, r, b]);
+        Some(out)
+    }
+
+    /// `op` over the rows of `a` (its dimensions from `kept` on, starting from the constant
+    /// `init`), and that row value broadcast back over the rows, both with facts `rf`.
+    fn reduce_rows(&mut self, a: usize, kept: usize, op: &str, init: &str, rf: Facts) -> (usize, usize) {
+        let (ty, dims) = (self.vals[a].ty, self.vals[a].dims.clone());
         let init = self.constant(ty, init);
         let comp = self.reducer(op, ty);
         let reduced: Vec<i64> = (kept as i64..dims.len() as i64).collect();
@@ -513,15 +523,8 @@ impl Gen {
             format!("reduce({}, {init}), dimensions={{{}}}, to_apply={comp}", self.name(a), list(&reduced)),
         );
         let leading: Vec<i64> = (0..kept as i64).collect();
-        let b = self.push_op(
-            ty,
-            dims.clone(),
-            rf,
-            format!("broadcast({}), dimensions={{{}}}", self.name(r), list(&leading)),
-        );
-        let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(a), self.name(b)));
-        self.used(&[a, r, b]);
-        Some(out)
+        let b = self.push_op(ty, dims, rf, format!("broadcast({}), dimensions={{{}}}", self.name(r), list(&leading)));
+        (r, b)
     }
 
     /// `e / sum(e)` over the rows of `e = exp(a)` (softmax without its max), `a` a new f32
@@ -548,22 +551,7 @@ impl Gen {
         }
         let qf = facts::binary("divide", k, ef, sf)?;
         let e = self.push_op(ty, dims.clone(), ef, format!("exponential({})", self.name(a)));
-        let zero = self.constant(ty, "0");
-        let comp = self.reducer("add", ty);
-        let reduced: Vec<i64> = (kept as i64..dims.len() as i64).collect();
-        let sum = self.push_op(
-            ty,
-            dims[..kept].to_vec(),
-            sf,
-            format!("reduce({}, {zero}), dimensions={{{}}}, to_apply={comp}", self.name(e), list(&reduced)),
-        );
-        let leading: Vec<i64> = (0..kept as i64).collect();
-        let b = self.push_op(
-            ty,
-            dims.clone(),
-            sf,
-            format!("broadcast({}), dimensions={{{}}}", self.name(sum), list(&leading)),
-        );
+        let (sum, b) = self.reduce_rows(e, kept, "add", "0", sf);
         let out = self.push_op(ty, dims, qf, format!("divide({}, {})", self.name(e), self.name(b)));
         self.used(&[a, e, sum, b]);
         Some(out)
