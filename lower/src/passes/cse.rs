@@ -82,7 +82,7 @@ fn same_value(comp: &Computation, a: InstId, b: InstId) -> bool {
     a.shape == b.shape && a.payload == b.payload && significant_a.eq(significant_b)
 }
 
-fn cse(comp: &mut Computation, log: &mut Vec<String>) -> bool {
+pub(crate) fn cse(comp: &mut Computation, log: &mut Vec<String>) -> bool {
     // Candidates by op and resolved operands (cheap to hash); the rest is compared directly.
     let mut seen: HashMap<(Opcode, Vec<InstId>), Vec<InstId>> = HashMap::new();
     // Operands first, keyed through the merges already decided, so chains of duplicates

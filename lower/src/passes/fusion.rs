@@ -127,7 +127,7 @@ impl Pass for Fusion {
 
 /// The entry and every computation reached from it through while, conditional and call, in
 /// discovery order (each once).
-fn sequenced_computations(module: &Module) -> Vec<CompId> {
+pub(crate) fn sequenced_computations(module: &Module) -> Vec<CompId> {
     let mut order = vec![module.entry];
     let mut seen: HashSet<CompId> = HashSet::from([module.entry]);
     let mut next = 0;
@@ -402,7 +402,7 @@ fn is_array(inst: &Instruction) -> bool {
 }
 
 /// Ops a loop kernel computes at any output index from its operands' elements.
-fn is_loop_fusible(inst: &Instruction) -> bool {
+pub(crate) fn is_loop_fusible(inst: &Instruction) -> bool {
     use Opcode::*;
     if !is_array(inst) {
         return false;

@@ -7,11 +7,12 @@ mod bf16_normalization;
 mod call_inline;
 mod constant_folding;
 mod control_flow_simplifier;
-mod cse;
+pub(crate) mod cse;
 mod dce;
 pub(crate) mod fusion;
 mod layout_assignment;
 mod layout_normalize;
+mod multi_output_fusion;
 mod rewrite;
 mod simplify;
 mod single_device_collectives;
@@ -34,6 +35,7 @@ pub use dce::Dce;
 pub use fusion::{Fusion, FusionDecision};
 pub use layout_assignment::LayoutAssignment;
 pub use layout_normalize::LayoutNormalize;
+pub use multi_output_fusion::MultiOutputFusion;
 pub use simplify::Simplify;
 pub use single_device_collectives::SingleDeviceCollectives;
 pub use static_bounds::StaticBounds;
@@ -62,6 +64,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "layout_assignment" => Box::new(LayoutAssignment::default()),
         "layout_normalize" => Box::new(LayoutNormalize),
         "fusion" => Box::new(Fusion::default()),
+        "multi_output_fusion" => Box::new(MultiOutputFusion::default()),
         "unwrap" => Box::new(Unwrap),
         "single_device_collectives" => Box::new(SingleDeviceCollectives),
         "static_bounds" => Box::new(StaticBounds),
@@ -74,7 +77,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 
 /// The passes `lower_module` runs: calls are inlined and tuples forwarded first so that
 /// fusion sees plain dataflow; layouts are settled before fusion so fused parameters carry
-/// the physical layouts of the buffers they read; the final DCE drops what fusion inlined.
+/// the physical layouts of the buffers they read; sibling loop kernels merge after fusion
+/// decided them; the final DCE drops what fusion inlined.
 /// Wrappers and one-device collectives become ordinary ops before the calls they leave are
 /// inlined; bounded dynamic dimensions become static at their bounds before anything else.
 /// Large full reductions split in two stages once layouts are known (the split needs the
@@ -103,7 +107,7 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
         .add(LayoutNormalize)
         .add(TreeReduction::default());
     if fusion {
-        p.add(Fusion::default()).add(Dce);
+        p.add(Fusion::default()).add(MultiOutputFusion::default()).add(Dce);
     }
     p
 }

@@ -695,20 +695,24 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 0), "a rule never rewrote: {}", tally.join(", "));
     }
 
-    /// Some generated programs hold a row kernel that fusion stages (`emit::staging`), so the
-    /// differential tests check staged kernels against the interpreter.
+    /// Some generated programs hold a row kernel that fusion stages (`emit::staging`) and some
+    /// a kernel of merged siblings (`multi_output_fusion`), so the differential tests check
+    /// both kinds of kernel against the interpreter.
     #[test]
-    fn staged_row_kernels_are_generated() {
-        let mut staged = 0;
+    fn staged_and_multi_output_kernels_are_generated() {
+        let (mut staged, mut siblings) = (0, 0);
         for seed in 0..400 {
             let mut module = generate(seed, &Options::default()).unwrap().module;
             let mut pipeline = tessera_lower::passes::standard_pipeline(true, true);
             pipeline.run(&mut module).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             let reports = pipeline.reports();
-            staged += usize::from(reports.iter().flat_map(|(_, lines)| lines).any(|l| l.contains("(staged:")));
+            let says = |what: &str| reports.iter().flat_map(|(_, lines)| lines).any(|l| l.contains(what));
+            staged += usize::from(says("(staged:"));
+            siblings += usize::from(says("(sibling:"));
         }
-        println!("programs with a staged row kernel: {staged} of 400");
+        println!("of 400 programs: {staged} with a staged row kernel, {siblings} with merged siblings");
         assert!(staged > 0, "no generated program stages a row kernel");
+        assert!(siblings > 0, "no generated program merges sibling kernels");
     }
 
     #[test]

@@ -1,0 +1,313 @@
+//! Sibling multi-output fusion, after XLA's multi-output fusion of siblings: loop kernels of
+//! one computation that read a common operand and write arrays of one shape (layout
+//! included) become one kernel with a tuple of results. Its loop reads the shared operand
+//! once for all of them, where separate kernels each streamed it from memory, and the program
+//! compiles and launches one kernel instead of several (`x + y`, `x - y`, `x * y` of the same
+//! `x` and `y`: one pass over `x` and `y`, one kernel).
+//!
+//! Runs after [`super::Fusion`], on the same computations. A *loop kernel* is a `kLoop`
+//! fusion whose fused computation holds only loop-fusible ops (no reduction, whose rows the
+//! emitter handles per kernel, and nothing staged), or a lone elementwise op; it writes one
+//! array of more than one element in an untiled layout, of a type that is neither complex nor
+//! narrower than a byte, is not its computation's root and has no control dependencies. Only
+//! instructions the root reads count (fusion leaves the producers it inlined behind, dead).
+//! Siblings merge when neither reaches the other (so no cycle forms) and one reads an array
+//! operand the other reads, up to [`MAX_OUTPUTS`] per kernel and at most one of them running
+//! a math sequence (`runs_math`), first come first served in post order. The merged fusion is
+//! named after its first member plus `.siblings`; each member becomes a `get-tuple-element`
+//! of it under its own name, so its users are unchanged.
+
+use std::collections::{HashMap, HashSet};
+
+use tessera_hlo::ir::{AttrList, AttrValue, Payload};
+use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, Module, Opcode, Shape, TypeClass};
+
+use super::fusion::{is_loop_fusible, sequenced_computations};
+use super::FusionDecision;
+use crate::pass::Pass;
+use crate::LowerError;
+
+/// The most results one merged kernel writes: each is a store stream of the loop, and the
+/// kernel's body grows with every member.
+const MAX_OUTPUTS: usize = 8;
+
+#[derive(Default)]
+pub struct MultiOutputFusion {
+    pub decisions: Vec<FusionDecision>,
+}
+
+impl Pass for MultiOutputFusion {
+    fn name(&self) -> &'static str {
+        "multi_output_fusion"
+    }
+
+    fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
+        self.decisions.clear();
+        let mut changed = false;
+        for comp_id in sequenced_computations(module) {
+            let groups = sibling_groups(module, module.comp(comp_id));
+            for group in groups {
+                let merged = merge(module, comp_id, &group);
+                for &m in &group {
+                    self.decisions.push(FusionDecision {
+                        producer: module.comp(comp_id).inst(m).name.clone(),
+                        consumer: merged.clone(),
+                        fused: true,
+                        reason: "sibling: reads an operand another member reads, one loop writes all its results",
+                    });
+                }
+                changed = true;
+            }
+            if changed {
+                module.comp_mut(comp_id).order_operands_first();
+            }
+        }
+        Ok(changed)
+    }
+
+    fn report(&self) -> Vec<String> {
+        self.decisions
+            .iter()
+            .map(|d| format!("multi_output_fusion: %{} -> %{}: fused ({})", d.producer, d.consumer, d.reason))
+            .collect()
+    }
+}
+
+/// The output shape of `inst` when it is a loop kernel (module doc).
+fn loop_kernel_shape<'a>(module: &Module, comp: &Computation, inst: &'a Instruction) -> Option<&'a ArrayShape> {
+    let Shape::Array(shape) = &inst.shape else { return None };
+    let et = shape.element_type;
+    let plain_type = et.class() != TypeClass::Complex && et.bit_width() >= 8;
+    let plain_layout = shape.layout.as_ref().is_none_or(|l| {
+        l.tiles.is_empty()
+            && l.element_size_bits == 0
+            && l.memory_space == 0
+            && l.tail_padding_alignment <= 1
+            && l.physical_shape.is_none()
+            && l.padded_dimensions.is_empty()
+            && l.dynamic_metadata_prefix_bytes == 0
+    });
+    let many = shape.is_static() && shape.dims.iter().product::<i64>() > 1;
+    if !plain_type || !plain_layout || !many {
+        return None;
+    }
+    let loop_only = match inst.opcode {
+        Opcode::Fusion => {
+            let kind = matches!(inst.attr("kind"), Some(AttrValue::Enum(k)) if k == "kLoop");
+            let fused = inst.called("calls").and_then(|c| module.get(c))?;
+            kind && fused.instructions.iter().all(|i| i.opcode == Opcode::Parameter || is_loop_fusible(i))
+        }
+        op => op.is_elementwise() && inst.operands.iter().all(|&o| comp.inst(o).shape.is_array()),
+    };
+    loop_only.then_some(shape)
+}
+
+/// Groups of at least two loop kernels of `comp` to merge, each in post order.
+fn sibling_groups(module: &Module, comp: &Computation) -> Vec<Vec<InstId>> {
+    let order = comp.post_order();
+    let position: HashMap<InstId, usize> = order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
+    // Instructions another one must follow, and those with predecessors, keep their own place
+    // in the sequence.
+    let mut pinned: HashSet<InstId> = HashSet::new();
+    for inst in &comp.instructions {
+        pinned.extend(inst.control_predecessors.iter().copied());
+    }
+    // Fusion leaves the producers it inlined in place, dead; only what the root reads runs.
+    let mut live: HashSet<InstId> = HashSet::new();
+    let mut stack = vec![comp.root];
+    while let Some(id) = stack.pop() {
+        if live.insert(id) {
+            stack.extend(comp.inst(id).operands.iter().copied());
+        }
+    }
+    let mut groups: Vec<Vec<InstId>> = Vec::new();
+    // Per group: its shape, and whether a member already runs a math sequence.
+    let mut kinds: Vec<(&ArrayShape, bool)> = Vec::new();
+    // The groups whose members read an operand, so a candidate looks only at the groups it
+    // could join.
+    let mut readers: HashMap<InstId, Vec<usize>> = HashMap::new();
+    for &id in &order {
+        let inst = comp.inst(id);
+        if id == comp.root || !live.contains(&id) || pinned.contains(&id) || !inst.control_predecessors.is_empty() {
+            continue;
+        }
+        let Some(shape) = loop_kernel_shape(module, comp, inst) else { continue };
+        let math = runs_math(module, inst);
+        let shared: Vec<InstId> = inst.operands.iter().copied().filter(|&o| is_shared_array(comp.inst(o))).collect();
+        let fits = |k: usize| {
+            let (s, has_math) = kinds[k];
+            s == shape
+                && groups[k].len() < MAX_OUTPUTS
+                && !(math && has_math)
+                && groups[k].iter().all(|&m| !may_reach(comp, &position, m, id))
+        };
+        let joined = shared.iter().flat_map(|o| readers.get(o).into_iter().flatten()).copied().find(|&k| fits(k));
+        let k = match joined {
+            Some(k) => {
+                groups[k].push(id);
+                kinds[k].1 |= math;
+                k
+            }
+            None => {
+                groups.push(vec![id]);
+                kinds.push((shape, math));
+                groups.len() - 1
+            }
+        };
+        for o in shared {
+            let list = readers.entry(o).or_default();
+            if !list.contains(&k) {
+                list.push(k);
+            }
+        }
+    }
+    groups.into_iter().filter(|g| g.len() > 1).collect()
+}
+
+/// Whether a loop kernel runs one of the math sequences of `emit::math` (exp, tan, ...). Two
+/// of them in one loop outgrow the registers (each holds a dozen or more polynomial
+/// constants): a merged `tan` and `cbrt` ran 22% slower on the Cranelift tier than the two
+/// kernels did, while a compute-bound loop gains little from reading its operand once.
+fn runs_math(module: &Module, inst: &Instruction) -> bool {
+    let math = |op: Opcode| {
+        use Opcode::*;
+        matches!(op, Atan2 | Cbrt | Cos | Erf | Exp | Expm1 | Log | Log1p | Logistic | Power | Sin | Tan | Tanh)
+    };
+    match inst.called("calls").and_then(|c| module.get(c)) {
+        Some(body) if inst.opcode == Opcode::Fusion => body.instructions.iter().any(|i| math(i.opcode)),
+        _ => math(inst.opcode),
+    }
+}
+
+/// An operand worth sharing: an array of more than one element (a scalar read by two
+/// kernels costs nothing to read twice).
+fn is_shared_array(inst: &Instruction) -> bool {
+    matches!(&inst.shape, Shape::Array(a) if a.dims.iter().product::<i64>() > 1)
+}
+
+/// The most instructions [`may_reach`] visits before it answers yes to be safe, which keeps
+/// the pass linear in the computation's size.
+const MAX_WALK: usize = 256;
+
+/// Whether `to` may depend on `from` through operands. Post order puts every operand before
+/// its users, so the walk back from `to` skips instructions placed before `from`.
+fn may_reach(comp: &Computation, position: &HashMap<InstId, usize>, from: InstId, to: InstId) -> bool {
+    let floor = position[&from];
+    let mut stack = vec![to];
+    let mut seen: HashSet<InstId> = HashSet::new();
+    while let Some(id) = stack.pop() {
+        if id == from || seen.len() > MAX_WALK {
+            return true;
+        }
+        if position.get(&id).is_none_or(|&p| p < floor) || !seen.insert(id) {
+            continue;
+        }
+        stack.extend(comp.inst(id).operands.iter().copied());
+    }
+    false
+}
+
+/// The merged fused computation under construction: the members' operands become its
+/// parameters, each once, in first-use order.
+struct Merged {
+    fused: Computation,
+    outside: Vec<InstId>,
+    params: HashMap<InstId, InstId>,
+    taken: HashSet<String>,
+}
+
+impl Merged {
+    fn param(&mut self, o: InstId, shape: &Shape) -> InstId {
+        if let Some(&p) = self.params.get(&o) {
+            return p;
+        }
+        let i = self.outside.len();
+        self.outside.push(o);
+        let name = self.name(&format!("param_{i}"));
+        let mut p = Instruction::new(name, Opcode::Parameter, shape.clone(), vec![]);
+        p.payload = Payload::Parameter(i as i64);
+        let p = self.fused.add(p);
+        self.params.insert(o, p);
+        p
+    }
+
+    /// `name`, or `name.N` when a member already used it.
+    fn name(&mut self, name: &str) -> String {
+        let mut candidate = name.to_string();
+        let mut n = 1;
+        while self.taken.contains(&candidate) {
+            candidate = format!("{name}.{n}");
+            n += 1;
+        }
+        self.taken.insert(candidate.clone());
+        candidate
+    }
+
+    fn add(&mut self, mut inst: Instruction, operands: Vec<InstId>) -> InstId {
+        inst.operands = operands;
+        inst.name = self.name(&inst.name);
+        inst.control_predecessors.clear();
+        self.fused.add(inst)
+    }
+}
+
+/// Replaces `group`'s members by one fusion returning a tuple of their results and a
+/// `get-tuple-element` per member under the member's name; returns the fusion's name.
+fn merge(module: &mut Module, comp_id: CompId, group: &[InstId]) -> String {
+    let comp = module.comp(comp_id);
+    let mut m = Merged {
+        fused: Computation::new(module.unique_computation_name("fused_computation")),
+        outside: Vec::new(),
+        params: HashMap::new(),
+        taken: HashSet::new(),
+    };
+    let mut roots = Vec::with_capacity(group.len());
+    for &member in group {
+        let inst = comp.inst(member);
+        let body = (inst.opcode == Opcode::Fusion).then(|| inst.called("calls").and_then(|c| module.get(c))).flatten();
+        let root = match body {
+            Some(body) => {
+                let mut map: HashMap<InstId, InstId> = HashMap::new();
+                for id in body.post_order() {
+                    let i = body.inst(id);
+                    let new = match (i.opcode, &i.payload) {
+                        (Opcode::Parameter, Payload::Parameter(n)) => {
+                            let o = inst.operands[*n as usize];
+                            m.param(o, &comp.inst(o).shape)
+                        }
+                        _ => {
+                            let operands = i.operands.iter().map(|o| map[o]).collect();
+                            m.add(i.clone(), operands)
+                        }
+                    };
+                    map.insert(id, new);
+                }
+                map[&body.root]
+            }
+            None => {
+                let operands = inst.operands.iter().map(|&o| m.param(o, &comp.inst(o).shape)).collect();
+                m.add(inst.clone(), operands)
+            }
+        };
+        roots.push(root);
+    }
+    let shapes: Vec<Shape> = roots.iter().map(|&r| m.fused.inst(r).shape.clone()).collect();
+    let tuple = Instruction::new(m.name("tuple"), Opcode::Tuple, Shape::Tuple(shapes.clone()), roots);
+    m.fused.root = m.fused.add(tuple);
+    // Members that inlined one cheap producer each hold a copy of it; one loop needs one.
+    super::cse::cse(&mut m.fused, &mut Vec::new());
+    let fused_id = module.add_computation(m.fused);
+    let comp = module.comp_mut(comp_id);
+    let name = comp.unique_name(&format!("{}.siblings", comp.inst(group[0]).name));
+    let fusion = Instruction::new(name.clone(), Opcode::Fusion, Shape::Tuple(shapes.clone()), m.outside)
+        .with_attr("kind", AttrValue::Enum("kLoop".to_string()))
+        .with_attr("calls", AttrValue::Computation(fused_id));
+    let fusion = comp.add(fusion);
+    for (k, &member) in group.iter().enumerate() {
+        let gte =
+            Instruction::new(comp.inst(member).name.clone(), Opcode::GetTupleElement, shapes[k].clone(), vec![fusion])
+                .with_attr("index", AttrValue::Int(k as i64));
+        *comp.inst_mut(member) = gte;
+    }
+    name
+}
