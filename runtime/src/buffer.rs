@@ -8,8 +8,8 @@
 //! Large buffers (at least [`HUGE_MIN`]) on Linux are mapped directly, aligned to 2 MiB and
 //! advised as transparent huge pages: kernels stream them, and with 4 KiB pages a 256 MiB
 //! read walks 64Ki pages through a TLB of a few thousand entries. Machines whose THP setting
-//! is `madvise` (the common default) give huge pages only to memory that asks, as numpy and
-//! XLA's allocator do for theirs.
+//! is `madvise` (the common default) give huge pages only to memory that asks, as numpy's
+//! allocator does for large arrays.
 
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
@@ -36,7 +36,7 @@ const HUGE_PAGE: usize = 2 << 20;
 
 /// Buffers this large are mapped with huge pages; below it the rounding to 2 MiB would cost
 /// more memory than the TLB misses it saves.
-pub const HUGE_MIN: usize = 2 * HUGE_PAGE;
+const HUGE_MIN: usize = 2 * HUGE_PAGE;
 
 /// The alignment the allocation itself asks for: what `malloc`/`calloc` give anyway.
 const ALLOC_ALIGN: usize = 16;
