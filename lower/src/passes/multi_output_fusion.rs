@@ -95,7 +95,18 @@ fn loop_kernel_shape<'a>(module: &Module, comp: &Computation, inst: &'a Instruct
         Opcode::Fusion => {
             let kind = matches!(inst.attr("kind"), Some(AttrValue::Enum(k)) if k == "kLoop");
             let fused = inst.called("calls").and_then(|c| module.get(c))?;
-            kind && fused.instructions.iter().all(|i| i.opcode == Opcode::Parameter || is_loop_fusible(i))
+            // `merge` reads each parameter's operand of the fusion by its number.
+            let operand_of = |i: &Instruction| match i.payload {
+                Payload::Parameter(n) => usize::try_from(n).is_ok_and(|n| n < inst.operands.len()),
+                _ => false,
+            };
+            kind && fused.instructions.iter().all(|i| {
+                if i.opcode == Opcode::Parameter {
+                    operand_of(i)
+                } else {
+                    is_loop_fusible(i)
+                }
+            })
         }
         op => op.is_elementwise() && inst.operands.iter().all(|&o| comp.inst(o).shape.is_array()),
     };
