@@ -470,7 +470,7 @@ fn row_kind(comp: &Computation, p: &Instruction, operands: &[Rows]) -> Rows {
     Rows::No
 }
 
-fn elements(i: &Instruction) -> Option<i64> {
+pub(crate) fn elements(i: &Instruction) -> Option<i64> {
     i.shape.as_array().and_then(|a| a.element_count())
 }
 

@@ -22,7 +22,7 @@ use std::collections::{HashMap, HashSet};
 use tessera_hlo::ir::{AttrList, AttrValue, Payload};
 use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, Module, Opcode, Shape, TypeClass};
 
-use super::fusion::{is_loop_fusible, sequenced_computations};
+use super::fusion::{elements, is_loop_fusible, sequenced_computations};
 use super::FusionDecision;
 use crate::pass::Pass;
 use crate::LowerError;
@@ -46,6 +46,9 @@ impl Pass for MultiOutputFusion {
         let mut changed = false;
         for comp_id in sequenced_computations(module) {
             let groups = sibling_groups(module, module.comp(comp_id));
+            if groups.is_empty() {
+                continue;
+            }
             for group in groups {
                 let merged = merge(module, comp_id, &group);
                 for &m in &group {
@@ -56,11 +59,9 @@ impl Pass for MultiOutputFusion {
                         reason: "sibling: reads an operand another member reads, one loop writes all its results",
                     });
                 }
-                changed = true;
             }
-            if changed {
-                module.comp_mut(comp_id).order_operands_first();
-            }
+            module.comp_mut(comp_id).order_operands_first();
+            changed = true;
         }
         Ok(changed)
     }
@@ -87,7 +88,7 @@ fn loop_kernel_shape<'a>(module: &Module, comp: &Computation, inst: &'a Instruct
             && l.padded_dimensions.is_empty()
             && l.dynamic_metadata_prefix_bytes == 0
     });
-    let many = shape.is_static() && shape.dims.iter().product::<i64>() > 1;
+    let many = shape.is_static() && is_shared_array(inst);
     if !plain_type || !plain_layout || !many {
         return None;
     }
@@ -193,7 +194,7 @@ fn runs_math(module: &Module, inst: &Instruction) -> bool {
 /// An operand worth sharing: an array of more than one element (a scalar read by two
 /// kernels costs nothing to read twice).
 fn is_shared_array(inst: &Instruction) -> bool {
-    matches!(&inst.shape, Shape::Array(a) if a.dims.iter().product::<i64>() > 1)
+    elements(inst).is_some_and(|n| n > 1)
 }
 
 /// The most instructions [`may_reach`] visits before it answers yes to be safe, which keeps
