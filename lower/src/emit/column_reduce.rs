@@ -8,9 +8,14 @@
 //! f32) as the element-at-a-time form, so the result is the same bits; only the loop order
 //! changes. The grid runs over chunks of the minor dimension, so threads own disjoint
 //! accumulators, and every chunk is whole cache lines of the input's rows when it can be.
+//!
+//! Sibling reductions that multi-output fusion merged (a tuple of such reduces, of one input
+//! shape over the same dimensions, accumulated alike) share the sweep: each element of the
+//! row loop updates every reduce's accumulator, and the elements their inputs share are
+//! computed and loaded once.
 
 use tessera_hlo::ir::AttrList;
-use tessera_hlo::{ElementType, InstId, LayoutMap, Opcode};
+use tessera_hlo::{CompId, ElementType, InstId, LayoutMap, Opcode};
 
 use super::reduce::{is_plain_add, reduction_parts};
 use super::{index, layout_map, nest, scalar, types, Emitter};
@@ -31,58 +36,98 @@ enum Accumulate {
 /// The most elements of the minor dimension one grid index takes.
 const MAX_CHUNK: i64 = 512;
 
+/// Whether a column reduction computes its input's elements with `op` in its vector loop:
+/// elementwise ops and data movement, nothing that opens loops of its own.
+pub(crate) fn is_input_op(op: Opcode) -> bool {
+    op.is_elementwise()
+        || matches!(
+            op,
+            Opcode::Constant
+                | Opcode::Broadcast
+                | Opcode::Reshape
+                | Opcode::Transpose
+                | Opcode::Slice
+                | Opcode::Convert
+                | Opcode::Copy
+                | Opcode::Iota
+        )
+}
+
+/// One reduce of a column reduction kernel: its input and init value, reducer, result type
+/// and how its accumulators add up.
+struct ColumnRoot {
+    id: InstId,
+    input: InstId,
+    init: InstId,
+    reducer: CompId,
+    et: ElementType,
+    how: Accumulate,
+}
+
 impl<'m> Emitter<'m> {
-    /// Emits reduce `id` (the kernel's root) as a column reduction (module doc); false when it
-    /// is not one.
-    pub(crate) fn try_column_reduce(&mut self, id: InstId) -> Result<bool, LowerError> {
+    /// Emits reduces `ids` (the kernel's results, in output order: one reduce, or the sibling
+    /// reductions multi-output fusion merged, which share one input shape and reduced
+    /// dimensions) as a column reduction (module doc): one sweep over the rows updates every
+    /// result's accumulators, so inputs they share are read once. False when they are not one.
+    pub(crate) fn try_column_reduce(&mut self, ids: &[InstId]) -> Result<bool, LowerError> {
         let comp = self.comp;
-        let inst = comp.inst(id);
-        let name = inst.name.clone();
-        let (inputs, inits, reducer) = reduction_parts(inst)?;
-        let ([input], [init]) = (inputs, inits) else { return Ok(false) };
-        let (input, init) = (*input, *init);
-        let Some(out_shape) = inst.shape.as_array() else { return Ok(false) };
-        let et = out_shape.element_type;
-        use ElementType as E;
-        if !matches!(et, E::F32 | E::F64 | E::F16 | E::BF16 | E::S32 | E::S64 | E::U32 | E::U64) {
-            return Ok(false);
+        let Some(&first) = ids.first() else { return Ok(false) };
+        let name = comp.inst(first).name.clone();
+        let mut roots = Vec::with_capacity(ids.len());
+        for &id in ids {
+            let inst = comp.inst(id);
+            if inst.opcode != Opcode::Reduce {
+                return Ok(false);
+            }
+            let (inputs, inits, reducer) = reduction_parts(inst)?;
+            let ([input], [init]) = (inputs, inits) else { return Ok(false) };
+            let Some(out_shape) = inst.shape.as_array() else { return Ok(false) };
+            let et = out_shape.element_type;
+            use ElementType as E;
+            if !matches!(et, E::F32 | E::F64 | E::F16 | E::BF16 | E::S32 | E::S64 | E::U32 | E::U64) {
+                return Ok(false);
+            }
+            let plain_add = is_plain_add(self.module, reducer);
+            let how = match et {
+                E::F32 if plain_add => Accumulate::F64Sum,
+                E::F16 | E::BF16 if plain_add => Accumulate::F32Sum,
+                _ => Accumulate::Reducer,
+            };
+            roots.push(ColumnRoot { id, input: *input, init: *init, reducer, et, how });
         }
-        let plain_add = is_plain_add(self.module, reducer);
-        let how = match et {
-            E::F32 if plain_add => Accumulate::F64Sum,
-            E::F16 | E::BF16 if plain_add => Accumulate::F32Sum,
-            _ => Accumulate::Reducer,
-        };
-        // The input's elements come from elementwise ops and data movement only: nothing that
+        // The inputs' elements come from elementwise ops and data movement only: nothing that
         // opens loops of its own inside the vector loop.
+        let is_root = |i: usize| ids.iter().any(|r| r.index() == i);
         let simple = comp.instructions.iter().enumerate().all(|(i, x)| {
-            i == id.index()
-                || x.opcode.is_elementwise()
-                || matches!(
-                    x.opcode,
-                    Opcode::Parameter
-                        | Opcode::Constant
-                        | Opcode::Broadcast
-                        | Opcode::Reshape
-                        | Opcode::Transpose
-                        | Opcode::Slice
-                        | Opcode::Convert
-                        | Opcode::Copy
-                        | Opcode::Iota
-                )
+            is_root(i)
+                || (ids.len() > 1 && i == comp.root.index() && x.opcode == Opcode::Tuple)
+                || x.opcode == Opcode::Parameter
+                || is_input_op(x.opcode)
         });
         if !simple {
             return Ok(false);
         }
-        let in_map = layout_map(&comp.inst(input).shape, &name)?;
+        let in_map = layout_map(&comp.inst(roots[0].input).shape, &name)?;
         let out_map = self.outputs[0].map.clone();
+        let reduced_attr = comp.inst(first).attr_ints("dimensions").unwrap_or(&[]).to_vec();
+        for (k, r) in roots.iter().enumerate().skip(1) {
+            let alike = r.et == roots[0].et
+                && r.how == roots[0].how
+                && layout_map(&comp.inst(r.input).shape, &name)? == in_map
+                && self.outputs[k].map == out_map
+                && comp.inst(r.id).attr_ints("dimensions").unwrap_or(&[]) == reduced_attr.as_slice();
+            if !alike {
+                return Ok(false);
+            }
+        }
+        let (et, how) = (roots[0].et, roots[0].how);
         let (Some(in_strides), Some(out_strides)) = (super::plain_strides(&in_map), super::plain_strides(&out_map))
         else {
             return Ok(false);
         };
         let dims = in_map.dims().to_vec();
         let mut reduced = vec![false; dims.len()];
-        for &d in inst.attr_ints("dimensions").unwrap_or(&[]) {
+        for &d in &reduced_attr {
             match usize::try_from(d).ok().and_then(|d| reduced.get_mut(d)) {
                 Some(r) => *r = true,
                 None => return Ok(false),
@@ -113,12 +158,15 @@ impl<'m> Emitter<'m> {
         let chunk = [4, 2].iter().find_map(|&n| (0..7).map(|k| MAX_CHUNK >> k).find(|&c| fits(c, n))).unwrap_or(extent);
         let chunks = extent / chunk;
         let scratch_len = out_map.physical_element_count();
-        let scratch = self.b.buffer(format!("{name}.acc"), MemType::Scalar(acc_ty), scratch_len, true);
-        let out_buf = self.outputs[0].buf;
         let f = self.fused_frame();
-        let init_v = self.elem(&f, init, &[])?;
-        let init_v =
-            if how == Accumulate::F64Sum { self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, init_v) } else { init_v };
+        let mut scratch = Vec::with_capacity(roots.len());
+        let mut inits = Vec::with_capacity(roots.len());
+        for r in &roots {
+            let acc_name = format!("{}.acc", comp.inst(r.id).name);
+            scratch.push(self.b.buffer(acc_name, MemType::Scalar(acc_ty), scratch_len, true));
+            let v = self.elem(&f, r.init, &[])?;
+            inits.push(if how == Accumulate::F64Sum { self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v) } else { v });
+        }
         let base = if chunks > 1 {
             self.grid_extent = chunks;
             let g = self.b.grid_var();
@@ -147,11 +195,13 @@ impl<'m> Emitter<'m> {
             em.layout_offset(map, &idx)
         };
 
-        // Accumulators start at the init value.
+        // Accumulators start at the init values.
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        self.b.store(scratch, at, init_v);
+        for (k, &acc) in scratch.iter().enumerate() {
+            self.b.store(acc, at.clone(), inits[k]);
+        }
         self.b.end_loop_vectorized(width, tail);
 
         // Rows: every reduced index, major to minor, then the chunk of the minor dimension.
@@ -166,23 +216,25 @@ impl<'m> Emitter<'m> {
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        let acc = self.b.load(scratch, at.clone());
-        let x = self.elem(&f, input, &full)?;
-        let next = match how {
-            Accumulate::F64Sum => {
-                let x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
-                self.b.binary(BinOp::Add, Ty::F64, acc, x)
-            }
-            Accumulate::F32Sum => self.b.binary(BinOp::Add, Ty::F32, acc, x),
-            Accumulate::Reducer => {
-                let r = self.call_scalar(reducer, vec![acc, x])?;
-                let [v] = r.as_slice() else {
-                    return Err(LowerError::invalid(&name, "reducer returns the wrong number of values"));
-                };
-                *v
-            }
-        };
-        self.b.store(scratch, at, next);
+        for (r, &buf) in roots.iter().zip(&scratch) {
+            let acc = self.b.load(buf, at.clone());
+            let x = self.elem(&f, r.input, &full)?;
+            let next = match how {
+                Accumulate::F64Sum => {
+                    let x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
+                    self.b.binary(BinOp::Add, Ty::F64, acc, x)
+                }
+                Accumulate::F32Sum => self.b.binary(BinOp::Add, Ty::F32, acc, x),
+                Accumulate::Reducer => {
+                    let out = self.call_scalar(r.reducer, vec![acc, x])?;
+                    let [v] = out.as_slice() else {
+                        return Err(LowerError::invalid(&name, "reducer returns the wrong number of values"));
+                    };
+                    *v
+                }
+            };
+            self.b.store(buf, at.clone(), next);
+        }
         self.b.end_loop_vectorized(width, tail);
         for _ in 0..rows_opened {
             self.b.end_loop();
@@ -193,14 +245,17 @@ impl<'m> Emitter<'m> {
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        let mut v = self.b.load(scratch, at.clone());
-        v = match how {
-            Accumulate::F64Sum => self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, v),
-            Accumulate::F32Sum => scalar::round(&mut self.b, et, v),
-            Accumulate::Reducer => v,
-        };
-        let m = types::to_mem(&mut self.b, et, v);
-        self.b.store(out_buf, at, m);
+        for (k, &buf) in scratch.iter().enumerate() {
+            let mut v = self.b.load(buf, at.clone());
+            v = match how {
+                Accumulate::F64Sum => self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, v),
+                Accumulate::F32Sum => scalar::round(&mut self.b, et, v),
+                Accumulate::Reducer => v,
+            };
+            let m = types::to_mem(&mut self.b, et, v);
+            let out_buf = self.outputs[k].buf;
+            self.b.store(out_buf, at.clone(), m);
+        }
         self.b.end_loop_vectorized(width, tail);
         for _ in 0..opened {
             self.b.end_loop();

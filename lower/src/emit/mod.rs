@@ -6,7 +6,7 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
-mod column_reduce;
+pub(crate) mod column_reduce;
 mod complex;
 mod conv;
 mod dot;
@@ -23,7 +23,7 @@ pub mod math_ir;
 pub mod minifloat;
 mod narrow_int;
 mod nest;
-mod reduce;
+pub(crate) mod reduce;
 pub mod rng;
 mod rows;
 mod scalar;
@@ -302,9 +302,20 @@ impl<'m> Emitter<'m> {
             if f.id == 0 && self.try_conv_call(*id)? {
                 return Ok(());
             }
-            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce && self.try_column_reduce(*id)? {
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce && self.try_column_reduce(&[*id])? {
                 return Ok(());
             }
+        }
+        // Sibling reductions multi-output fusion merged: one sweep when they are columns.
+        let reduces: Vec<InstId> = values
+            .iter()
+            .filter_map(|v| match v {
+                OutVal::Inst(f, id) if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce => Some(*id),
+                _ => None,
+            })
+            .collect();
+        if values.len() > 1 && reduces.len() == values.len() && self.try_column_reduce(&reduces)? {
+            return Ok(());
         }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);
         let packed = self.outputs.iter().any(|o| matches!(o.mem, MemType::Packed { .. }));

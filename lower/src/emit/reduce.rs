@@ -415,7 +415,7 @@ fn lane_op(module: &tessera_hlo::Module, comp: CompId, et: tessera_hlo::ElementT
 }
 
 /// True when `comp` is `add(parameter 0, parameter 1)` and nothing else.
-pub(super) fn is_plain_add(module: &tessera_hlo::Module, comp: CompId) -> bool {
+pub(crate) fn is_plain_add(module: &tessera_hlo::Module, comp: CompId) -> bool {
     let Some(c) = module.get(comp) else { return false };
     let root = c.root_inst();
     let mut params: Vec<i64> =

@@ -1,15 +1,22 @@
-//! Sibling multi-output fusion, after XLA's multi-output fusion of siblings: loop kernels of
-//! one computation that read a common operand and write arrays of one shape (layout
-//! included) become one kernel with a tuple of results. Its loop reads the shared operand
-//! once for all of them, where separate kernels each streamed it from memory, and the program
-//! compiles and launches one kernel instead of several (`x + y`, `x - y`, `x * y` of the same
-//! `x` and `y`: one pass over `x` and `y`, one kernel).
+//! Sibling multi-output fusion, after XLA's multi-output fusion of siblings: kernels of one
+//! computation that read a common operand and are of one kind become one kernel with a tuple
+//! of results, which reads the shared operand once for all of them where separate kernels
+//! each streamed it from memory, and compiles and launches once instead of several times.
+//! Two kinds merge:
+//! - *loop kernels* writing arrays of one shape (layout included): `x + y`, `x - y`, `x * y`
+//!   of the same `x` and `y` make one pass over `x` and `y`. A loop kernel is a `kLoop`
+//!   fusion whose fused computation holds only loop-fusible ops (no reduction, whose rows the
+//!   emitter handles per kernel, and nothing staged), or a lone elementwise op.
+//! - *column reductions* of one input shape over the same dimensions, with reducers that are
+//!   all plain adds or all not (`emit::column_reduce` accumulates the two differently): batch
+//!   norm's sums of `x`, `x * x` and `dy * x` per channel make one sweep down the columns. A
+//!   column reduction is a `kInput` fusion whose root is a single-input reduce keeping its
+//!   input's contiguous dimension, over elementwise ops and data movement
+//!   (`column_reduce::is_input_op`); the merged fusion is `kInput` too.
 //!
-//! Runs after [`super::Fusion`], on the same computations. A *loop kernel* is a `kLoop`
-//! fusion whose fused computation holds only loop-fusible ops (no reduction, whose rows the
-//! emitter handles per kernel, and nothing staged), or a lone elementwise op; it writes one
-//! array of more than one element in an untiled layout, of a type that is neither complex nor
-//! narrower than a byte, is not its computation's root and has no control dependencies. Only
+//! Runs after [`super::Fusion`], on the same computations. A candidate writes one array of
+//! more than one element in an untiled layout, of a type that is neither complex nor narrower
+//! than a byte, is not its computation's root and has no control dependencies. Only
 //! instructions the root reads count (fusion leaves the producers it inlined behind, dead).
 //! Siblings merge when neither reaches the other (so no cycle forms) and one reads an array
 //! operand the other reads, up to [`MAX_OUTPUTS`] per kernel and at most one of them running
@@ -24,6 +31,8 @@ use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, Module, 
 
 use super::fusion::{elements, is_loop_fusible, sequenced_computations};
 use super::FusionDecision;
+use crate::emit::column_reduce;
+use crate::emit::reduce::is_plain_add;
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -49,14 +58,14 @@ impl Pass for MultiOutputFusion {
             if groups.is_empty() {
                 continue;
             }
-            for group in groups {
-                let merged = merge(module, comp_id, &group);
+            for (group, kind) in groups {
+                let merged = merge(module, comp_id, &group, kind);
                 for &m in &group {
                     self.decisions.push(FusionDecision {
                         producer: module.comp(comp_id).inst(m).name.clone(),
                         consumer: merged.clone(),
                         fused: true,
-                        reason: "sibling: reads an operand another member reads, one loop writes all its results",
+                        reason: kind.reason(),
                     });
                 }
             }
@@ -74,48 +83,101 @@ impl Pass for MultiOutputFusion {
     }
 }
 
-/// The output shape of `inst` when it is a loop kernel (module doc).
-fn loop_kernel_shape<'a>(module: &Module, comp: &Computation, inst: &'a Instruction) -> Option<&'a ArrayShape> {
+/// The kind of a merged fusion: loop kernels make a loop fusion, column reductions an input
+/// fusion (XLA's kind for a fusion rooted in reductions).
+#[derive(Clone, Copy)]
+enum FusionKind {
+    Loop,
+    Input,
+}
+
+impl FusionKind {
+    fn name(self) -> &'static str {
+        match self {
+            FusionKind::Loop => "kLoop",
+            FusionKind::Input => "kInput",
+        }
+    }
+
+    fn reason(self) -> &'static str {
+        match self {
+            FusionKind::Loop => "sibling: reads an operand another member reads, one loop writes all its results",
+            FusionKind::Input => {
+                "sibling reduction: reads an operand another member reads, one sweep down the columns updates all their accumulators"
+            }
+        }
+    }
+}
+
+/// What a candidate kernel is; members of one merged kernel are of one kind.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind<'a> {
+    /// A loop kernel writing arrays of this shape.
+    Loop(&'a ArrayShape),
+    /// A column reduction writing this shape, of an input of the second shape over the
+    /// reduced dimensions given; true when its reducer is a plain add (the emitter sums those
+    /// in a wider type, other reducers in their own, and one kernel accumulates one way).
+    Columns(&'a ArrayShape, &'a ArrayShape, &'a [i64], bool),
+}
+
+/// The kind of `inst` when it is a loop kernel or a column reduction (module doc).
+fn kernel_kind<'a>(module: &'a Module, comp: &Computation, inst: &'a Instruction) -> Option<Kind<'a>> {
     let Shape::Array(shape) = &inst.shape else { return None };
     let et = shape.element_type;
     let plain_type = et.class() != TypeClass::Complex && et.bit_width() >= 8;
-    let plain_layout = shape.layout.as_ref().is_none_or(|l| {
-        l.tiles.is_empty()
-            && l.element_size_bits == 0
-            && l.memory_space == 0
-            && l.tail_padding_alignment <= 1
-            && l.physical_shape.is_none()
-            && l.padded_dimensions.is_empty()
-            && l.dynamic_metadata_prefix_bytes == 0
-    });
+    let plain_layout = |shape: &ArrayShape| {
+        shape.layout.as_ref().is_none_or(|l| {
+            l.tiles.is_empty()
+                && l.element_size_bits == 0
+                && l.memory_space == 0
+                && l.tail_padding_alignment <= 1
+                && l.physical_shape.is_none()
+                && l.padded_dimensions.is_empty()
+                && l.dynamic_metadata_prefix_bytes == 0
+        })
+    };
     let many = shape.is_static() && is_shared_array(inst);
-    if !plain_type || !plain_layout || !many {
+    if !plain_type || !plain_layout(shape) || !many {
         return None;
     }
-    let loop_only = match inst.opcode {
-        Opcode::Fusion => {
-            let kind = matches!(inst.attr("kind"), Some(AttrValue::Enum(k)) if k == "kLoop");
-            let fused = inst.called("calls").and_then(|c| module.get(c))?;
-            // `merge` reads each parameter's operand of the fusion by its number.
-            let operand_of = |i: &Instruction| match i.payload {
-                Payload::Parameter(n) => usize::try_from(n).is_ok_and(|n| n < inst.operands.len()),
-                _ => false,
-            };
-            kind && fused.instructions.iter().all(|i| {
-                if i.opcode == Opcode::Parameter {
-                    operand_of(i)
-                } else {
-                    is_loop_fusible(i)
-                }
-            })
-        }
-        op => op.is_elementwise() && inst.operands.iter().all(|&o| comp.inst(o).shape.is_array()),
+    if inst.opcode != Opcode::Fusion {
+        let elementwise = inst.opcode.is_elementwise() && inst.operands.iter().all(|&o| comp.inst(o).shape.is_array());
+        return elementwise.then_some(Kind::Loop(shape));
+    }
+    let fused = inst.called("calls").and_then(|c| module.get(c))?;
+    // `merge` reads each parameter's operand of the fusion by its number.
+    let operand_of = |i: &Instruction| match i.payload {
+        Payload::Parameter(n) => usize::try_from(n).is_ok_and(|n| n < inst.operands.len()),
+        _ => false,
     };
-    loop_only.then_some(shape)
+    let params_ok = fused.instructions.iter().filter(|i| i.opcode == Opcode::Parameter).all(operand_of);
+    let root = fused.root_inst();
+    match inst.attr("kind") {
+        Some(AttrValue::Enum(k)) if k == "kLoop" => {
+            let loop_only = fused.instructions.iter().all(|i| i.opcode == Opcode::Parameter || is_loop_fusible(i));
+            (params_ok && loop_only).then_some(Kind::Loop(shape))
+        }
+        Some(AttrValue::Enum(k)) if k == "kInput" && root.opcode == Opcode::Reduce => {
+            let &[input, _init] = root.operands.as_slice() else { return None };
+            let Shape::Array(input_shape) = &fused.inst(input).shape else { return None };
+            let reduced = root.attr_ints("dimensions")?;
+            // The input's contiguous dimension is kept: the reduction runs down columns.
+            let minor = *input_shape.layout_or_default().minor_to_major.first()?;
+            let columns = !reduced.contains(&minor)
+                && usize::try_from(minor).ok().and_then(|m| input_shape.dims.get(m)).is_some_and(|&n| n > 1)
+                && plain_layout(input_shape);
+            let inputs_simple = fused.instructions.iter().enumerate().all(|(i, x)| {
+                i == fused.root.index() || x.opcode == Opcode::Parameter || column_reduce::is_input_op(x.opcode)
+            });
+            let plain_add = root.called("to_apply").is_some_and(|r| is_plain_add(module, r));
+            (params_ok && columns && inputs_simple).then_some(Kind::Columns(shape, input_shape, reduced, plain_add))
+        }
+        _ => None,
+    }
 }
 
 /// Groups of at least two loop kernels of `comp` to merge, each in post order.
-fn sibling_groups(module: &Module, comp: &Computation) -> Vec<Vec<InstId>> {
+fn sibling_groups(module: &Module, comp: &Computation) -> Vec<(Vec<InstId>, FusionKind)> {
     let order = comp.post_order();
     let position: HashMap<InstId, usize> = order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
     // Instructions another one must follow, and those with predecessors, keep their own place
@@ -133,8 +195,8 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<Vec<InstId>> {
         }
     }
     let mut groups: Vec<Vec<InstId>> = Vec::new();
-    // Per group: its shape, and whether a member already runs a math sequence.
-    let mut kinds: Vec<(&ArrayShape, bool)> = Vec::new();
+    // Per group: its kind, and whether a member already runs a math sequence.
+    let mut kinds: Vec<(Kind, bool)> = Vec::new();
     // The groups whose members read an operand, so a candidate looks only at the groups it
     // could join.
     let mut readers: HashMap<InstId, Vec<usize>> = HashMap::new();
@@ -143,12 +205,12 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<Vec<InstId>> {
         if id == comp.root || !live.contains(&id) || pinned.contains(&id) || !inst.control_predecessors.is_empty() {
             continue;
         }
-        let Some(shape) = loop_kernel_shape(module, comp, inst) else { continue };
+        let Some(kind) = kernel_kind(module, comp, inst) else { continue };
         let math = runs_math(module, inst);
         let shared: Vec<InstId> = inst.operands.iter().copied().filter(|&o| is_shared_array(comp.inst(o))).collect();
         let fits = |k: usize| {
-            let (s, has_math) = kinds[k];
-            s == shape
+            let (other, has_math) = kinds[k];
+            other == kind
                 && groups[k].len() < MAX_OUTPUTS
                 && !(math && has_math)
                 && groups[k].iter().all(|&m| !may_reach(comp, &position, m, id))
@@ -162,7 +224,7 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<Vec<InstId>> {
             }
             None => {
                 groups.push(vec![id]);
-                kinds.push((shape, math));
+                kinds.push((kind, math));
                 groups.len() - 1
             }
         };
@@ -173,7 +235,11 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<Vec<InstId>> {
             }
         }
     }
-    groups.into_iter().filter(|g| g.len() > 1).collect()
+    let fusion_kind = |k: &(Kind, bool)| match k.0 {
+        Kind::Loop(_) => FusionKind::Loop,
+        Kind::Columns(..) => FusionKind::Input,
+    };
+    groups.into_iter().zip(kinds.iter().map(fusion_kind)).filter(|(g, _)| g.len() > 1).collect()
 }
 
 /// Whether a loop kernel runs one of the math sequences of `emit::math` (exp, tan, ...). Two
@@ -265,7 +331,7 @@ impl Merged {
 
 /// Replaces `group`'s members by one fusion returning a tuple of their results and a
 /// `get-tuple-element` per member under the member's name; returns the fusion's name.
-fn merge(module: &mut Module, comp_id: CompId, group: &[InstId]) -> String {
+fn merge(module: &mut Module, comp_id: CompId, group: &[InstId], kind: FusionKind) -> String {
     let comp = module.comp(comp_id);
     let mut m = Merged {
         fused: Computation::new(module.unique_computation_name("fused_computation")),
@@ -307,12 +373,12 @@ fn merge(module: &mut Module, comp_id: CompId, group: &[InstId]) -> String {
     let tuple = Instruction::new(m.name("tuple"), Opcode::Tuple, Shape::Tuple(shapes.clone()), roots);
     m.fused.root = m.fused.add(tuple);
     // Members that inlined one cheap producer each hold a copy of it; one loop needs one.
-    super::cse::cse(&mut m.fused, &mut Vec::new());
+    super::cse::cse(&mut m.fused, &super::cse::Classes::new(), &mut Vec::new());
     let fused_id = module.add_computation(m.fused);
     let comp = module.comp_mut(comp_id);
     let name = comp.unique_name(&format!("{}.siblings", comp.inst(group[0]).name));
     let fusion = Instruction::new(name.clone(), Opcode::Fusion, Shape::Tuple(shapes.clone()), m.outside)
-        .with_attr("kind", AttrValue::Enum("kLoop".to_string()))
+        .with_attr("kind", AttrValue::Enum(kind.name().to_string()))
         .with_attr("calls", AttrValue::Computation(fused_id));
     let fusion = comp.add(fusion);
     for (k, &member) in group.iter().enumerate() {

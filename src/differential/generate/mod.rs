@@ -695,12 +695,13 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 0), "a rule never rewrote: {}", tally.join(", "));
     }
 
-    /// Some generated programs hold a row kernel that fusion stages (`emit::staging`) and some
-    /// a kernel of merged siblings (`multi_output_fusion`), so the differential tests check
-    /// both kinds of kernel against the interpreter.
+    /// Some generated programs hold a row kernel that fusion stages (`emit::staging`), some a
+    /// kernel of merged sibling loops and some one of merged sibling column reductions
+    /// (`multi_output_fusion`), so the differential tests check these kinds of kernel against
+    /// the interpreter.
     #[test]
     fn staged_and_multi_output_kernels_are_generated() {
-        let (mut staged, mut siblings) = (0, 0);
+        let (mut staged, mut siblings, mut reductions) = (0, 0, 0);
         for seed in 0..400 {
             let mut module = generate(seed, &Options::default()).unwrap().module;
             let mut pipeline = tessera_lower::passes::standard_pipeline(true, true);
@@ -709,10 +710,15 @@ mod tests {
             let says = |what: &str| reports.iter().flat_map(|(_, lines)| lines).any(|l| l.contains(what));
             staged += usize::from(says("(staged:"));
             siblings += usize::from(says("(sibling:"));
+            reductions += usize::from(says("(sibling reduction:"));
         }
-        println!("of 400 programs: {staged} with a staged row kernel, {siblings} with merged siblings");
+        println!(
+            "of 400 programs: {staged} with a staged row kernel, {siblings} with merged sibling loops, \
+             {reductions} with merged sibling reductions"
+        );
         assert!(staged > 0, "no generated program stages a row kernel");
-        assert!(siblings > 0, "no generated program merges sibling kernels");
+        assert!(siblings > 0, "no generated program merges sibling loops");
+        assert!(reductions > 0, "no generated program merges sibling reductions");
     }
 
     #[test]

@@ -54,7 +54,7 @@ impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
         const WEIGHTS: &[u32] =
-            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3, 4];
+            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3, 4, 2];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -86,6 +86,7 @@ impl Gen {
             27 => self.row_pattern(),
             28 => self.widened_bf16(),
             29 => self.simplifiable(),
+            30 => self.column_siblings(),
             _ => None,
         }
     }
@@ -554,6 +555,37 @@ impl Gen {
         let (sum, b) = self.reduce_rows(e, kept, "add", "0", sf);
         let out = self.push_op(ty, dims, qf, format!("divide({}, {})", self.name(e), self.name(b)));
         self.used(&[a, e, sum, b]);
+        Some(out)
+    }
+
+    /// Batch norm's statistics: the sums of `a` and of `a * a` over every dimension but the
+    /// last, `a` a new f32 parameter, combined elementwise. With the last dimension contiguous
+    /// they are column reductions of one input shape that read `a`, which multi-output fusion
+    /// merges into one kernel.
+    fn column_siblings(&mut self) -> Option<usize> {
+        let ty = ElementType::F32;
+        let dims = vec![self.rng.range(2, 5), self.rng.range(2, 4), self.rng.range(8, 40)];
+        let number = self.params_len();
+        let dist = ArgDist::Uniform { lo: -1.0, hi: 1.0 };
+        let a = self.param_with(ty, dims.clone(), dist, Facts::exact(-1.0, 1.0), number);
+        let k = kind(ty);
+        let f = self.vals[a].facts;
+        let sq = facts::binary("multiply", k, f, f)?;
+        let n = (dims[0] * dims[1]) as f64;
+        let sum_f = Facts { lo: f.lo.min(0.0) * n, hi: f.hi.max(0.0) * n, exact: false };
+        let sq_sum_f = Facts { lo: sq.lo.min(0.0) * n, hi: sq.hi.max(0.0) * n, exact: false };
+        let out_f = facts::binary("subtract", k, sq_sum_f, sum_f)?;
+        let aa = self.push_op(ty, dims.clone(), sq, format!("multiply({}, {})", self.name(a), self.name(a)));
+        let init = self.constant(ty, "0");
+        let comp = self.reducer("add", ty);
+        let column_sum = |g: &mut Gen, x: usize, facts: Facts| {
+            let op = format!("reduce({}, {init}), dimensions={{0,1}}, to_apply={comp}", g.name(x));
+            g.push_op(ty, vec![dims[2]], facts, op)
+        };
+        let s1 = column_sum(self, a, sum_f);
+        let s2 = column_sum(self, aa, sq_sum_f);
+        let out = self.push_op(ty, vec![dims[2]], out_f, format!("subtract({}, {})", self.name(s2), self.name(s1)));
+        self.used(&[a, aa, s1, s2]);
         Some(out)
     }
 

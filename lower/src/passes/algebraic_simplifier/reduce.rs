@@ -8,6 +8,11 @@
 //!
 //! The result is a broadcast of the (scaled) operand onto the reduce's shape, which the
 //! identity rules remove when it adds no dimension.
+//!
+//! A reduce that keeps as many elements as its operand has (it reduces only dimensions of
+//! size 1: a batch norm's statistics of a batch of one, a gradient summed over a broadcast's
+//! unit dimensions) is a reshape of its operand, as XLA's rule has it: the initial value is
+//! taken to be the reducer's identity, so only the sign of a zero sum can differ.
 
 use std::collections::HashMap;
 
@@ -15,7 +20,7 @@ use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
 
 use super::splat;
-use crate::passes::rewrite::{add_constant, become_broadcast};
+use crate::passes::rewrite::{add_constant, become_broadcast, become_op};
 
 /// The binary op a reduction computation applies, when its root is that op of its two scalar
 /// parameters (in either order).
@@ -103,6 +108,20 @@ pub(super) fn reduce_of_broadcast(
     };
     become_broadcast(comp, id, value, new_dims);
     Some(rule)
+}
+
+/// The rewrite of single-operand reduce `id` into a reshape of its operand when it keeps
+/// every element (module doc); the rule's name.
+pub(super) fn reduce_to_reshape(comp: &mut Computation, id: InstId) -> Option<&'static str> {
+    let inst = comp.inst(id);
+    let &[operand, _init] = inst.operands.as_slice() else { return None };
+    let (out, arg) = (inst.shape.as_array()?, comp.inst(operand).shape.as_array()?);
+    let kept = out.is_static() && arg.is_static() && out.element_count()? == arg.element_count()?;
+    if !kept || out.element_type != arg.element_type {
+        return None;
+    }
+    become_op(comp, id, Opcode::Reshape, vec![operand]);
+    Some("reduce keeping every element: a reshape of its operand")
 }
 
 /// The value `op` leaves unchanged, as [`splat`] reads constants: infinities for float max
