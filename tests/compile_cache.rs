@@ -38,9 +38,11 @@ fn run(exe: &Executable, args: &[Literal]) -> Vec<Vec<u8>> {
     exe.execute(&refs).unwrap().iter().map(|r| r.bytes().to_vec()).collect()
 }
 
-/// The cache's entries (and any file left beside them).
+/// The cache's entries (and any file left beside them), without its ledger of their sizes.
 fn files(dir: &Path) -> Vec<PathBuf> {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).collect();
+    let ledger = |p: &PathBuf| p.file_name().is_some_and(|n| n == ".usage");
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(dir).unwrap().flatten().map(|e| e.path()).filter(|p| !ledger(p)).collect();
     files.sort();
     files
 }
