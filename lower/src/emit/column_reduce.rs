@@ -6,8 +6,11 @@
 //! accumulators per row. Each accumulator sees its column's elements in the same order
 //! (reduced dimensions major to minor) and in the same type (f32 sums in f64, f16/bf16 sums in
 //! f32) as the element-at-a-time form, so the result is the same bits; only the loop order
-//! changes. The grid runs over chunks of the minor dimension, so threads own disjoint
-//! accumulators, and every chunk is whole cache lines of the input's rows when it can be.
+//! changes. The grid runs over the major-most other kept dimension when there is one and a
+//! chunk can span the minor dimension (the blocks of rows `tree_reduction` makes of a tall
+//! column reduction: each grid index reads whole rows), else over chunks of the minor
+//! dimension; either way threads own disjoint accumulators, and every chunk is whole cache
+//! lines of the input's rows when it can be.
 //!
 //! Sibling reductions that multi-output fusion merged (a tuple of such reduces, of one input
 //! shape over the same dimensions, accumulated alike) share the sweep: each element of the
@@ -151,11 +154,26 @@ impl<'m> Emitter<'m> {
             return Ok(false);
         }
 
-        // The grid: chunks of the minor dimension, whole vectors each, at least four when
-        // the dimension allows (two per thread on two cores), else two, else one.
+        // Kept dimensions other than the minor one, in physical order.
+        let by_stride = |ds: Vec<usize>| {
+            let mut ds = ds;
+            ds.sort_by_key(|&d| std::cmp::Reverse(in_strides[d]));
+            ds
+        };
+        let outer = by_stride(kept.iter().copied().filter(|&d| d != minor && dims[d] > 1).collect());
+        // The grid: the major-most of those, when there is one and a chunk can span the minor
+        // dimension (each grid index then sweeps whole rows: `tree_reduction` splits a tall
+        // column reduction's rows into such blocks); else chunks of the minor dimension,
+        // whole vectors each, at least four when the dimension allows (two per thread on two
+        // cores), else two, else one.
         let lanes = i64::from(width_of(acc_ty));
         let fits = |c: i64, n: i64| c % lanes == 0 && extent % c == 0 && extent / c >= n;
-        let chunk = [4, 2].iter().find_map(|&n| (0..7).map(|k| MAX_CHUNK >> k).find(|&c| fits(c, n))).unwrap_or(extent);
+        let grid_outer = outer.first().copied().filter(|_| extent <= MAX_CHUNK);
+        let chunk = if grid_outer.is_some() {
+            extent
+        } else {
+            [4, 2].iter().find_map(|&n| (0..7).map(|k| MAX_CHUNK >> k).find(|&c| fits(c, n))).unwrap_or(extent)
+        };
         let chunks = extent / chunk;
         let scratch_len = out_map.physical_element_count();
         let f = self.fused_frame();
@@ -167,7 +185,14 @@ impl<'m> Emitter<'m> {
             let v = self.elem(&f, r.init, &[])?;
             inits.push(if how == Accumulate::F64Sum { self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v) } else { v });
         }
-        let base = if chunks > 1 {
+        let mut full = vec![index::constant(0); dims.len()];
+        let base = if let Some(d) = grid_outer {
+            self.grid_extent = dims[d];
+            let g = self.b.grid_var();
+            self.bounds.set_var(g, 0, dims[d] - 1);
+            full[d] = index::var(g);
+            index::constant(0)
+        } else if chunks > 1 {
             self.grid_extent = chunks;
             let g = self.b.grid_var();
             self.bounds.set_var(g, 0, chunks - 1);
@@ -175,16 +200,8 @@ impl<'m> Emitter<'m> {
         } else {
             index::constant(0)
         };
-
-        // Loops over the kept dimensions other than the minor one, in physical order.
-        let by_stride = |ds: Vec<usize>| {
-            let mut ds = ds;
-            ds.sort_by_key(|&d| std::cmp::Reverse(in_strides[d]));
-            ds
-        };
-        let mut full = vec![index::constant(0); dims.len()];
         let mut opened = 0;
-        for d in by_stride(kept.iter().copied().filter(|&d| d != minor && dims[d] > 1).collect()) {
+        for &d in outer.iter().filter(|&&d| Some(d) != grid_outer) {
             full[d] = index::var(self.open_loop(0, dims[d]));
             opened += 1;
         }

@@ -1,20 +1,31 @@
-//! Splits a large full reduction into two stages, as XLA's `TreeReductionRewriter` does: a
-//! reduce of all `N` elements of an array into a scalar becomes a reduce of `N / M` rows of
+//! Splits a large reduction into two stages, as XLA's `TreeReductionRewriter` does.
+//!
+//! A reduce of all `N` elements of an array into a scalar becomes a reduce of `N / M` rows of
 //! `M` elements each (one kernel whose grid runs over the rows, so the thread pool shares them
-//! out, and whose rows reduce in vector lanes), then a reduce of the row results.
+//! out, and whose rows reduce in vector lanes), then a reduce of the row results. Without it a
+//! full reduction is one kernel with a grid of one index: a single thread walks the whole
+//! array.
 //!
-//! Without it a full reduction is one kernel with a grid of one index: a single thread walks
-//! the whole array. HLO leaves the order in which a reduction combines its elements open, so
-//! the split changes no contract; it also keeps f32 sums accurate, since each row's partial
-//! sums stay small against the total.
+//! A tall column reduction (the leading dimensions of a row-major array reduced, short rows
+//! of the trailing ones kept: batch norm's per-channel statistics of an NHWC activation)
+//! becomes a reduce of blocks of rows, one partial result per block, then a reduce of the
+//! partials. The column form (`emit::column_reduce`) otherwise splits the threads' work along
+//! the short rows, so each grid index reads a cache line or two of every row and skips the
+//! rest; over blocks, each reads whole rows, one contiguous stretch of memory.
 //!
-//! The input is viewed as rows with a reshape, which is free only in the row-major order
-//! (the reduce reads its input through the reshape's index map); other layouts are left alone,
-//! as are sizes with no divisor `M` in `MIN_ROW..=MAX_ROW` (padding with the init value would
-//! cost a copy of the whole input).
+//! HLO leaves the order in which a reduction combines its elements open, so a split changes
+//! no contract; it also keeps f32 sums accurate, since each partial sum stays small against
+//! the total.
+//!
+//! A full reduction's input is viewed as rows with a reshape, which is free only in the
+//! row-major order (the reduce reads its input through the reshape's index map); other layouts
+//! are left alone, as are sizes with no row length in the range below (padding with the init
+//! value would cost a copy of the whole input). A column reduction's blocks are the index
+//! combinations of its input's leading dimensions, so its partials are a reduce of the same
+//! input over the other reduced dimensions: no reshape.
 
-use tessera_hlo::ir::AttrValue;
-use tessera_hlo::{ArrayShape, CompId, Computation, ElementType, Instruction, Layout, Module, Opcode, Shape};
+use tessera_hlo::ir::{AttrList, AttrValue};
+use tessera_hlo::{ArrayShape, CompId, Computation, ElementType, InstId, Instruction, Layout, Module, Opcode, Shape};
 
 use crate::pass::Pass;
 use crate::LowerError;
@@ -27,6 +38,14 @@ const MIN_ELEMENTS: i64 = 1 << 16;
 const MAX_ROW: i64 = 1 << 14;
 const MIN_ROW: i64 = 1 << 10;
 const MIN_ROWS: i64 = 64;
+/// Column reductions are split when their kept rows are at most this many bytes (the column
+/// form's chunks of them would be a line or two of each row) ...
+const MAX_COLUMN_ROW_BYTES: i64 = 1 << 10;
+/// ... into at least this many blocks (work for every thread) of at least this many rows (so
+/// the partials stay a small fraction of the input), a block per index of the fewest leading
+/// dimensions that give that.
+const MIN_BLOCKS: i64 = 8;
+const MIN_BLOCK_ROWS: i64 = 16;
 
 #[derive(Default)]
 pub struct TreeReduction {
@@ -47,6 +66,21 @@ impl Pass for TreeReduction {
             for id in ids {
                 let comp = module.comp(c);
                 let inst = comp.inst(id);
+                if let Some(split) = plan_columns(module, comp, inst) {
+                    let inst = inst.clone();
+                    split_columns(module.comp_mut(c), id, &inst, &split);
+                    self.decisions.push(format!(
+                        "{}: {} rows of {} as {} blocks of {} rows (a grid over the blocks), then the {} block results",
+                        inst.name,
+                        split.rows,
+                        split.row,
+                        split.blocks,
+                        split.rows / split.blocks,
+                        split.blocks
+                    ));
+                    touched = true;
+                    continue;
+                }
                 let Some(split) = plan(module, comp, inst) else { continue };
                 let inst = inst.clone();
                 let comp = module.comp_mut(c);
@@ -123,6 +157,70 @@ fn plan(module: &Module, comp: &Computation, inst: &Instruction) -> Option<Split
         .find(|m| divides(m) && elements / m >= MIN_ROWS)
         .or_else(|| (MIN_ROW..=MAX_ROW).rev().find(divides))?;
     Some(Split { element_type: result.element_type, elements, rows: elements / row, row, reducer })
+}
+
+struct ColumnSplit {
+    element_type: ElementType,
+    /// Rows (the reduced elements of each column) and the elements of each row.
+    rows: i64,
+    row: i64,
+    /// The leading dimensions the partials keep: the blocks are their index combinations.
+    kept: usize,
+    blocks: i64,
+    reducer: CompId,
+}
+
+/// The split of `inst`, when it is a single-input reduce of the leading dimensions of a large,
+/// row-major array whose kept rows are short.
+fn plan_columns(module: &Module, comp: &Computation, inst: &Instruction) -> Option<ColumnSplit> {
+    if inst.opcode != Opcode::Reduce || inst.operands.len() != 2 {
+        return None;
+    }
+    let result = inst.shape.as_array()?;
+    let reducer = inst.called("to_apply")?;
+    module.get(reducer)?;
+    let input_shape = comp.get(inst.operands[0])?.shape.as_array()?;
+    let (dims, rank) = (&input_shape.dims, input_shape.dims.len());
+    if !input_shape.is_static() || *input_shape.layout.as_ref()? != Layout::row_major(rank) {
+        return None;
+    }
+    let mut reduced: Vec<i64> = inst.attr_ints("dimensions")?.to_vec();
+    reduced.sort_unstable();
+    let k = reduced.len();
+    if k == 0 || k >= rank || reduced.iter().enumerate().any(|(i, &d)| d != i as i64) {
+        return None;
+    }
+    let rows: i64 = dims[..k].iter().product();
+    let row: i64 = dims[k..].iter().product();
+    let bits = i64::from(result.element_type.bit_width());
+    if bits < 8 || row * bits / 8 > MAX_COLUMN_ROW_BYTES || rows.checked_mul(row)? < MIN_ELEMENTS {
+        return None;
+    }
+    // The fewest leading dimensions that make enough blocks of enough rows.
+    let kept = (1..k).find(|&p| {
+        let blocks: i64 = dims[..p].iter().product();
+        blocks >= MIN_BLOCKS && rows / blocks >= MIN_BLOCK_ROWS
+    })?;
+    let blocks = dims[..kept].iter().product();
+    Some(ColumnSplit { element_type: result.element_type, rows, row, kept, blocks, reducer })
+}
+
+/// Rewrites column reduction `id` (`inst`) as `split` says: a reduce of the rows of each
+/// block into partials that keep the leading `split.kept` dimensions, then the instruction
+/// reduces those.
+fn split_columns(comp: &mut Computation, id: InstId, inst: &Instruction, split: &ColumnSplit) {
+    let (input, init) = (inst.operands[0], inst.operands[1]);
+    let dims = comp.inst(input).shape.dims().to_vec();
+    let reduced = dims.len() - inst.shape.rank();
+    let partial_dims: Vec<i64> = dims[..split.kept].iter().chain(&dims[reduced..]).copied().collect();
+    let mut partial = Instruction::new("", Opcode::Reduce, array(split.element_type, &partial_dims), vec![input, init])
+        .with_attr("dimensions", AttrValue::Ints((split.kept as i64..reduced as i64).collect()))
+        .with_attr("to_apply", AttrValue::Computation(split.reducer));
+    partial.name = comp.unique_name(&format!("{}.block_partials", inst.name));
+    let partial = comp.add(partial);
+    let whole = comp.inst_mut(id);
+    whole.operands = vec![partial, init];
+    whole.set_attr("dimensions", AttrValue::Ints((0..split.kept as i64).collect()));
 }
 
 fn array(et: ElementType, dims: &[i64]) -> Shape {

@@ -697,11 +697,12 @@ mod tests {
 
     /// Some generated programs hold a row kernel that fusion stages (`emit::staging`), some a
     /// kernel of merged sibling loops and some one of merged sibling column reductions
-    /// (`multi_output_fusion`), so the differential tests check these kinds of kernel against
-    /// the interpreter.
+    /// (`multi_output_fusion`), some a column reduction split into blocks of rows
+    /// (`tree_reduction`), so the differential tests check these kinds of kernel against the
+    /// interpreter.
     #[test]
     fn staged_and_multi_output_kernels_are_generated() {
-        let (mut staged, mut siblings, mut reductions) = (0, 0, 0);
+        let (mut staged, mut siblings, mut reductions, mut blocks) = (0, 0, 0, 0);
         for seed in 0..400 {
             let mut module = generate(seed, &Options::default()).unwrap().module;
             let mut pipeline = tessera_lower::passes::standard_pipeline(true, true);
@@ -711,14 +712,16 @@ mod tests {
             staged += usize::from(says("(staged:"));
             siblings += usize::from(says("(sibling:"));
             reductions += usize::from(says("(sibling reduction:"));
+            blocks += usize::from(says("(a grid over the blocks)"));
         }
         println!(
             "of 400 programs: {staged} with a staged row kernel, {siblings} with merged sibling loops, \
-             {reductions} with merged sibling reductions"
+             {reductions} with merged sibling reductions, {blocks} with a column reduction in blocks"
         );
         assert!(staged > 0, "no generated program stages a row kernel");
         assert!(siblings > 0, "no generated program merges sibling loops");
         assert!(reductions > 0, "no generated program merges sibling reductions");
+        assert!(blocks > 0, "no generated program splits a column reduction into blocks");
     }
 
     #[test]

@@ -561,19 +561,30 @@ impl Gen {
     /// Batch norm's statistics: the sums of `a` and of `a * a` over every dimension but the
     /// last, `a` a new f32 parameter, combined elementwise. With the last dimension contiguous
     /// they are column reductions of one input shape that read `a`, which multi-output fusion
-    /// merges into one kernel.
+    /// merges into one kernel; sometimes `a` is large enough (64K elements) for
+    /// `tree_reduction` to split them into blocks of rows first.
     fn column_siblings(&mut self) -> Option<usize> {
         let ty = ElementType::F32;
-        let dims = vec![self.rng.range(2, 5), self.rng.range(2, 4), self.rng.range(8, 40)];
+        // The large form's values are small, so their column sums stay within a noisy value's
+        // magnitude.
+        let (dims, bound) = if self.rng.chance(0.3) {
+            (vec![8, 64, self.rng.range(128, 160)], 0.1)
+        } else {
+            (vec![self.rng.range(2, 5), self.rng.range(2, 4), self.rng.range(8, 40)], 1.0)
+        };
         let number = self.params_len();
-        let dist = ArgDist::Uniform { lo: -1.0, hi: 1.0 };
-        let a = self.param_with(ty, dims.clone(), dist, Facts::exact(-1.0, 1.0), number);
+        let dist = ArgDist::Uniform { lo: -bound, hi: bound };
+        let a = self.param_with(ty, dims.clone(), dist, Facts::exact(-bound, bound), number);
         let k = kind(ty);
         let f = self.vals[a].facts;
         let sq = facts::binary("multiply", k, f, f)?;
         let n = (dims[0] * dims[1]) as f64;
         let sum_f = Facts { lo: f.lo.min(0.0) * n, hi: f.hi.max(0.0) * n, exact: false };
         let sq_sum_f = Facts { lo: sq.lo.min(0.0) * n, hi: sq.hi.max(0.0) * n, exact: false };
+        let Kind::Float(w) = k else { return None };
+        if [sum_f.lo, sum_f.hi, sq_sum_f.hi].iter().any(|v| v.abs() > facts::noisy_mag(w)) {
+            return None;
+        }
         let out_f = facts::binary("subtract", k, sq_sum_f, sum_f)?;
         let aa = self.push_op(ty, dims.clone(), sq, format!("multiply({}, {})", self.name(a), self.name(a)));
         let init = self.constant(ty, "0");
