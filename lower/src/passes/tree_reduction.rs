@@ -126,25 +126,29 @@ struct Split {
     reducer: CompId,
 }
 
-/// The split of `inst`, when it is a single-input reduce of every dimension of a large,
-/// row-major array.
-fn plan(module: &Module, comp: &Computation, inst: &Instruction) -> Option<Split> {
+/// The result shape, reducer and input shape of `inst` when it is a single-input reduce of a
+/// static row-major array (what both splits view through their blocks of rows).
+fn row_major_reduce<'a>(
+    module: &Module,
+    comp: &'a Computation,
+    inst: &'a Instruction,
+) -> Option<(&'a ArrayShape, CompId, &'a ArrayShape)> {
     if inst.opcode != Opcode::Reduce || inst.operands.len() != 2 {
         return None;
     }
     let result = inst.shape.as_array()?;
-    if !result.dims.is_empty() {
-        return None;
-    }
     let reducer = inst.called("to_apply")?;
     module.get(reducer)?;
     let input_shape = comp.get(inst.operands[0])?.shape.as_array()?;
-    if !input_shape.is_static() {
-        return None;
-    }
-    let rank = input_shape.dims.len();
-    let layout = input_shape.layout.as_ref()?;
-    if *layout != Layout::row_major(rank) {
+    let row_major = *input_shape.layout.as_ref()? == Layout::row_major(input_shape.dims.len());
+    (input_shape.is_static() && row_major).then_some((result, reducer, input_shape))
+}
+
+/// The split of `inst`, when it is a single-input reduce of every dimension of a large,
+/// row-major array.
+fn plan(module: &Module, comp: &Computation, inst: &Instruction) -> Option<Split> {
+    let (result, reducer, input_shape) = row_major_reduce(module, comp, inst)?;
+    if !result.dims.is_empty() {
         return None;
     }
     let elements: i64 = input_shape.dims.iter().product();
@@ -173,17 +177,8 @@ struct ColumnSplit {
 /// The split of `inst`, when it is a single-input reduce of the leading dimensions of a large,
 /// row-major array whose kept rows are short.
 fn plan_columns(module: &Module, comp: &Computation, inst: &Instruction) -> Option<ColumnSplit> {
-    if inst.opcode != Opcode::Reduce || inst.operands.len() != 2 {
-        return None;
-    }
-    let result = inst.shape.as_array()?;
-    let reducer = inst.called("to_apply")?;
-    module.get(reducer)?;
-    let input_shape = comp.get(inst.operands[0])?.shape.as_array()?;
+    let (result, reducer, input_shape) = row_major_reduce(module, comp, inst)?;
     let (dims, rank) = (&input_shape.dims, input_shape.dims.len());
-    if !input_shape.is_static() || *input_shape.layout.as_ref()? != Layout::row_major(rank) {
-        return None;
-    }
     let mut reduced: Vec<i64> = inst.attr_ints("dimensions")?.to_vec();
     reduced.sort_unstable();
     let k = reduced.len();
