@@ -10,7 +10,9 @@
 //! absorb it: a loop-fusible user absorbs any such producer, a `reduce` absorbs elementwise
 //! producers and scalar constants (its init values). With one user it is always inlined; with
 //! several only when it is cheap (scalar constants, iota, and cheap elementwise ops or
-//! broadcasts of small fused depth), because inlining then duplicates its work per user.
+//! broadcasts of small fused depth; small integer arrays, gather and dynamic-slice indices,
+//! through reshapes and slices too and to a deeper depth), because inlining then duplicates
+//! its work per user.
 //! For the same reason a broadcast that repeats elements does not absorb a producer that
 //! contains an expensive op (exp, divide, tanh, ...): that op would run once per copy.
 //! A single-output `reduce-window` is elemental: it is inlined into a loop-fusible user (it
@@ -48,7 +50,7 @@
 use std::collections::{HashMap, HashSet};
 
 use tessera_hlo::ir::{AttrList, AttrValue, Payload};
-use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Module, Opcode, Shape};
 
 use crate::pass::Pass;
 use crate::LowerError;
@@ -70,6 +72,13 @@ pub struct Fusion {
 /// A producer used by several consumers is duplicated into each only up to this fused depth
 /// (the longest chain of inlined ops ending in it, itself included).
 const MAX_DUPLICATED_DEPTH: usize = 3;
+
+/// Small integer arrays (gather and dynamic-slice indices, which JAX wraps with
+/// `where(i < 0, i + n, i)` and reshapes) are duplicated up to this deeper fused depth, data
+/// movement included: their users read an index once per slice they move, and a kernel of
+/// their own costs a launch and a trip through memory for a handful of elements.
+const SMALL_INDEX_ELEMENTS: i64 = 4096;
+const MAX_INDEX_DEPTH: usize = 6;
 
 impl Pass for Fusion {
     fn name(&self) -> &'static str {
@@ -631,7 +640,13 @@ fn is_cheap(p: &Instruction, fused_depth: usize) -> bool {
         return true;
     }
     let cheap_op = p.opcode == Opcode::Broadcast || (p.opcode.is_elementwise() && !is_expensive(p.opcode));
-    cheap_op && fused_depth <= MAX_DUPLICATED_DEPTH
+    let small_index = p.shape.as_array().is_some_and(|a| {
+        a.element_type.is_integral()
+            && a.element_type != ElementType::Pred
+            && a.element_count().is_some_and(|n| n <= SMALL_INDEX_ELEMENTS)
+    });
+    let index_op = cheap_op || matches!(p.opcode, Opcode::Reshape | Opcode::Bitcast | Opcode::Slice);
+    (cheap_op && fused_depth <= MAX_DUPLICATED_DEPTH) || (small_index && index_op && fused_depth <= MAX_INDEX_DEPTH)
 }
 
 /// Replaces `root` in `comp_id` by a fusion of it and its inlined producers, when it has any.
