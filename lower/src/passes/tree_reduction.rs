@@ -6,8 +6,9 @@
 //! full reduction is one kernel with a grid of one index: a single thread walks the whole
 //! array.
 //!
-//! A tall column reduction (the leading dimensions of a row-major array reduced, short rows
-//! of the trailing ones kept: batch norm's per-channel statistics of an NHWC activation)
+//! A tall column reduction (the leading dimensions of a row-major array of 32- or 64-bit
+//! elements reduced, short rows of the trailing ones kept: batch norm's per-channel statistics
+//! of an NHWC activation)
 //! becomes a reduce of blocks of rows, one partial result per block, then a reduce of the
 //! partials. The column form (`emit::column_reduce`) otherwise splits the threads' work along
 //! the short rows, so each grid index reads a cache line or two of every row and skips the
@@ -185,10 +186,12 @@ fn plan_columns(module: &Module, comp: &Computation, inst: &Instruction) -> Opti
     if k == 0 || k >= rank || reduced.iter().enumerate().any(|(i, &d)| d != i as i64) {
         return None;
     }
-    let rows: i64 = dims[..k].iter().product();
-    let row: i64 = dims[k..].iter().product();
+    let product = |ds: &[i64]| ds.iter().try_fold(1i64, |n, &d| n.checked_mul(d));
+    let (rows, row) = (product(&dims[..k])?, product(&dims[k..])?);
+    // Partials are rounded to the result type: a 16-bit float would round each block's sum
+    // to 8 or 11 bits where the column form rounds the whole sum once.
     let bits = i64::from(result.element_type.bit_width());
-    if bits < 8 || row * bits / 8 > MAX_COLUMN_ROW_BYTES || rows.checked_mul(row)? < MIN_ELEMENTS {
+    if bits < 32 || row.checked_mul(bits / 8)? > MAX_COLUMN_ROW_BYTES || rows.checked_mul(row)? < MIN_ELEMENTS {
         return None;
     }
     // The fewest leading dimensions that make enough blocks of enough rows.
