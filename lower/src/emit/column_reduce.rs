@@ -56,6 +56,15 @@ pub(crate) fn is_input_op(op: Opcode) -> bool {
         )
 }
 
+/// The dimension of `map` a column reduction's vector loop runs along (the contiguous one:
+/// stride 1 and more than one element, in a layout without padding or tiles), and every
+/// dimension's stride. Multi-output fusion asks it too, so it merges only what this form takes.
+pub(crate) fn contiguous_dim(map: &LayoutMap) -> Option<(usize, Vec<i64>)> {
+    let strides = super::plain_strides(map)?;
+    let minor = (0..strides.len()).find(|&d| strides[d] == 1 && map.dims()[d] > 1)?;
+    Some((minor, strides))
+}
+
 /// One reduce of a column reduction kernel: its input and init value, reducer, result type
 /// and how its accumulators add up.
 struct ColumnRoot {
@@ -124,7 +133,9 @@ impl<'m> Emitter<'m> {
             }
         }
         let (et, how) = (roots[0].et, roots[0].how);
-        let (Some(in_strides), Some(out_strides)) = (super::plain_strides(&in_map), super::plain_strides(&out_map))
+        // The minor dimension: contiguous in the input (kept, and the output's contiguous
+        // dimension too, as checked below).
+        let (Some((minor, in_strides)), Some(out_strides)) = (contiguous_dim(&in_map), super::plain_strides(&out_map))
         else {
             return Ok(false);
         };
@@ -139,8 +150,6 @@ impl<'m> Emitter<'m> {
         if dims.contains(&0) || !reduced.iter().zip(&dims).any(|(&r, &n)| r && n > 1) {
             return Ok(false);
         }
-        // The minor dimension: kept, contiguous, and the output's contiguous dimension too.
-        let Some(minor) = (0..dims.len()).find(|&d| in_strides[d] == 1 && dims[d] > 1) else { return Ok(false) };
         let kept: Vec<usize> = (0..dims.len()).filter(|&d| !reduced[d]).collect();
         let Some(out_minor) = kept.iter().position(|&d| d == minor) else { return Ok(false) };
         let width_of = |ty: Ty| if matches!(ty, Ty::F64 | Ty::I64) { 8 } else { 16 };

@@ -125,19 +125,17 @@ fn kernel_kind<'a>(module: &'a Module, comp: &Computation, inst: &'a Instruction
     let Shape::Array(shape) = &inst.shape else { return None };
     let et = shape.element_type;
     let plain_type = et.class() != TypeClass::Complex && et.bit_width() >= 8;
-    let plain_layout = |shape: &ArrayShape| {
-        shape.layout.as_ref().is_none_or(|l| {
-            l.tiles.is_empty()
-                && l.element_size_bits == 0
-                && l.memory_space == 0
-                && l.tail_padding_alignment <= 1
-                && l.physical_shape.is_none()
-                && l.padded_dimensions.is_empty()
-                && l.dynamic_metadata_prefix_bytes == 0
-        })
-    };
+    let plain_layout = shape.layout.as_ref().is_none_or(|l| {
+        l.tiles.is_empty()
+            && l.element_size_bits == 0
+            && l.memory_space == 0
+            && l.tail_padding_alignment <= 1
+            && l.physical_shape.is_none()
+            && l.padded_dimensions.is_empty()
+            && l.dynamic_metadata_prefix_bytes == 0
+    });
     let many = shape.is_static() && is_shared_array(inst);
-    if !plain_type || !plain_layout(shape) || !many {
+    if !plain_type || !plain_layout || !many {
         return None;
     }
     if inst.opcode != Opcode::Fusion {
@@ -162,10 +160,9 @@ fn kernel_kind<'a>(module: &'a Module, comp: &Computation, inst: &'a Instruction
             let Shape::Array(input_shape) = &fused.inst(input).shape else { return None };
             let reduced = root.attr_ints("dimensions")?;
             // The input's contiguous dimension is kept: the reduction runs down columns.
-            let minor = *input_shape.layout_or_default().minor_to_major.first()?;
-            let columns = !reduced.contains(&minor)
-                && usize::try_from(minor).ok().and_then(|m| input_shape.dims.get(m)).is_some_and(|&n| n > 1)
-                && plain_layout(input_shape);
+            let map = crate::emit::layout_map(&fused.inst(input).shape, &root.name).ok()?;
+            let (minor, _) = column_reduce::contiguous_dim(&map)?;
+            let columns = !reduced.contains(&(minor as i64));
             let inputs_simple = fused.instructions.iter().enumerate().all(|(i, x)| {
                 i == fused.root.index() || x.opcode == Opcode::Parameter || column_reduce::is_input_op(x.opcode)
             });
