@@ -50,7 +50,7 @@
 use std::collections::{HashMap, HashSet};
 
 use tessera_hlo::ir::{AttrList, AttrValue, Payload};
-use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Module, Opcode, Shape};
+use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
 
 use crate::pass::Pass;
 use crate::LowerError;
@@ -640,11 +640,10 @@ fn is_cheap(p: &Instruction, fused_depth: usize) -> bool {
         return true;
     }
     let cheap_op = p.opcode == Opcode::Broadcast || (p.opcode.is_elementwise() && !is_expensive(p.opcode));
-    let small_index = p.shape.as_array().is_some_and(|a| {
-        a.element_type.is_integral()
-            && a.element_type != ElementType::Pred
-            && a.element_count().is_some_and(|n| n <= SMALL_INDEX_ELEMENTS)
-    });
+    let small_index = p
+        .shape
+        .as_array()
+        .is_some_and(|a| a.element_type.is_integral() && a.element_count().is_some_and(|n| n <= SMALL_INDEX_ELEMENTS));
     let index_op = cheap_op || matches!(p.opcode, Opcode::Reshape | Opcode::Bitcast | Opcode::Slice);
     (cheap_op && fused_depth <= MAX_DUPLICATED_DEPTH) || (small_index && index_op && fused_depth <= MAX_INDEX_DEPTH)
 }

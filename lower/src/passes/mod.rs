@@ -77,8 +77,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 
 /// The passes `lower_module` runs: calls are inlined and tuples forwarded first so that
 /// fusion sees plain dataflow; layouts are settled before fusion so fused parameters carry
-/// the physical layouts of the buffers they read; sibling loop kernels merge after fusion
-/// decided them; the final DCE drops what fusion inlined.
+/// the physical layouts of the buffers they read; sibling loop kernels and column reductions
+/// merge after fusion decided them; the final DCE drops what fusion inlined.
 /// Wrappers and one-device collectives become ordinary ops before the calls they leave are
 /// inlined; bounded dynamic dimensions become static at their bounds before anything else.
 /// Large full reductions split in two stages once layouts are known (the split needs the
