@@ -153,6 +153,26 @@ pub(crate) fn is_sequential(kernel: &Kernel) -> bool {
     any_loop(&kernel.body)
 }
 
+/// Statements a kernel executes in one launch, its whole grid and every loop iteration
+/// counted (an `if` as its larger branch, a runtime call as one statement): how much work
+/// its code does, as a run-time estimate. Saturates rather than overflows.
+pub(crate) fn work(kernel: &Kernel) -> u64 {
+    fn body_work(body: &[Stmt]) -> u64 {
+        body.iter().fold(0u64, |sum, s| {
+            let here = match s {
+                Stmt::Loop(l) => {
+                    let trips = u64::try_from(l.end.saturating_sub(l.start)).unwrap_or(0);
+                    trips.saturating_mul(body_work(&l.body)).saturating_add(1)
+                }
+                Stmt::If { then_body, else_body, .. } => 1 + body_work(then_body).max(body_work(else_body)),
+                _ => 1,
+            };
+            sum.saturating_add(here)
+        })
+    }
+    u64::try_from(kernel.grid.extent.max(1)).unwrap_or(1).saturating_mul(body_work(&kernel.body))
+}
+
 /// Statements in a body, nested ones included: a kernel's size, as a compile-cost estimate.
 pub(crate) fn statements(body: &[Stmt]) -> usize {
     body.iter()
@@ -232,5 +252,27 @@ mod tests {
         };
         assert!(super::is_sequential(&kernel(true)));
         assert!(!super::is_sequential(&kernel(false)));
+    }
+
+    #[test]
+    fn work_counts_every_statement_a_launch_executes() {
+        use tessera_lower::kernel::{CmpOp, Const, IndexExpr, KernelBuilder, MemType, Ty};
+        // Over a grid of 4: a constant, a local, `for v in 0..10 { load; compare; if { set } }`,
+        // a read of the local and a store.
+        let mut b = KernelBuilder::new("k", 4);
+        let input = b.buffer("in", MemType::Scalar(Ty::I64), 10, false);
+        let out = b.buffer("out", MemType::Scalar(Ty::I64), 4, true);
+        let zero = b.constant(Const::Int { ty: Ty::I64, bits: 0 });
+        let state = b.local(Ty::I64, zero);
+        let v = b.begin_loop(0, 10);
+        let x = b.load(input, IndexExpr::var(v, 1));
+        let cond = b.cmp(CmpOp::Slt, Ty::I64, zero, x);
+        b.if_else(cond, |b| b.set_local(state, x), |_| {});
+        b.end_loop();
+        let last = b.get_local(state);
+        let g = b.grid_var();
+        b.store(out, IndexExpr::var(g, 1), last);
+        // Each launch: 2 + (1 + 10 * (1 + 1 + (1 + 1))) + 2 = 45 statements.
+        assert_eq!(super::work(&b.finish()), 4 * 45);
     }
 }

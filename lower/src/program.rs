@@ -219,6 +219,31 @@ impl Program {
         out
     }
 
+    /// For each kernel, how many times one run of the program launches it at most (both
+    /// branches of a conditional counted), or `None` when a launch sits in a while loop, whose
+    /// trip count is known only at run time.
+    pub fn launches_per_run(&self) -> Vec<Option<u64>> {
+        fn count(steps: &[Step], in_loop: bool, out: &mut [Option<u64>]) {
+            for s in steps {
+                match s {
+                    Step::Launch(l) => {
+                        if let Some(n) = out.get_mut(l.kernel) {
+                            *n = if in_loop { None } else { n.map(|n| n.saturating_add(1)) };
+                        }
+                    }
+                    Step::While { cond, body, .. } => {
+                        count(cond, true, out);
+                        count(body, true, out);
+                    }
+                    other => other.children().into_iter().for_each(|c| count(c, in_loop, out)),
+                }
+            }
+        }
+        let mut out = vec![Some(0); self.kernels.len()];
+        count(&self.steps, false, &mut out);
+        out
+    }
+
     /// For each kernel, whether every launch of it passes buffers such that each buffer the
     /// kernel writes shares no byte with any other buffer of that launch: what lets a tier
     /// compile the kernel with its buffers known apart. Parameters, results and constants are

@@ -59,7 +59,7 @@ pub(crate) fn object(
     entry::translate(&ctx, &module, &cpu, symbol, plan, &kernels, &runtime).map_err(backend)?;
 
     module.verify().map_err(|e| backend(format!("invalid IR: {e}")))?;
-    let dump = options.dump_dir.as_deref();
+    let dump = options.dump_dir.as_deref().map(|dir| (dir, "llvm"));
     super::dump_ir(&module, dump);
     module
         .run_passes("default<O3>", &machine, super::pass_options())

@@ -55,11 +55,9 @@ pub fn compile_dumping(
     let mut timings = Timings::new();
     let host = timings.time("llvm: target setup", || target::target_cpu(&cpu.resolve("llvm")?))?;
     unique_names(kernels)?;
-    let groups = match dump {
-        // A dump is one module's IR and assembly.
-        Some(_) => vec![(Effort::Full, (0..kernels.len()).collect())],
-        None => module_groups(kernels, &(0..kernels.len()).collect::<Vec<_>>(), false),
-    };
+    // Without their program, how often the kernels run is unknown.
+    let light: Vec<bool> = kernels.iter().map(|k| light(k, u64::MAX)).collect();
+    let groups = module_groups(kernels, &(0..kernels.len()).collect::<Vec<_>>(), &light, dump.is_some());
     // Without their program, nothing is known about how the kernels' buffers overlap.
     let disjoint = vec![false; kernels.len()];
     let (objects, slowest) = compile_groups(&host, kernels, &disjoint, &groups, dump)?;
@@ -92,7 +90,9 @@ pub fn program_objects(
     let representative = crate::partition::representatives(kernels);
     let distinct = crate::partition::distinct(&representative);
     let disjoint = disjoint_kernels(program, &representative);
-    let mut groups = module_groups(kernels, &distinct, dump.is_some());
+    let run_work = run_work(program, &representative);
+    let light: Vec<bool> = kernels.iter().zip(&run_work).map(|(k, &w)| light(k, w)).collect();
+    let mut groups = module_groups(kernels, &distinct, &light, dump.is_some());
     // Small scalar kernels join the entry's module; larger ones (a scalar `sin` with its range
     // reduction) LLVM would not inline anyway, so they compile in a module of their own, beside
     // the entry's instead of after it, as do the sequential ones, whose loops need the loop
@@ -177,8 +177,8 @@ fn panicked() -> CodegenError {
 }
 
 /// Compiles each group of kernels as a module of its own, side by side (the first on the
-/// calling thread, dumping when asked); returns each module's object and the slowest module's
-/// phases (the wall time).
+/// calling thread), dumping each into `dump` when asked (`dump_stems` names the files); returns
+/// each module's object and the slowest module's phases (the wall time).
 fn compile_groups(
     host: &target::TargetCpu,
     kernels: &[Kernel],
@@ -186,17 +186,20 @@ fn compile_groups(
     groups: &[(Effort, Vec<usize>)],
     dump: Option<&Path>,
 ) -> Result<(Vec<Vec<u8>>, Timings), CodegenError> {
+    let stems = dump_stems(groups);
     let compiled: Vec<Result<(Vec<u8>, Timings), CodegenError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = groups
-            .iter()
-            .skip(1)
-            .map(|(effort, group)| {
-                s.spawn(move || compile_module(host, &pick(kernels, disjoint, group), *effort, None))
+        let stems = &stems;
+        let module_dump = |g: usize| dump.map(|dir| (dir, stems[g].as_str()));
+        let handles: Vec<_> = (1..groups.len())
+            .map(|g| {
+                let (effort, group) = &groups[g];
+                let dump = module_dump(g);
+                s.spawn(move || compile_module(host, &pick(kernels, disjoint, group), *effort, dump))
             })
             .collect();
         let mut results = Vec::with_capacity(groups.len());
         if let Some((effort, first)) = groups.first() {
-            results.push(compile_module(host, &pick(kernels, disjoint, first), *effort, dump));
+            results.push(compile_module(host, &pick(kernels, disjoint, first), *effort, module_dump(0)));
         }
         for handle in handles {
             results.push(handle.join().unwrap_or_else(|_| Err(panicked())));
@@ -214,6 +217,28 @@ fn compile_groups(
         }
     }
     Ok((objects, slowest))
+}
+
+/// The stem of each group's dump files: `llvm` for the first full-effort module and
+/// `llvm-light` for the first light one (a dump compiles one of each), with the group's rank
+/// within its effort appended to any further ones.
+fn dump_stems(groups: &[(Effort, Vec<usize>)]) -> Vec<String> {
+    let mut seen = [0usize; 2];
+    groups
+        .iter()
+        .map(|(effort, _)| {
+            let (slot, stem) = match effort {
+                Effort::Full => (0, "llvm"),
+                Effort::Light => (1, "llvm-light"),
+            };
+            seen[slot] += 1;
+            if seen[slot] == 1 {
+                stem.to_string()
+            } else {
+                format!("{stem}-{}", seen[slot] - 1)
+            }
+        })
+        .collect()
 }
 
 /// The entry module's optimization: scalar replacement, CSE and CFG cleanup around the
@@ -293,27 +318,82 @@ fn object_of(module: &inkwell::module::Module<'_>, machine: &TargetMachine) -> R
 enum Effort {
     /// `default<O3>` and aggressive instruction selection.
     Full,
-    /// `default<O1>` and cheaper code generation: for scalar kernels (one grid index, no
-    /// loop), such as a loop's counter update or a scalar step of a search, where the O3
-    /// pipeline spent tens of milliseconds (a scalar `sin` with its range reduction: 25 ms
-    /// optimizing, 33 ms in code generation) on code that runs a few hundred instructions;
-    /// and for sequential kernels (`light`).
+    /// `default<O1>` without loop unrolling, and cheaper code generation: for scalar kernels
+    /// (one grid index, no loop), such as a loop's counter update or a scalar step of a
+    /// search, where the O3 pipeline spent tens of milliseconds (a scalar `sin` with its range
+    /// reduction: 25 ms optimizing, 33 ms in code generation) on code that runs a few hundred
+    /// instructions; for sequential kernels; and for small vectorized ones (`light`).
+    /// Unrolling is off: what it would unroll there are vector loops' scalar remainders.
     Light,
 }
 
-/// Whether `kernel` compiles at light effort: scalar work, or sequential loops (a sort's
+/// The most statements ([`crate::partition::work`]) one run of a program may execute in an
+/// explicitly vectorized kernel's function ([`vectorized`]) for it to compile at light
+/// effort: a few tens of microseconds of work, which O3's code ran at most 1-3 us a run faster
+/// on the corpus (model_logsumexp 16 -> 19 us), for 10-220 ms more compile time per module
+/// (hand_tiled_small_tile_s8's exponential and convert: 272 -> 47 ms). Kernels with scalar
+/// loops stay at full effort whatever their size: O3's unrolling and vectorizers made a small
+/// dot 5x and a serial max 14x faster.
+const LIGHT_WORK: u64 = 1 << 19;
+
+/// Whether `kernel` compiles at light effort: scalar work; sequential loops (a sort's
 /// merges), where O3's vectorizers find nothing to do and spent three quarters of a sort
-/// module's 100 ms (its merge ran as fast after `default<O1>`).
-fn light(kernel: &Kernel) -> bool {
-    crate::partition::is_scalar(kernel) || crate::partition::is_sequential(kernel)
+/// module's 100 ms (its merge ran as fast after `default<O1>`); or explicitly vectorized
+/// loops with little work in a run (`run_work` statements in all, [`run_work`]).
+fn light(kernel: &Kernel, run_work: u64) -> bool {
+    crate::partition::is_scalar(kernel)
+        || crate::partition::is_sequential(kernel)
+        || (run_work <= LIGHT_WORK && vectorized(kernel))
 }
 
-/// The modules to compile side by side, of the kernels `subset` names: the kernels that loop,
-/// split into one group per core of similar size, at full effort; the scalar and sequential
-/// ones, split the same way, at light effort. A dump is one module's IR and assembly, so with
-/// one each effort's kernels are one module.
-fn module_groups(kernels: &[Kernel], subset: &[usize], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
-    let (light, full): (Vec<usize>, Vec<usize>) = subset.iter().partition(|&&i| light(&kernels[i]));
+/// Whether every innermost loop of `kernel` that iterates more than once translates as an
+/// explicit vector loop (`vector.rs`): what is left for LLVM's unroller and vectorizers are
+/// remainders. Its scalar loops (a small dot's or a window's, a serial reduction, a tiled
+/// copy) are where O3's full unrolling and vectorizers made kernels several times faster.
+fn vectorized(kernel: &Kernel) -> bool {
+    use tessera_lower::kernel::Stmt;
+    fn has_loop(body: &[Stmt]) -> bool {
+        body.iter().any(|s| match s {
+            Stmt::Loop(_) => true,
+            Stmt::If { then_body, else_body, .. } => has_loop(then_body) || has_loop(else_body),
+            _ => false,
+        })
+    }
+    fn all(body: &[Stmt]) -> bool {
+        body.iter().all(|s| match s {
+            Stmt::Loop(l) if has_loop(&l.body) => all(&l.body),
+            Stmt::Loop(l) => l.end - l.start <= 1 || vector::vectorizes(l),
+            Stmt::If { then_body, else_body, .. } => all(then_body) && all(else_body),
+            _ => true,
+        })
+    }
+    all(&kernel.body)
+}
+
+/// For each kernel, the statements its function executes in one run of `program`: the work of
+/// every kernel sharing it (`representative`) times the launches of each, and `u64::MAX` when
+/// one of them launches in a while loop (it may run any number of times).
+fn run_work(program: &Program, representative: &[usize]) -> Vec<u64> {
+    let launches = program.launches_per_run();
+    let mut per_function = vec![0u64; program.kernels.len()];
+    for (k, &r) in representative.iter().enumerate() {
+        let work = match launches.get(k).copied().flatten() {
+            Some(n) => crate::partition::work(&program.kernels[k]).saturating_mul(n),
+            None => u64::MAX,
+        };
+        if let Some(total) = per_function.get_mut(r) {
+            *total = total.saturating_add(work);
+        }
+    }
+    representative.iter().map(|&r| per_function.get(r).copied().unwrap_or(u64::MAX)).collect()
+}
+
+/// The modules to compile side by side, of the kernels `subset` names: those at full effort
+/// split into one group per core of similar size, and those `light` names split the same way,
+/// at light effort. When dumping, each effort's kernels are one module, so that a dump holds
+/// every kernel in two modules at most.
+fn module_groups(kernels: &[Kernel], subset: &[usize], light: &[bool], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
+    let (light, full): (Vec<usize>, Vec<usize>) = subset.iter().partition(|&&i| light.get(i).copied().unwrap_or(false));
     let threads = if dumping { 1 } else { crate::partition::compile_threads() };
     let mut groups: Vec<(Effort, Vec<usize>)> = Vec::new();
     if !full.is_empty() || light.is_empty() {
@@ -352,7 +432,7 @@ fn compile_module(
     host: &target::TargetCpu,
     kernels: &[(&Kernel, bool)],
     effort: Effort,
-    dump: Option<&Path>,
+    dump: Option<(&Path, &str)>,
 ) -> Result<(Vec<u8>, Timings), CodegenError> {
     let backend = |message: String| CodegenError::Backend { tier: "llvm", kernel: "(module)".into(), message };
     let mut timings = Timings::new();
@@ -373,8 +453,12 @@ fn compile_module(
     })?;
     timings.time("llvm: verify", || module.verify()).map_err(|e| backend(format!("invalid IR: {e}")))?;
     dump_ir(&module, dump);
+    let options = pass_options();
+    if effort == Effort::Light {
+        options.set_loop_unrolling(false);
+    }
     timings
-        .time("llvm: optimize", || module.run_passes(pipeline, &machine, pass_options()))
+        .time("llvm: optimize", || module.run_passes(pipeline, &machine, options))
         .map_err(|e| backend(format!("{pipeline} pipeline: {e}")))?;
     dump_optimized(&module, &machine, dump);
     let object = timings.time("llvm: machine code", || object_of(&module, &machine)).map_err(backend)?;
@@ -387,12 +471,13 @@ pub(crate) fn pass_options() -> PassBuilderOptions {
     PassBuilderOptions::create()
 }
 
-/// Writes the module's IR before optimization to `dump/llvm.ll`, or with no folder given and
-/// `TESSERA_DUMP_LLVM=FILE` set, to FILE (to reproduce an LLVM problem with
-/// `opt-22 -passes='default<O3>'`). A dump that cannot be written is reported, never fatal.
-pub(crate) fn dump_ir(module: &inkwell::module::Module<'_>, dump: Option<&Path>) {
+/// Writes the module's IR before optimization to `dir/STEM.ll` for `dump = (dir, STEM)`, or
+/// with no folder given and `TESSERA_DUMP_LLVM=FILE` set, to FILE (to reproduce an LLVM
+/// problem with `opt-22 -passes='default<O3>'`). A dump that cannot be written is reported,
+/// never fatal.
+pub(crate) fn dump_ir(module: &inkwell::module::Module<'_>, dump: Option<(&Path, &str)>) {
     let path = match dump {
-        Some(dir) => dir.join("llvm.ll"),
+        Some((dir, stem)) => dir.join(format!("{stem}.ll")),
         None => match std::env::var_os("TESSERA_DUMP_LLVM") {
             Some(file) => file.into(),
             None => return,
@@ -403,19 +488,19 @@ pub(crate) fn dump_ir(module: &inkwell::module::Module<'_>, dump: Option<&Path>)
     }
 }
 
-/// Writes the optimized IR (`llvm-opt.ll`) and the assembly the target machine makes of it
-/// (`llvm.s`) into `dump`, when given.
+/// Writes the optimized IR (`STEM-opt.ll`) and the assembly the target machine makes of it
+/// (`STEM.s`) into `dir`, for `dump = (dir, STEM)` when given.
 pub(crate) fn dump_optimized(
     module: &inkwell::module::Module<'_>,
     machine: &inkwell::targets::TargetMachine,
-    dump: Option<&Path>,
+    dump: Option<(&Path, &str)>,
 ) {
-    let Some(dir) = dump else { return };
-    let ir = dir.join("llvm-opt.ll");
+    let Some((dir, stem)) = dump else { return };
+    let ir = dir.join(format!("{stem}-opt.ll"));
     if let Err(e) = module.print_to_file(&ir) {
         eprintln!("tessera: dump {}: {e}", ir.display());
     }
-    let asm = dir.join("llvm.s");
+    let asm = dir.join(format!("{stem}.s"));
     if let Err(e) = machine.write_to_file(module, inkwell::targets::FileType::Assembly, &asm) {
         eprintln!("tessera: dump {}: {e}", asm.display());
     }
@@ -424,20 +509,26 @@ pub(crate) fn dump_optimized(
 #[cfg(test)]
 mod tests {
     use tessera_hlo::{ArrayShape, ElementType};
-    use tessera_lower::kernel::{IndexExpr, Kernel, KernelBuilder, MemType, Ty};
+    use tessera_lower::kernel::{IndexExpr, Kernel, KernelBuilder, MemType, Tail, Ty};
     use tessera_lower::program::{Buffer, BufferId, BufferKind, Launch, Step};
     use tessera_lower::Program;
 
-    /// `out[i] = in[i]` over 64 elements, in a loop (`looping`) or as one scalar step.
+    /// `out[i] = in[i]` over 64 elements, in a loop (`looping`, vectorized) or as one scalar
+    /// step.
     fn copy(name: &str, looping: bool) -> Kernel {
+        copy_of(name, 64, looping.then_some(16))
+    }
+
+    /// `out[i] = in[i]` over `n` elements: a loop of vector width `width`, or one scalar step.
+    fn copy_of(name: &str, n: i64, width: Option<u32>) -> Kernel {
         let mut b = KernelBuilder::new(name, 1);
-        let input = b.buffer("in", MemType::Scalar(Ty::F32), 64, false);
-        let out = b.buffer("out", MemType::Scalar(Ty::F32), 64, true);
-        if looping {
-            let v = b.begin_loop(0, 64);
+        let input = b.buffer("in", MemType::Scalar(Ty::F32), n, false);
+        let out = b.buffer("out", MemType::Scalar(Ty::F32), n, true);
+        if let Some(width) = width {
+            let v = b.begin_loop(0, n);
             let x = b.load(input, IndexExpr::var(v, 1));
             b.store(out, IndexExpr::var(v, 1), x);
-            b.end_loop();
+            b.end_loop_vectorized(width, Tail::None);
         } else {
             let x = b.load(input, IndexExpr::constant(0));
             b.store(out, IndexExpr::constant(0), x);
@@ -479,5 +570,39 @@ mod tests {
         assert_eq!(super::disjoint_kernels(&p, &representative), vec![false, false, false]);
         let identity: Vec<usize> = (0..3).collect();
         assert_eq!(super::disjoint_kernels(&p, &identity), vec![true, false, false]);
+    }
+
+    #[test]
+    fn kernels_with_little_work_a_run_compile_light_unless_a_loop_launches_them() {
+        let mut p = program(&[(0, [0, 1]), (1, [0, 1]), (2, [0, 1])]);
+        let representative = crate::partition::representatives(&p.kernels);
+        // A copy of 64 elements: its loop and 64 iterations of a load and a store.
+        let copy_work = 1 + 64 * 2;
+        assert_eq!(super::run_work(&p, &representative), vec![2 * copy_work, 2 * copy_work, 2]);
+        let light = |p: &Program, k: usize, w: u64| super::light(&p.kernels[k], w);
+        assert!(light(&p, 0, 2 * copy_work));
+        // Launched in a while loop, a kernel (and the one sharing its function) may run any
+        // number of times a run.
+        p.buffers.push(Buffer {
+            name: "pred".into(),
+            shape: ArrayShape::new(ElementType::Pred, &[]),
+            bytes: 1,
+            memory_space: 0,
+            kind: BufferKind::Temp,
+            offset: Some(0),
+        });
+        let launch = |kernel| Step::Launch(Launch { kernel, args: vec![BufferId(0), BufferId(1)] });
+        p.steps = vec![launch(0), Step::While { cond: vec![], pred: BufferId(2), body: vec![launch(1)] }, launch(2)];
+        assert_eq!(p.launches_per_run(), vec![Some(1), None, Some(1)]);
+        assert_eq!(super::run_work(&p, &representative), vec![u64::MAX, u64::MAX, 2]);
+        assert!(!light(&p, 0, u64::MAX));
+        assert!(light(&p, 2, u64::MAX), "a scalar kernel is light however often it runs");
+        // A copy of 2^19 elements has more work than a light kernel's in one launch.
+        let big = copy_of("big", 1 << 19, Some(16));
+        let work = crate::partition::work(&big);
+        assert!(super::vectorized(&big) && work > super::LIGHT_WORK && !super::light(&big, work));
+        // A small scalar loop is left to O3's unroller and vectorizers.
+        let scalar_loop = copy_of("scalar_loop", 64, Some(1));
+        assert!(!super::vectorized(&scalar_loop) && !super::light(&scalar_loop, copy_work));
     }
 }

@@ -283,6 +283,11 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         }
         let lt = self.llvm_type(ty);
         let values = args.iter().map(|a| Ok(self.value(*a, ty)?.into())).collect::<Result<Vec<_>, CodegenError>>()?;
+        if func == MathFn::Round {
+            // LLVM's own round (half away from zero, exact as libm's) becomes a few
+            // instructions on x86 (SSE4.1 and later), where a call stays a call.
+            return self.intrinsic("llvm.round", &[lt], &values);
+        }
         let types = vec![lt.into(); args.len()];
         let f = self.external(func.symbol(ty), Some(lt), &types)?;
         let call = self.builder.build_call(f, &values, "math").map_err(self.err())?;

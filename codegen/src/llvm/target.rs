@@ -60,10 +60,18 @@ pub fn initialize_native() -> Result<(), String> {
 /// slower with the unroller off) and turns off partial and runtime unrolling, which on the
 /// kernel IR's explicitly vectorized loops (already unrolled where it pays, with several
 /// accumulators) tripled the code (6.2K lines of IR became 18.5K on a GPT-2 training step)
-/// and doubled its compile time, for no measured gain. These are LLVM's own command-line
-/// options, process-wide, set once before any compile.
+/// and doubled its compile time, for no measured gain. Full unrolling keeps to its threshold:
+/// the unroller may otherwise raise it fourfold for a loop it expects to simplify once
+/// unrolled, which took the nests of a small convolution (3x3 taps by 8 channels inside its
+/// output loops) whole, 114 -> 31 ms of compile time and 18 -> 4.5 us a run without it. These
+/// are LLVM's own command-line options, process-wide, set once before any compile.
 fn limit_unrolling() {
-    let args: [&[u8]; 3] = [b"tessera\0", b"-unroll-runtime=false\0", b"-unroll-allow-partial=false\0"];
+    let args: [&[u8]; 4] = [
+        b"tessera\0",
+        b"-unroll-runtime=false\0",
+        b"-unroll-allow-partial=false\0",
+        b"-unroll-max-percent-threshold-boost=100\0",
+    ];
     let argv: Vec<*const std::ffi::c_char> = args.iter().map(|a| a.as_ptr().cast()).collect();
     // SAFETY: every argument is a NUL-terminated static string, and `argv` outlives the call;
     // LLVM copies what it keeps.

@@ -30,7 +30,7 @@ use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, Vector
 use inkwell::FloatPredicate;
 
 use tessera_lower::kernel::{
-    BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+    BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MathFn, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
 };
 
 use super::function::Translator;
@@ -70,6 +70,11 @@ fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Opti
         1 => Some(Access::Contiguous),
         _ => None,
     }
+}
+
+/// Whether `l` translates as a vector loop (module doc) rather than a scalar one.
+pub(crate) fn vectorizes(l: &Loop) -> bool {
+    l.vector_width > 1 && plan(l).is_some()
 }
 
 fn plan(l: &Loop) -> Option<Plan> {
@@ -403,6 +408,13 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             Op::Cast { op, from, to, a } => {
                 let x = operand(self, *a, *from)?.into_vector_value();
                 self.vector_cast(*op, *from, *to, x, w)?
+            }
+            Op::Math { func: MathFn::Round, ty, args } if ty.is_float() => {
+                let [a] = args.as_slice() else {
+                    return Err(self.unsupported(format!("round takes 1 argument, given {}", args.len())));
+                };
+                // As in the scalar form (`ops.rs`): LLVM's round is exact and inline on x86.
+                self.intrinsic("llvm.round", &[vt.into()], &[operand(self, *a, *ty)?.into()])?
             }
             Op::Math { func, ty, args } => {
                 let lt = self.llvm_type(*ty);
