@@ -1,8 +1,8 @@
 //! The LLVM tier's explicit vector loops (`codegen/src/llvm/vector.rs`) against the kernel
 //! interpreter, bit for bit, where their code differs from the scalar translation: saturating
 //! float-to-int conversions (spelled out for vectors) on every float and integer type, at and
-//! around every edge of every range; predicate bytes loaded and stored as vectors. And the
-//! hints the tier gives LLVM's own loop vectorizer.
+//! around every edge of every range; predicate bytes loaded and stored as vectors; strided
+//! loads read lane by lane. And the hints the tier gives LLVM's own loop vectorizer.
 
 mod llvm_common;
 
@@ -153,4 +153,40 @@ fn llvm_vectorizes_no_grid_loop_that_strides_through_memory() {
         let mut bufs = vec![input, vec![0; len * 4]];
         llvm_common::run(&k, &mut bufs);
     }
+}
+
+/// `out[g*n + v] = in[v*stride + g]`, `n` per row in a loop of width 16 with a peeled tail: a
+/// transpose's column read `stride` elements apart.
+fn column_kernel(rows: i64, n: i64, stride: i64) -> Kernel {
+    let mut b = KernelBuilder::new(format!("column_{stride}"), rows);
+    let g = b.grid_var();
+    let input = b.buffer("in", MemType::Scalar(Ty::F32), n * stride, false);
+    let out = b.buffer("out", MemType::Scalar(Ty::F32), rows * n, true);
+    let v = b.begin_loop(0, n);
+    let mut from = IndexExpr::var(v, stride);
+    from.terms.extend(IndexExpr::var(g, 1).terms);
+    let x = b.load(input, from);
+    let mut to = IndexExpr::var(g, n);
+    to.terms.extend(IndexExpr::var(v, 1).terms);
+    b.store(out, to, x);
+    b.end_loop_vectorized(16, Tail::Peel);
+    b.finish()
+}
+
+#[test]
+fn strided_loads_a_cache_line_apart_fill_vectors_lane_by_lane() {
+    let (rows, n) = (24, 40);
+    // 24 floats (96 bytes) apart: each lane a load of its own into a vector.
+    let k = column_kernel(rows, n, rows);
+    let ir = translated_ir(&k);
+    assert!(ir.contains("insertelement <16 x float>") && ir.contains("store <16 x float>"), "lanes:\n{ir}");
+    let x: Vec<u8> = (0..n * rows).flat_map(|i| (i as f32 * 0.5 - 7.0).to_le_bytes()).collect();
+    let mut bufs = vec![x, vec![0x5a; (rows * n * 4) as usize]];
+    llvm_common::run(&k, &mut bufs);
+    // out[g][v] = in[v][g]: row 1 starts with in[0][1], in[1][1].
+    let at = |i: usize| f32::from_le_bytes(bufs[1][4 * i..4 * i + 4].try_into().unwrap());
+    assert_eq!((at(n as usize), at(n as usize + 1)), (1.0 * 0.5 - 7.0, (rows + 1) as f32 * 0.5 - 7.0));
+    // Two floats apart, lanes share cache lines: left to LLVM's interleaved accesses.
+    let ir = translated_ir(&column_kernel(2, n, 2));
+    assert!(!ir.contains("store <16 x float>"), "a stride of two stays a scalar loop:\n{ir}");
 }

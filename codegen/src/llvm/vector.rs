@@ -11,7 +11,8 @@
 //! - varying loads, stores and indices contiguous: one term over the loop variable with scale
 //!   1 and no div/mod, and no varying value inside the index; loads and stores of whole-byte
 //!   scalars and of predicate bytes (`<W x i8>`, compared with zero or widened from `<W x i1>`),
-//!   not of packed elements;
+//!   not of packed elements; loads of scalars may also be strided, their lanes a cache line or
+//!   more apart (a transpose's column), each lane then read on its own;
 //! - math functions run once per lane (a call each).
 //!
 //! Anything else stays a scalar loop (LLVM's own vectorizer may still take it), and a lane
@@ -30,7 +31,7 @@ use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, Vector
 use inkwell::FloatPredicate;
 
 use tessera_lower::kernel::{
-    BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MathFn, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+    BinOp, BufId, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MathFn, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
 };
 
 use super::function::Translator;
@@ -42,34 +43,45 @@ use crate::CodegenError;
 struct Plan {
     varying: HashMap<ValueId, Ty>,
     vector_locals: HashMap<LocalId, Ty>,
+    /// The loads whose lanes lie a constant number of elements apart (their stride), each
+    /// lane read on its own.
+    strided: HashMap<ValueId, i64>,
 }
 
 enum Access {
     Uniform,
     Contiguous,
+    /// Consecutive lanes this many elements apart.
+    Strided(i64),
 }
+
+/// The fewest bytes apart the lanes of a strided load must lie for it to be read lane by lane:
+/// a cache line, so that no wider load could have served two lanes. Closer lanes (a complex
+/// number's parts, a reversed row) are left to LLVM's loop vectorizer, whose interleaved and
+/// reversed accesses load whole vectors and shuffle them.
+const STRIDED_LANE_BYTES: i64 = 64;
 
 /// How `index` uses the loop variable `var`; `None` when a vector cannot follow it.
 fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Option<Access> {
-    let mut over_var = 0;
+    let mut scale = None;
     for t in &index.terms {
         match t.src {
             IndexSrc::Var(v) if v == var => {
-                if t.div != 1 || t.modulo.is_some() || t.scale != 1 {
+                if t.div != 1 || t.modulo.is_some() || scale.is_some() {
                     return None;
                 }
-                over_var += 1;
+                scale = Some(t.scale);
             }
             IndexSrc::Var(_) => {}
             IndexSrc::Value(id) if varying.contains_key(&id) => return None,
             IndexSrc::Value(_) => {}
         }
     }
-    match over_var {
-        0 => Some(Access::Uniform),
-        1 => Some(Access::Contiguous),
-        _ => None,
-    }
+    Some(match scale {
+        None | Some(0) => Access::Uniform,
+        Some(1) => Access::Contiguous,
+        Some(s) => Access::Strided(s),
+    })
 }
 
 /// Whether `l` translates as a vector loop (module doc) rather than a scalar one.
@@ -78,8 +90,11 @@ pub(crate) fn vectorizes(l: &Loop) -> bool {
 }
 
 fn plan(l: &Loop) -> Option<Plan> {
-    let mut plan =
-        Plan { varying: HashMap::new(), vector_locals: l.reductions.iter().map(|r| (r.local, r.ty)).collect() };
+    let mut plan = Plan {
+        varying: HashMap::new(),
+        vector_locals: l.reductions.iter().map(|r| (r.local, r.ty)).collect(),
+        strided: HashMap::new(),
+    };
     plan_stmts(&l.body, l.var, &mut plan)?;
     Some(plan)
 }
@@ -97,12 +112,24 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                     Op::Index(index) => match access(index, var, varying)? {
                         Access::Uniform => None,
                         Access::Contiguous => Some(Ty::I64),
+                        Access::Strided(_) => return None,
                     },
                     Op::Load { index, mem, .. } => match access(index, var, varying)? {
                         Access::Uniform => None,
                         Access::Contiguous => match mem {
                             MemType::Scalar(t) if *t != Ty::Pred => Some(*t),
                             MemType::Pred => Some(Ty::Pred),
+                            _ => return None,
+                        },
+                        Access::Strided(stride) => match mem {
+                            MemType::Scalar(t)
+                                if *t != Ty::Pred
+                                    && stride.unsigned_abs().saturating_mul(u64::from(t.bits() / 8))
+                                        >= STRIDED_LANE_BYTES as u64 =>
+                            {
+                                plan.strided.insert(*id, stride);
+                                Some(*t)
+                            }
                             _ => return None,
                         },
                     },
@@ -124,7 +151,7 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
             Stmt::Store { index, mem, .. } => {
                 match access(index, var, &plan.varying)? {
                     Access::Contiguous => {}
-                    Access::Uniform => return None,
+                    Access::Uniform | Access::Strided(_) => return None,
                 }
                 if !matches!(mem, MemType::Scalar(t) if *t != Ty::Pred) && *mem != MemType::Pred {
                     return None;
@@ -273,6 +300,9 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                                     .ok_or_else(|| self.unsupported("a read of a local not held in lanes"))?;
                                 self.builder.build_load(self.vector_type(ty, w), slot, "acc").map_err(&err)?
                             }
+                            Op::Load { buf, index, .. } if plan.strided.contains_key(id) => {
+                                self.strided_load(*buf, index, ty, w, plan.strided[id])?
+                            }
                             _ => self.vector_op(op, ty, w, vectors)?,
                         };
                         vectors.insert(*id, (v, ty));
@@ -312,6 +342,36 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             }
         }
         Ok(())
+    }
+
+    /// `w` lanes of `ty` from buffer `buf`, lane `i` the element `stride * i` after the one
+    /// `index` names: each lane a load of its own, put into the vector in order (every lane is
+    /// an element the scalar loop would read, so none is out of bounds).
+    fn strided_load(
+        &self,
+        buf: BufId,
+        index: &IndexExpr,
+        ty: Ty,
+        w: u32,
+        stride: i64,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let err = self.err();
+        let base = self.element_ptr(buf, index)?;
+        let et = self.llvm_type(ty);
+        let (i64t, i32t) = (self.ctx.i64_type(), self.ctx.i32_type());
+        let mut out = self.vector_type(ty, w).get_poison();
+        for lane in 0..w {
+            let offset = i64t.const_int((stride * i64::from(lane)) as u64, true);
+            // SAFETY: the offset stays inside the buffer: the scalar loop reads the same element.
+            let ptr = unsafe { self.builder.build_in_bounds_gep(et, base, &[offset], "lane") }.map_err(&err)?;
+            let v = self.builder.build_load(et, ptr, "sld").map_err(&err)?;
+            if let Some(inst) = v.as_instruction_value() {
+                inst.set_alignment(ty.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
+            }
+            let at = i32t.const_int(u64::from(lane), false);
+            out = self.builder.build_insert_element(out, v, at, "lanes").map_err(&err)?;
+        }
+        Ok(out.into())
     }
 
     /// `id` as a vector of `ty`: a varying value as is, a uniform one splatted.
