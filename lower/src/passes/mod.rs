@@ -13,6 +13,7 @@ pub(crate) mod fusion;
 mod layout_assignment;
 mod layout_normalize;
 mod multi_output_fusion;
+mod opt_barrier_expander;
 mod rewrite;
 mod simplify;
 mod single_device_collectives;
@@ -36,6 +37,7 @@ pub use fusion::{Fusion, FusionDecision};
 pub use layout_assignment::LayoutAssignment;
 pub use layout_normalize::LayoutNormalize;
 pub use multi_output_fusion::MultiOutputFusion;
+pub use opt_barrier_expander::OptBarrierExpander;
 pub use simplify::Simplify;
 pub use single_device_collectives::SingleDeviceCollectives;
 pub use static_bounds::StaticBounds;
@@ -65,6 +67,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "layout_normalize" => Box::new(LayoutNormalize),
         "fusion" => Box::new(Fusion::default()),
         "multi_output_fusion" => Box::new(MultiOutputFusion::default()),
+        "opt_barrier_expander" => Box::new(OptBarrierExpander::default()),
         "unwrap" => Box::new(Unwrap),
         "single_device_collectives" => Box::new(SingleDeviceCollectives),
         "static_bounds" => Box::new(StaticBounds),
@@ -88,6 +91,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// simplifiers so that the interpreter, which runs it too, still checks their rewrites.
 /// Intermediate layouts are chosen before the simplifiers, whose layout-preserving rules
 /// (a transpose of a dot, a copy that changes nothing) then see the chosen ones.
+/// Opt-barriers go after the simplifiers (whose CSE they fence) and before fusion, as in
+/// XLA:CPU; the tuples they passed on are then forwarded, and dropped.
 /// It re-verifies the module after every pass, as tests want.
 pub fn standard_pipeline(fusion: bool, excess_precision: bool) -> Pipeline {
     standard_pipeline_verifying(fusion, excess_precision, true)
@@ -104,6 +109,9 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
     }
     p.add(LayoutAssignment::default())
         .add(Simplify::new(verify_each))
+        .add(OptBarrierExpander::default())
+        .add(TupleSimplify)
+        .add(Dce)
         .add(LayoutNormalize)
         .add(TreeReduction::default());
     if fusion {
