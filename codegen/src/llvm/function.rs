@@ -693,7 +693,7 @@ fn contiguous_along(var: VarId, body: &[Stmt]) -> bool {
 }
 
 /// Whether `body` holds a loop, at any depth.
-fn holds_loop(body: &[Stmt]) -> bool {
+pub(super) fn holds_loop(body: &[Stmt]) -> bool {
     body.iter().any(|s| match s {
         Stmt::Loop(_) => true,
         Stmt::If { then_body, else_body, .. } => holds_loop(then_body) || holds_loop(else_body),

@@ -352,16 +352,9 @@ fn light(kernel: &Kernel, run_work: u64) -> bool {
 /// copy) are where O3's full unrolling and vectorizers made kernels several times faster.
 fn vectorized(kernel: &Kernel) -> bool {
     use tessera_lower::kernel::Stmt;
-    fn has_loop(body: &[Stmt]) -> bool {
-        body.iter().any(|s| match s {
-            Stmt::Loop(_) => true,
-            Stmt::If { then_body, else_body, .. } => has_loop(then_body) || has_loop(else_body),
-            _ => false,
-        })
-    }
     fn all(body: &[Stmt]) -> bool {
         body.iter().all(|s| match s {
-            Stmt::Loop(l) if has_loop(&l.body) => all(&l.body),
+            Stmt::Loop(l) if function::holds_loop(&l.body) => all(&l.body),
             Stmt::Loop(l) => l.end - l.start <= 1 || vector::vectorizes(l),
             Stmt::If { then_body, else_body, .. } => all(then_body) && all(else_body),
             _ => true,
