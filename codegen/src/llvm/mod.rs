@@ -91,7 +91,9 @@ pub fn program_objects(
     let distinct = crate::partition::distinct(&representative);
     let disjoint = disjoint_kernels(program, &representative);
     let run_work = run_work(program, &representative);
-    let light: Vec<bool> = kernels.iter().zip(&run_work).map(|(k, &w)| light(k, w)).collect();
+    // Only the distinct kernels compile, so only theirs is asked.
+    let light: Vec<bool> =
+        (0..kernels.len()).map(|k| representative[k] == k && light(&kernels[k], run_work[k])).collect();
     let mut groups = module_groups(kernels, &distinct, &light, dump.is_some());
     // Small scalar kernels join the entry's module; larger ones (a scalar `sin` with its range
     // reduction) LLVM would not inline anyway, so they compile in a module of their own, beside
@@ -367,20 +369,27 @@ fn vectorized(kernel: &Kernel) -> bool {
 }
 
 /// For each kernel, the statements its function executes in one run of `program`: the work of
-/// every kernel sharing it (`representative`) times the launches of each, and `u64::MAX` when
-/// one of them launches in a while loop (it may run any number of times).
+/// one launch (the same for every kernel sharing the function: `representative`) times the
+/// launches of all of them, and `u64::MAX` when one of them launches in a while loop (it may
+/// run any number of times).
 fn run_work(program: &Program, representative: &[usize]) -> Vec<u64> {
     let launches = program.launches_per_run();
-    let mut per_function = vec![0u64; program.kernels.len()];
+    let mut runs: Vec<Option<u64>> = vec![Some(0); program.kernels.len()];
     for (k, &r) in representative.iter().enumerate() {
-        let work = match launches.get(k).copied().flatten() {
-            Some(n) => crate::partition::work(&program.kernels[k]).saturating_mul(n),
-            None => u64::MAX,
-        };
-        if let Some(total) = per_function.get_mut(r) {
-            *total = total.saturating_add(work);
+        if let Some(total) = runs.get_mut(r) {
+            *total = total.zip(launches.get(k).copied().flatten()).map(|(a, b)| a.saturating_add(b));
         }
     }
+    let per_function: Vec<u64> = runs
+        .iter()
+        .enumerate()
+        .map(|(r, n)| match n {
+            Some(n) if representative.get(r) == Some(&r) => {
+                crate::partition::work(&program.kernels[r]).saturating_mul(*n)
+            }
+            _ => u64::MAX,
+        })
+        .collect();
     representative.iter().map(|&r| per_function.get(r).copied().unwrap_or(u64::MAX)).collect()
 }
 
