@@ -2,7 +2,8 @@
 //! `C = A·B`, overwriting `C`, with arbitrary strides in elements, on the `gemm` crate's
 //! AVX-512 kernels; `tessera_rt_gemm_f32_mixed` takes bf16 and f16 operands too. Products
 //! with few rows or few columns whose long operand has a unit stride run on
-//! [`crate::skinny_gemm`] instead, which reads that operand once in its own type.
+//! [`crate::skinny_gemm`] instead, which reads that operand once in its own type (a small one
+//! with contiguous columns is first copied by rows).
 //!
 //! Threading: a kernel call carries no thread count, so the executable publishes its pool
 //! for the duration of a run in a thread-local ([`GemmThreads::enter`]) on the thread that
@@ -255,6 +256,10 @@ unsafe fn widened<E: Elem>(x: *const E, rows: usize, cols: usize, rs: isize, cs:
     out
 }
 
+/// The most elements of a `B` with contiguous columns that the skinny product first copies
+/// by rows (16 KiB of f32, which stays in L1 for the tiles that read it).
+const SMALL_B: usize = 64 * 64;
+
 /// The product on [`skinny_gemm`] when one side has few rows (or `B` few columns) and the
 /// other a unit stride; false when it does not qualify.
 ///
@@ -266,7 +271,17 @@ unsafe fn try_skinny<A: Elem, B: Elem>(
     (b, b_rs, b_cs): (*const B, isize, isize),
     (c, c_rs, c_cs): (*mut f32, isize, isize),
 ) -> bool {
-    if m <= skinny_gemm::MAX_ROWS && (b_cs == 1 || b_rs == 1) && m <= n {
+    let small_b = n.checked_mul(k).is_some_and(|elems| elems <= SMALL_B);
+    if m <= skinny_gemm::MAX_ROWS && m <= n && b_cs != 1 && b_rs == 1 && small_b {
+        // Tiles along `k` sum across lanes for every element of `C`, which costs a small `B`
+        // more than laying it out by rows once: a 16x16x16 product took 490-660 ns that way,
+        // 320 ns on the copy.
+        let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
+        let b32 = unsafe { widened(b, k, n, b_rs, b_cs) };
+        let p = Problem { m, n, k, a: a32.as_ptr(), b: b32.as_ptr(), b_rs: n as isize, b_cs: 1, c, c_rs, c_cs };
+        unsafe { skinny_gemm::run(&p) };
+        true
+    } else if m <= skinny_gemm::MAX_ROWS && (b_cs == 1 || b_rs == 1) && m <= n {
         let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
         let p = Problem { m, n, k, a: a32.as_ptr(), b, b_rs, b_cs, c, c_rs, c_cs };
         unsafe { skinny_gemm::run(&p) };
@@ -505,15 +520,23 @@ mod tests {
     }
 
     /// Every pair of operand types, on each path the mixed entry takes: few rows with `B`'s
-    /// rows or columns contiguous, few columns (transposed onto few rows), and neither (the
-    /// blocked conversion onto the f32 GEMM); `C` with a row pitch wider than `n`.
+    /// rows contiguous (full and masked tiles, or masked ones only), or its columns (a large
+    /// `B` in place, a small one copied by rows), few columns (transposed onto few rows), and
+    /// neither (the blocked conversion onto the f32 GEMM); `C` with a row pitch wider than `n`.
     #[test]
     fn mixed_types_on_every_path_match_the_reference() {
         let pool = ThreadPool::new(Some(2)).unwrap();
         let _threads = GemmThreads::enter(&pool);
         // (m, n, k, B's columns contiguous)
-        let shapes =
-            [(11, 70, 37, false), (11, 70, 37, true), (5, 3, 64, false), (40, 33, 20, false), (40, 33, 20, true)];
+        let shapes = [
+            (11, 70, 37, false),
+            (16, 16, 16, false),
+            (4, 90, 120, true),
+            (11, 70, 37, true),
+            (5, 3, 64, false),
+            (40, 33, 20, false),
+            (40, 33, 20, true),
+        ];
         for (m, n, k, cols) in shapes {
             for a_type in [GEMM_F32, GEMM_BF16, GEMM_F16] {
                 for b_type in [GEMM_F32, GEMM_BF16, GEMM_F16] {

@@ -11,9 +11,9 @@
 //! along `k` (its columns contiguous: `x·Wᵀ`, as tied embeddings compute logits). Each
 //! layout has its own register tile: AVX2/FMA intrinsics on x86-64 CPUs that have them
 //! (`x86`), AVX-512 ones for contiguous rows of `B` where the CPU has those (`x86_512`: 8 rows
-//! of `A` per tile, so up to 8 rows read `B` once), and a portable version in plain array code
-//! (other CPUs, and the partial tiles at the right edge). Columns are split into tasks on the
-//! published pool.
+//! of `A` per tile, so up to 8 rows read `B` once, and masked partial tiles at the right edge),
+//! and a portable version in plain array code (other CPUs, and the AVX2 tiles' partial ones).
+//! Columns are split into tasks on the published pool.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -298,19 +298,27 @@ fn columns_fn<E: Elem>() -> ColumnsFn<E> {
 /// AVX-512 tiles for `B` with contiguous rows: 16 lanes per register and 32 registers, so
 /// one tile keeps 8 rows of `A` against 32 columns (16 accumulators) and a product with up
 /// to 8 rows (a decode step's, an LSTM step's) reads each slice of `B` once, where the AVX2
-/// tile of 6 rows reads it twice. `B` with contiguous columns takes the AVX2 tiles.
+/// tile of 6 rows reads it twice. The columns past the last full tile take the same tiles
+/// with masked loads and stores: in the portable code, a product as small as an attention
+/// head's 16x16 ran at scalar speed. `B` with contiguous columns takes the AVX2 tiles.
 #[cfg(target_arch = "x86_64")]
 mod x86_512 {
     use std::arch::x86_64::*;
 
     use super::x86::Lanes;
-    use super::{Bf16, ColumnsFn, Elem, Fused, Problem, F16};
+    use super::{Bf16, ColumnsFn, Elem, Problem, F16};
 
     /// Sixteen consecutive elements widened into one register.
     pub(super) trait Lanes16: Lanes {
         /// # Safety
         /// Sixteen elements from `p` are readable; AVX-512F is available.
         unsafe fn load16(p: *const Self) -> __m512;
+
+        /// The lanes `mask` selects from `p` (zero in the others), reading only those.
+        ///
+        /// # Safety
+        /// The selected elements are readable; AVX-512F, BW and VL are available.
+        unsafe fn load16_masked(p: *const Self, mask: __mmask16) -> __m512;
     }
 
     impl Lanes16 for f32 {
@@ -318,15 +326,28 @@ mod x86_512 {
         unsafe fn load16(p: *const f32) -> __m512 {
             unsafe { _mm512_loadu_ps(p) }
         }
+
+        #[inline(always)]
+        unsafe fn load16_masked(p: *const f32, mask: __mmask16) -> __m512 {
+            unsafe { _mm512_maskz_loadu_ps(mask, p) }
+        }
+    }
+
+    /// bf16 bits in the upper halves of f32 lanes: the f32 of the same value.
+    #[inline(always)]
+    unsafe fn widen_bf16(h: __m256i) -> __m512 {
+        unsafe { _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h))) }
     }
 
     impl Lanes16 for Bf16 {
         #[inline(always)]
         unsafe fn load16(p: *const Bf16) -> __m512 {
-            unsafe {
-                let h = _mm256_loadu_si256(p as *const __m256i);
-                _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
-            }
+            unsafe { widen_bf16(_mm256_loadu_si256(p as *const __m256i)) }
+        }
+
+        #[inline(always)]
+        unsafe fn load16_masked(p: *const Bf16, mask: __mmask16) -> __m512 {
+            unsafe { widen_bf16(_mm256_maskz_loadu_epi16(mask, p as *const i16)) }
         }
     }
 
@@ -335,11 +356,18 @@ mod x86_512 {
         unsafe fn load16(p: *const F16) -> __m512 {
             unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i)) }
         }
+
+        #[inline(always)]
+        unsafe fn load16_masked(p: *const F16, mask: __mmask16) -> __m512 {
+            unsafe { _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p as *const i16)) }
+        }
     }
 
     pub(super) fn columns_fn<E: Elem>() -> Option<ColumnsFn<E>> {
         // The AVX2 tiles this version falls back on need their own features too.
         let features = is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
             && is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c");
@@ -350,8 +378,8 @@ mod x86_512 {
     }
 
     /// Columns `lo..hi` (the AVX2 version's structure: `k` in blocks of rows swept across the
-    /// columns, partial tiles at the right edge in the portable code).
-    #[target_feature(enable = "avx512f,avx2,fma,f16c")]
+    /// columns), the last partial tile masked.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
     unsafe fn columns<E: Lanes16>(p: &Problem<E>, lo: usize, hi: usize) {
         if !p.rows_contiguous() {
             return unsafe { super::x86::columns::<E>(p, lo, hi) };
@@ -366,55 +394,66 @@ mod x86_512 {
             let q1 = q1.max(q0);
             let first = kb == 0;
             let mut j0 = lo;
-            while j0 < full_end {
+            while j0 < hi {
+                // Past the full tiles, up to 32 columns at a time in one or two masked vectors.
+                let cols = if j0 < full_end { tile } else { (hi - j0).min(32) };
                 let mut i0 = 0;
                 while i0 < p.m {
                     let r = (p.m - i0).min(ROWS);
                     macro_rules! rows {
-                        ($($r:literal)*) => {
+                        ($v:literal, $masked:literal; $($r:literal)*) => {
                             match r {
-                                $($r => unsafe { row_tile::<E, $r, 2>(p, i0, j0, q0, q1, first) },)*
+                                $($r => unsafe { row_tile::<E, $r, $v, $masked>(p, i0, j0, cols, q0, q1, first) },)*
                                 _ => unreachable!(),
                             }
                         };
                     }
-                    if tile == 64 {
-                        unsafe { row_tile::<E, 1, 4>(p, i0, j0, q0, q1, first) }
-                    } else {
-                        rows!(1 2 3 4 5 6 7 8)
+                    match (j0 < full_end, tile, cols > 16) {
+                        (true, 64, _) => unsafe { row_tile::<E, 1, 4, false>(p, i0, j0, cols, q0, q1, first) },
+                        (true, _, _) => rows!(2, false; 1 2 3 4 5 6 7 8),
+                        (false, _, true) => rows!(2, true; 1 2 3 4 5 6 7 8),
+                        (false, _, false) => rows!(1, true; 1 2 3 4 5 6 7 8),
                     }
                     i0 += r;
                 }
-                j0 += tile;
+                j0 += cols;
             }
-        }
-        if full_end < hi {
-            unsafe { p.columns::<Fused>(full_end, hi) };
         }
     }
 
-    /// `C[i0..i0+R, j0..j0+16V] (+)= A[i0..i0+R, q0..q1] · B[q0..q1, j0..j0+16V]`, as the
-    /// AVX2 `row_tile` with 16 lanes.
+    /// `C[i0..i0+R, j0..j0+cols] (+)= A[i0..i0+R, q0..q1] · B[q0..q1, j0..j0+cols]`, as the
+    /// AVX2 `row_tile` with 16 lanes: `cols` is `16V` unless `MASKED`, where it may be fewer
+    /// (more than `16(V-1)`) and only those columns are read and written.
     #[inline(always)]
-    unsafe fn row_tile<E: Lanes16, const R: usize, const V: usize>(
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn row_tile<E: Lanes16, const R: usize, const V: usize, const MASKED: bool>(
         p: &Problem<E>,
         i0: usize,
         j0: usize,
+        cols: usize,
         q0: usize,
         q1: usize,
         first: bool,
     ) {
         unsafe {
+            // Lanes of vector `v` inside the tile.
+            let lanes = |v: usize| cols.saturating_sub(16 * v).min(16);
+            let masks: [__mmask16; V] = std::array::from_fn(|v| ((1u32 << lanes(v)) - 1) as __mmask16);
             let c_at = |i: usize| p.c.offset((i0 + i) as isize * p.c_rs + j0 as isize * p.c_cs);
             let mut acc = [[_mm512_setzero_ps(); V]; R];
             if !first {
                 for (i, acc) in acc.iter_mut().enumerate() {
                     let c = c_at(i);
                     for (v, a) in acc.iter_mut().enumerate() {
-                        *a = if p.c_cs == 1 {
+                        *a = if p.c_cs == 1 && MASKED {
+                            _mm512_maskz_loadu_ps(masks[v], c.add(16 * v))
+                        } else if p.c_cs == 1 {
                             _mm512_loadu_ps(c.add(16 * v))
                         } else {
-                            let x: [f32; 16] = std::array::from_fn(|j| *c.offset((16 * v + j) as isize * p.c_cs));
+                            let mut x = [0f32; 16];
+                            for (j, x) in x.iter_mut().enumerate().take(lanes(v)) {
+                                *x = *c.offset((16 * v + j) as isize * p.c_cs);
+                            }
                             _mm512_loadu_ps(x.as_ptr())
                         };
                     }
@@ -424,13 +463,15 @@ mod x86_512 {
             let row_bytes = 16 * V * std::mem::size_of::<E>();
             let mut row = p.b.offset(q0 as isize * p.b_rs + j0 as isize);
             for q in q0..q1 {
-                let ahead = row.offset(super::x86::PREFETCH_ROWS * p.b_rs) as *const i8;
-                for line in (0..row_bytes).step_by(64) {
-                    _mm_prefetch::<_MM_HINT_T0>(ahead.add(line));
+                if !MASKED {
+                    let ahead = row.offset(super::x86::PREFETCH_ROWS * p.b_rs) as *const i8;
+                    for line in (0..row_bytes).step_by(64) {
+                        _mm_prefetch::<_MM_HINT_T0>(ahead.add(line));
+                    }
                 }
                 let mut b = [_mm512_setzero_ps(); V];
                 for (v, x) in b.iter_mut().enumerate() {
-                    *x = E::load16(row.add(16 * v));
+                    *x = if MASKED { E::load16_masked(row.add(16 * v), masks[v]) } else { E::load16(row.add(16 * v)) };
                 }
                 for (i, acc) in acc.iter_mut().enumerate() {
                     let av = _mm512_set1_ps(*a.add(i * p.k + q));
@@ -443,12 +484,14 @@ mod x86_512 {
             for (i, acc) in acc.iter().enumerate() {
                 let c = c_at(i);
                 for (v, a) in acc.iter().enumerate() {
-                    if p.c_cs == 1 {
+                    if p.c_cs == 1 && MASKED {
+                        _mm512_mask_storeu_ps(c.add(16 * v), masks[v], *a);
+                    } else if p.c_cs == 1 {
                         _mm512_storeu_ps(c.add(16 * v), *a);
                     } else {
                         let mut x = [0f32; 16];
                         _mm512_storeu_ps(x.as_mut_ptr(), *a);
-                        for (j, y) in x.iter().enumerate() {
+                        for (j, y) in x.iter().enumerate().take(lanes(v)) {
                             *c.offset((16 * v + j) as isize * p.c_cs) = *y;
                         }
                     }
