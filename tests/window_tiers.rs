@@ -162,3 +162,39 @@ fn select_and_scatter_layouts_and_fused_operands() {
     );
     check_tiers(&text, &[12], Values::Mixed { specials: false }, 1e-5);
 }
+
+/// Windows that reach back over every earlier element along one dimension (cumsum, cumprod,
+/// cummax) run as running folds, and so do sums reaching forward over every later element
+/// (from the row's end); other reducers reaching forward, and windows one element short of
+/// the whole prefix, stay windows. Both tiers against the interpreter, on every dimension
+/// position, column-major and tiled layouts, a fused operand and several types.
+#[test]
+fn cumulative_windows_as_running_folds() {
+    let cases = [
+        // (type, op, init, operand, window)
+        ("f32", "add", "0", "[8,64]{1,0}", "size=1x64 pad=0_0x63_0"),
+        ("s32", "add", "0", "[8,64]{1,0}", "size=8x1 pad=7_0x0_0"),
+        ("f32", "maximum", "-inf", "[4,5,33]{0,1,2}", "size=1x5x1 pad=0_0x4_0x0_0"),
+        ("f64", "multiply", "1", "[3,17]{0,1}", "size=1x20 pad=0_0x19_0"),
+        ("bf16", "add", "0", "[3,40]{1,0:T(2,128)(2,1)}", "size=1x40 pad=0_0x39_0"),
+        ("f16", "minimum", "inf", "[40,3]{1,0}", "size=40x1 pad=39_0x0_0"),
+        ("s8", "add", "0", "[2,9]{1,0}", "size=1x9 pad=0_0x8_0"),
+        // Reaching forward: folds from the end.
+        ("f32", "add", "0", "[8,64]{1,0}", "size=1x64 pad=0_0x0_63"),
+        ("s64", "maximum", "-9223372036854775808", "[6,7]{0,1}", "size=6x1 pad=0_5x0_0"),
+        // Still windows: a maximum of floats reaching forward, a window one short of the
+        // prefix.
+        ("f32", "maximum", "-inf", "[8,64]{1,0}", "size=1x64 pad=0_0x0_63"),
+        ("f32", "add", "0", "[8,64]{1,0}", "size=1x63 pad=0_0x62_0"),
+    ];
+    for (ty, op, init, operand, window) in cases {
+        let dims = &operand[..operand.find(']').map_or(operand.len(), |e| e + 1)];
+        let text = module(
+            &[reducer("r", ty, op)],
+            &format!(
+                "  x = {ty}{operand} parameter(0)\n  a = {ty}{operand} abs(x)\n  z = {ty}[] constant({init})\n  ROOT w = {ty}{dims} reduce-window(a, z), window={{{window}}}, to_apply=r"
+            ),
+        );
+        check_tiers(&text, &[5, 6], MIXED, 1e-5);
+    }
+}

@@ -34,6 +34,7 @@ mod staging;
 mod stochastic;
 mod types;
 mod window;
+mod window_scan;
 
 use std::collections::HashMap;
 
@@ -291,6 +292,9 @@ impl<'m> Emitter<'m> {
                 self.staging.staged = staging::candidate(self.comp);
             }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
+                return Ok(());
+            }
+            if f.id == 0 && self.try_window_scan(*id)? {
                 return Ok(());
             }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Fft {

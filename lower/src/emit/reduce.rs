@@ -383,7 +383,7 @@ struct LaneRow {
 /// The kernel op a reducer is, when it is one op on its two parameters whose scalar lowering
 /// is that op alone (no rounding after it), so the lanes' fold computes what the loop does:
 /// f32/f64 and 32/64-bit integer arithmetic, and f16/bf16 max/min (exact in any format).
-fn lane_op(module: &tessera_hlo::Module, comp: CompId, et: tessera_hlo::ElementType) -> Option<BinOp> {
+pub(crate) fn lane_op(module: &tessera_hlo::Module, comp: CompId, et: tessera_hlo::ElementType) -> Option<BinOp> {
     use tessera_hlo::ElementType as E;
     let c = module.get(comp)?;
     let root = c.root_inst();

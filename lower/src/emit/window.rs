@@ -58,71 +58,12 @@ impl<'m> Emitter<'m> {
         if let Some(v) = self.multi_cache.get(&key) {
             return Ok(v.clone());
         }
-        let inst = f.comp.inst(id);
-        let name = inst.name.clone();
-        let (inputs, inits, reducer) = reduce::reduction_parts(inst)?;
-        let k = inputs.len();
-        let in_dims = f.comp.inst(inputs[0]).shape.dims().to_vec();
-        if inputs.iter().any(|&i| f.comp.inst(i).shape.dims() != in_dims.as_slice()) || idx.len() != in_dims.len() {
-            return Err(LowerError::invalid(
-                &name,
-                "reduce-window operands differ in shape from each other or the result",
-            ));
-        }
-        let window = window_dims(inst, &in_dims)?;
-        let out_types: Vec<ElementType> = match &inst.shape {
-            tessera_hlo::Shape::Tuple(s) => s.iter().map(|s| s.element_type()).collect(),
-            s => vec![s.element_type()],
-        };
-        if out_types.len() != k {
-            return Err(LowerError::invalid(&name, "reduce-window result count differs from its operands"));
-        }
-        // An f32 sum accumulates in f64 and rounds once, as reduce does (see reduce.rs): a
-        // long window such as a cumulative sum's stays well inside the corpus tolerances.
-        let widest = k == 1 && out_types[0] == ElementType::F32 && reduce::is_plain_add(self.module, reducer);
-        let mut locals = Vec::with_capacity(k);
-        for (&init, &et) in inits.iter().zip(&out_types) {
-            let v = self.elem(f, init, &[])?;
-            if widest {
-                let v = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v);
-                locals.push(self.b.local(Ty::F64, v));
-            } else {
-                locals.push(self.b.local(types::reg(et, &name)?, v));
-            }
-        }
-        let frame = f.clone();
-        let inputs = inputs.to_vec();
-        let locals_c = locals.clone();
-        let mut body = move |em: &mut Emitter<'m>, oi: &[IndexExpr]| {
-            if widest {
-                let acc = em.b.get_local(locals_c[0]);
-                let x = em.elem(&frame, inputs[0], oi)?;
-                let x = em.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
-                let s = em.b.binary(BinOp::Add, Ty::F64, acc, x);
-                em.b.set_local(locals_c[0], s);
-                return Ok(());
-            }
-            let mut args: Vec<ValueId> = locals_c.iter().map(|&l| em.b.get_local(l)).collect();
-            for &i in &inputs {
-                args.push(em.elem(&frame, i, oi)?);
-            }
-            let results = em.call_scalar(reducer, args)?;
-            if results.len() != locals_c.len() {
-                return Err(LowerError::invalid(
-                    &frame.comp.inst(inputs[0]).name,
-                    "reducer returns the wrong number of values",
-                ));
-            }
-            for (&l, v) in locals_c.iter().zip(results) {
-                em.b.set_local(l, v);
-            }
-            Ok(())
-        };
+        let fold = WindowFold::start(self, f, id, idx.len())?;
+        let window = window_dims(f.comp.inst(id), &fold.in_dims)?;
+        let in_dims = fold.in_dims.clone();
+        let mut body = |em: &mut Emitter<'m>, oi: &[IndexExpr]| fold.step(em, oi);
         self.for_each_in_window(idx, &window, &in_dims, &mut body)?;
-        let mut out: Vec<ValueId> = locals.iter().map(|&l| self.b.get_local(l)).collect();
-        if widest {
-            out[0] = self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, out[0]);
-        }
+        let out = fold.finish(self);
         self.multi_log.push(key.clone());
         self.multi_cache.insert(key, out.clone());
         Ok(out)
@@ -244,5 +185,91 @@ impl<'m> Emitter<'m> {
         }
         self.forget_since(mark);
         r
+    }
+}
+
+/// The fold of one reduce-window output element: accumulators started at the init values,
+/// updated with each operand element in window order, read at the end. An f32 sum
+/// accumulates in f64 and rounds once, as reduce does (see reduce.rs): a long window such as
+/// a cumulative sum's stays well inside the corpus tolerances.
+pub(crate) struct WindowFold<'m> {
+    frame: Frame<'m>,
+    inputs: Vec<InstId>,
+    reducer: tessera_hlo::CompId,
+    locals: Vec<crate::kernel::LocalId>,
+    widest: bool,
+    /// The operands' dimensions.
+    pub(crate) in_dims: Vec<i64>,
+}
+
+impl<'m> WindowFold<'m> {
+    /// The fold of reduce-window `id` (in frame `f`) for a result of rank `rank`.
+    pub(crate) fn start(em: &mut Emitter<'m>, f: &Frame<'m>, id: InstId, rank: usize) -> Result<Self, LowerError> {
+        let inst = f.comp.inst(id);
+        let name = inst.name.clone();
+        let (inputs, inits, reducer) = reduce::reduction_parts(inst)?;
+        let k = inputs.len();
+        let in_dims = f.comp.inst(inputs[0]).shape.dims().to_vec();
+        if inputs.iter().any(|&i| f.comp.inst(i).shape.dims() != in_dims.as_slice()) || rank != in_dims.len() {
+            return Err(LowerError::invalid(
+                &name,
+                "reduce-window operands differ in shape from each other or the result",
+            ));
+        }
+        let out_types: Vec<ElementType> = match &inst.shape {
+            tessera_hlo::Shape::Tuple(s) => s.iter().map(|s| s.element_type()).collect(),
+            s => vec![s.element_type()],
+        };
+        if out_types.len() != k {
+            return Err(LowerError::invalid(&name, "reduce-window result count differs from its operands"));
+        }
+        let widest = k == 1 && out_types[0] == ElementType::F32 && reduce::is_plain_add(em.module, reducer);
+        let mut locals = Vec::with_capacity(k);
+        for (&init, &et) in inits.iter().zip(&out_types) {
+            let v = em.elem(f, init, &[])?;
+            if widest {
+                let v = em.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v);
+                locals.push(em.b.local(Ty::F64, v));
+            } else {
+                locals.push(em.b.local(types::reg(et, &name)?, v));
+            }
+        }
+        Ok(WindowFold { frame: f.clone(), inputs: inputs.to_vec(), reducer, locals, widest, in_dims })
+    }
+
+    /// Folds in the operands' elements at `oi`.
+    pub(crate) fn step(&self, em: &mut Emitter<'m>, oi: &[IndexExpr]) -> Result<(), LowerError> {
+        if self.widest {
+            let acc = em.b.get_local(self.locals[0]);
+            let x = em.elem(&self.frame, self.inputs[0], oi)?;
+            let x = em.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
+            let s = em.b.binary(BinOp::Add, Ty::F64, acc, x);
+            em.b.set_local(self.locals[0], s);
+            return Ok(());
+        }
+        let mut args: Vec<ValueId> = self.locals.iter().map(|&l| em.b.get_local(l)).collect();
+        for &i in &self.inputs {
+            args.push(em.elem(&self.frame, i, oi)?);
+        }
+        let results = em.call_scalar(self.reducer, args)?;
+        if results.len() != self.locals.len() {
+            return Err(LowerError::invalid(
+                &self.frame.comp.inst(self.inputs[0]).name,
+                "reducer returns the wrong number of values",
+            ));
+        }
+        for (&l, v) in self.locals.iter().zip(results) {
+            em.b.set_local(l, v);
+        }
+        Ok(())
+    }
+
+    /// The folded values, one per operand, in the result types.
+    pub(crate) fn finish(&self, em: &mut Emitter<'m>) -> Vec<ValueId> {
+        let mut out: Vec<ValueId> = self.locals.iter().map(|&l| em.b.get_local(l)).collect();
+        if self.widest {
+            out[0] = em.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, out[0]);
+        }
+        out
     }
 }
