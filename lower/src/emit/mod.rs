@@ -700,6 +700,19 @@ impl<'m> Emitter<'m> {
         e
     }
 
+    /// Row `row` (counted row-major over every dimension of `dims` but `along`) as a logical
+    /// index; the entry of `along` is left for the caller to fill in per element.
+    pub(crate) fn row_position(&mut self, dims: &[i64], along: usize, row: &IndexExpr) -> Vec<IndexExpr> {
+        let mut at = vec![IndexExpr::default(); dims.len()];
+        let mut stride = 1i64;
+        for dim in (0..dims.len()).rev().filter(|&i| i != along) {
+            let q = self.idiv(row, stride);
+            at[dim] = self.irem(&q, dims[dim]);
+            stride = stride.saturating_mul(dims[dim]);
+        }
+        at
+    }
+
     pub(crate) fn idiv(&mut self, e: &IndexExpr, d: i64) -> IndexExpr {
         let mut made = Vec::new();
         let Emitter { b, bounds, .. } = self;

@@ -18,7 +18,7 @@ use tessera_hlo::{InstId, Opcode};
 
 use super::window::{window_dims, WindowFold};
 use super::{index, reduce, types, Emitter};
-use crate::kernel::{IndexExpr, MemType};
+use crate::kernel::MemType;
 use crate::LowerError;
 
 /// The dimension reduce-window `id` scans along, and whether it scans from the end, when its
@@ -63,8 +63,8 @@ fn reorderable(em: &Emitter<'_>, id: InstId) -> bool {
 
 impl<'m> Emitter<'m> {
     /// Emits the kernel of a root reduce-window `id` as running folds along its scanned
-    /// dimension, one row per grid index; false when its window is not a prefix (the caller
-    /// emits windows).
+    /// dimension, one row per grid index; false when its window is neither a prefix nor a
+    /// suffix it may fold from the end (the caller emits windows).
     pub(crate) fn try_window_scan(&mut self, id: InstId) -> Result<bool, LowerError> {
         let inst = self.comp.inst(id);
         let plain = self.outputs.len() == 1 && matches!(self.outputs[0].mem, MemType::Scalar(_));
@@ -85,14 +85,7 @@ impl<'m> Emitter<'m> {
         self.grid_extent = rows;
         let g = self.b.grid_var();
         self.bounds.set_var(g, 0, rows - 1);
-        // The row's index along the other dimensions, row-major over them.
-        let mut at = vec![IndexExpr::default(); dims.len()];
-        let mut stride = 1i64;
-        for dim in (0..dims.len()).rev().filter(|&i| i != d) {
-            let q = self.idiv(&index::var(g), stride);
-            at[dim] = self.irem(&q, dims[dim]);
-            stride = stride.saturating_mul(dims[dim]);
-        }
+        let mut at = self.row_position(&dims, d, &index::var(g));
         let fold = WindowFold::start(self, &f, id, dims.len())?;
         let mark = self.mark();
         let i = self.open_loop(0, dims[d]);
