@@ -408,21 +408,34 @@ impl<'m> Emitter<'m> {
 
         // After an odd number of passes the order is in the second half of the row's scratch.
         let last = if passes % 2 == 1 { n } else { 0 };
+        self.write_kept(rows, scratch, &at, &index::add_const(&base, last), write)
+    }
+
+    /// Writes the row's first `keep` elements in order from the lanes' slots at `from`; `at` is
+    /// the row's logical index.
+    fn write_kept(
+        &mut self,
+        rows: &Rows<'_>,
+        scratch: &Scratch<'m>,
+        at: &[IndexExpr],
+        from: &IndexExpr,
+        write: &mut Write<'_, 'm>,
+    ) -> Result<(), LowerError> {
         let mark = self.mark();
         let i = self.open_loop(0, rows.keep);
-        let at_i = index::add_const(&index::add(&base, &index::var(i)), last);
+        let at_i = index::add(from, &index::var(i));
         let mut pos = None;
         let mut vals = Vec::new();
         for lane in &scratch.lanes {
             let v = self.b.load(lane.buf, at_i.clone());
             match lane.operand {
-                None => pos = Some(self.order_index(v, lane.ty, n)),
+                None => pos = Some(self.order_index(v, lane.ty, scratch.n)),
                 Some(_) => vals.push(v),
             }
         }
         // Without positions every operand is carried, so `src` is never read.
-        let src = with_dim(&at, rows.d, pos.map_or_else(IndexExpr::default, index::value));
-        let dst = with_dim(&at, rows.d, index::var(i));
+        let src = with_dim(at, rows.d, pos.map_or_else(IndexExpr::default, index::value));
+        let dst = with_dim(at, rows.d, index::var(i));
         let r = write(self, &vals, &src, &dst, pos);
         self.b.end_loop();
         self.forget_since(mark);
@@ -532,25 +545,7 @@ impl<'m> Emitter<'m> {
         self.b.end_loop();
         self.forget_since(mark);
         result?;
-
-        let mark = self.mark();
-        let i = self.open_loop(0, keep);
-        let at_i = index::add(&base, &index::var(i));
-        let mut pos = None;
-        let mut vals = Vec::new();
-        for lane in &scratch.lanes {
-            let v = self.b.load(lane.buf, at_i.clone());
-            match lane.operand {
-                None => pos = Some(self.order_index(v, lane.ty, n)),
-                Some(_) => vals.push(v),
-            }
-        }
-        let src = with_dim(&at, rows.d, pos.map_or_else(IndexExpr::default, index::value));
-        let dst = with_dim(&at, rows.d, index::var(i));
-        let r = write(self, &vals, &src, &dst, pos);
-        self.b.end_loop();
-        self.forget_since(mark);
-        r
+        self.write_kept(rows, scratch, &at, &base, write)
     }
 
     /// A slot among a row's `keep` kept elements, clamped to them (the verifier trusts
