@@ -271,20 +271,20 @@ unsafe fn try_skinny<A: Elem, B: Elem>(
     (b, b_rs, b_cs): (*const B, isize, isize),
     (c, c_rs, c_cs): (*mut f32, isize, isize),
 ) -> bool {
-    let small_b = n.checked_mul(k).is_some_and(|elems| elems <= SMALL_B);
-    if m <= skinny_gemm::MAX_ROWS && m <= n && b_cs != 1 && b_rs == 1 && small_b {
-        // Tiles along `k` sum across lanes for every element of `C`, which costs a small `B`
-        // more than laying it out by rows once: a 16x16x16 product took 490-660 ns that way,
-        // 320 ns on the copy.
+    if m <= skinny_gemm::MAX_ROWS && (b_cs == 1 || b_rs == 1) && m <= n {
         let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
-        let b32 = unsafe { widened(b, k, n, b_rs, b_cs) };
-        let p = Problem { m, n, k, a: a32.as_ptr(), b: b32.as_ptr(), b_rs: n as isize, b_cs: 1, c, c_rs, c_cs };
-        unsafe { skinny_gemm::run(&p) };
-        true
-    } else if m <= skinny_gemm::MAX_ROWS && (b_cs == 1 || b_rs == 1) && m <= n {
-        let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
-        let p = Problem { m, n, k, a: a32.as_ptr(), b, b_rs, b_cs, c, c_rs, c_cs };
-        unsafe { skinny_gemm::run(&p) };
+        let small_b = n.checked_mul(k).is_some_and(|elems| elems <= SMALL_B);
+        if b_cs != 1 && small_b {
+            // Tiles along `k` sum across lanes for every element of `C`, which costs a small
+            // `B` more than laying it out by rows once: a 16x16x16 product took 490-660 ns
+            // that way, 320 ns on the copy.
+            let b32 = unsafe { widened(b, k, n, b_rs, b_cs) };
+            let p = Problem { m, n, k, a: a32.as_ptr(), b: b32.as_ptr(), b_rs: n as isize, b_cs: 1, c, c_rs, c_cs };
+            unsafe { skinny_gemm::run(&p) };
+        } else {
+            let p = Problem { m, n, k, a: a32.as_ptr(), b, b_rs, b_cs, c, c_rs, c_cs };
+            unsafe { skinny_gemm::run(&p) };
+        }
         true
     } else if n <= skinny_gemm::MAX_ROWS && (a_rs == 1 || a_cs == 1) {
         // Cᵀ = Bᵀ·Aᵀ: B's few columns become the rows.

@@ -19,7 +19,7 @@ use tessera_hlo::ir::{AttrList, AttrValue, ComparisonDirection, ComparisonType};
 use tessera_hlo::{CompId, Computation, ElementType, InstId, Opcode, Shape};
 
 use super::{index, scalar, types, Emitter};
-use crate::kernel::{BinOp, BufId, CastOp, CmpOp, Const, IndexExpr, MemType, Op, Ty, UnOp, ValueId};
+use crate::kernel::{BinOp, BufId, CastOp, CmpOp, Const, IndexExpr, LocalId, MemType, Op, Ty, UnOp, ValueId};
 use crate::LowerError;
 
 /// Whether the first element goes before the second (a `Pred` value), given each one's values
@@ -456,105 +456,133 @@ impl<'m> Emitter<'m> {
         before: &mut Before<'_, 'm>,
         write: &mut Write<'_, 'm>,
     ) -> Result<(), LowerError> {
-        let (n, keep) = (scratch.n, rows.keep);
         let at = self.row_position(rows.dims, rows.d, row);
-        let base = index::scale(row, scratch.slots);
-        let i64c = |em: &mut Emitter<'m>, v: i64| em.b.constant(Const::Int { ty: Ty::I64, bits: v });
-        let keys = usize::from(scratch.lanes.first().is_some_and(|l| l.operand.is_none()));
-        let positions = |xs: &[ValueId], ys: &[ValueId]| {
-            scratch.lanes.first().filter(|l| l.operand.is_none()).map(|l| Positions {
-                first: xs[0],
-                second: ys[0],
-                ty: l.ty,
-            })
-        };
-        let zero = i64c(self, 0);
-        let kept = self.b.local(Ty::I64, zero);
+        let kept = Kept { base: index::scale(row, scratch.slots), keep: rows.keep };
+        let zero = self.b.constant(Const::Int { ty: Ty::I64, bits: 0 });
+        let count = self.b.local(Ty::I64, zero);
         let mark = self.mark();
-        let e = self.open_loop(0, n);
+        let e = self.open_loop(0, scratch.n);
         let src = with_dim(&at, rows.d, index::var(e));
-        let xs = self.element_lanes(scratch, e, &src);
-        let result = xs.and_then(|xs| {
-            let count = self.b.get_local(kept);
-            let keep_v = i64c(self, keep);
-            let full = self.b.cmp(CmpOp::Eq, Ty::I64, count, keep_v);
-            let yes = self.b.constant(Const::Pred(true));
-            let enters = self.b.local(Ty::Pred, yes);
-            let inner = self.mark();
-            self.b.begin_if(full);
-            let last = index::add_const(&base, keep - 1);
-            let ys: Vec<ValueId> = scratch.lanes.iter().map(|l| self.b.load(l.buf, last.clone())).collect();
-            let r = before(self, &xs[keys..], &ys[keys..], positions(&xs, &ys));
-            if let Ok(v) = r {
-                self.b.set_local(enters, v);
-            }
-            self.b.end_if();
-            self.forget_since(inner);
-            r?;
-            let enters = self.b.get_local(enters);
-            let inner = self.mark();
-            self.b.begin_if(enters);
-            // The free slot: after the kept elements, or the last one's when all are kept.
-            let top = i64c(self, keep - 1);
-            let start = self.b.binary(BinOp::SMin, Ty::I64, count, top);
-            let hole = self.b.local(Ty::I64, start);
-            let moving = self.b.local(Ty::Pred, yes);
-            let r = (|| {
-                if keep > 1 {
-                    let scan = self.mark();
-                    self.open_loop(0, keep - 1);
-                    let h = self.b.get_local(hole);
-                    let go = self.b.get_local(moving);
-                    let has_above = self.b.cmp(CmpOp::Sgt, Ty::I64, h, zero);
-                    let step = self.b.binary(BinOp::And, Ty::Pred, go, has_above);
-                    self.b.begin_if(step);
-                    let one = i64c(self, 1);
-                    let above = self.b.binary(BinOp::Sub, Ty::I64, h, one);
-                    let above_at = index::add(&base, &index::value(self.slot_index(above, keep)));
-                    let ys: Vec<ValueId> = scratch.lanes.iter().map(|l| self.b.load(l.buf, above_at.clone())).collect();
-                    let goes_first = before(self, &xs[keys..], &ys[keys..], positions(&xs, &ys))?;
-                    self.b.begin_if(goes_first);
-                    let hole_at = index::add(&base, &index::value(self.slot_index(h, keep)));
-                    for (lane, &y) in scratch.lanes.iter().zip(&ys) {
-                        self.b.store(lane.buf, hole_at.clone(), y);
-                    }
-                    self.b.set_local(hole, above);
-                    self.b.begin_else();
-                    let no = self.b.constant(Const::Pred(false));
-                    self.b.set_local(moving, no);
-                    self.b.end_if();
-                    self.b.end_if();
-                    self.b.end_loop();
-                    self.forget_since(scan);
-                }
-                let h = self.b.get_local(hole);
-                let hole_at = index::add(&base, &index::value(self.slot_index(h, keep)));
-                for (lane, &x) in scratch.lanes.iter().zip(&xs) {
-                    self.b.store(lane.buf, hole_at.clone(), x);
-                }
-                let one = i64c(self, 1);
-                let more = self.b.binary(BinOp::Add, Ty::I64, count, one);
-                let more = self.b.binary(BinOp::SMin, Ty::I64, more, keep_v);
-                self.b.set_local(kept, more);
-                Ok(())
-            })();
-            self.b.end_if();
-            self.forget_since(inner);
-            r
-        });
+        let r = self.element_lanes(scratch, e, &src).and_then(|x| self.offer(scratch, &kept, count, &x, before));
         self.b.end_loop();
         self.forget_since(mark);
-        result?;
-        self.write_kept(rows, scratch, &at, &base, write)
+        r?;
+        self.write_kept(rows, scratch, &at, &kept.base, write)
     }
 
-    /// A slot among a row's `keep` kept elements, clamped to them (the verifier trusts
-    /// data-dependent indices; the clamp is what makes that trust safe).
-    fn slot_index(&mut self, v: ValueId, keep: i64) -> ValueId {
-        let top = self.b.constant(Const::Int { ty: Ty::I64, bits: keep - 1 });
-        let v = self.b.binary(BinOp::UMin, Ty::I64, v, top);
-        self.bounds.set_value(v, 0, keep - 1);
-        v
+    /// Inserts element `x` (its lanes' values) among the kept ones (`count` of them so far)
+    /// when fewer are kept or it goes before the last.
+    fn offer(
+        &mut self,
+        scratch: &Scratch<'m>,
+        kept: &Kept,
+        count: LocalId,
+        x: &[ValueId],
+        before: &mut Before<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let n = self.b.get_local(count);
+        let keep = self.b.constant(Const::Int { ty: Ty::I64, bits: kept.keep });
+        let full = self.b.cmp(CmpOp::Eq, Ty::I64, n, keep);
+        let yes = self.b.constant(Const::Pred(true));
+        let enters = self.b.local(Ty::Pred, yes);
+        let inner = self.mark();
+        self.b.begin_if(full);
+        let last = self.load_lanes(scratch, &index::add_const(&kept.base, kept.keep - 1));
+        let r = self.goes_before(scratch, before, x, &last);
+        if let Ok(v) = r {
+            self.b.set_local(enters, v);
+        }
+        self.b.end_if();
+        self.forget_since(inner);
+        r?;
+        let enters = self.b.get_local(enters);
+        let inner = self.mark();
+        self.b.begin_if(enters);
+        let r = self.insert(scratch, kept, n, x, before);
+        if r.is_ok() {
+            let one = self.b.constant(Const::Int { ty: Ty::I64, bits: 1 });
+            let more = self.b.binary(BinOp::Add, Ty::I64, n, one);
+            let more = self.b.binary(BinOp::SMin, Ty::I64, more, keep);
+            self.b.set_local(count, more);
+        }
+        self.b.end_if();
+        self.forget_since(inner);
+        r
+    }
+
+    /// Moves `x` up from the free slot (after the `n` kept elements, or the last one's when all
+    /// are kept) past every kept element it goes before, shifting each down, and stores it.
+    fn insert(
+        &mut self,
+        scratch: &Scratch<'m>,
+        kept: &Kept,
+        n: ValueId,
+        x: &[ValueId],
+        before: &mut Before<'_, 'm>,
+    ) -> Result<(), LowerError> {
+        let top = self.b.constant(Const::Int { ty: Ty::I64, bits: kept.keep - 1 });
+        let start = self.b.binary(BinOp::SMin, Ty::I64, n, top);
+        let hole = self.b.local(Ty::I64, start);
+        let yes = self.b.constant(Const::Pred(true));
+        let moving = self.b.local(Ty::Pred, yes);
+        if kept.keep > 1 {
+            let scan = self.mark();
+            self.open_loop(0, kept.keep - 1);
+            let h = self.b.get_local(hole);
+            let go = self.b.get_local(moving);
+            let zero = self.b.constant(Const::Int { ty: Ty::I64, bits: 0 });
+            let has_above = self.b.cmp(CmpOp::Sgt, Ty::I64, h, zero);
+            let step = self.b.binary(BinOp::And, Ty::Pred, go, has_above);
+            self.b.begin_if(step);
+            let one = self.b.constant(Const::Int { ty: Ty::I64, bits: 1 });
+            let above = self.b.binary(BinOp::Sub, Ty::I64, h, one);
+            let above_at = kept.slot(self, above);
+            let y = self.load_lanes(scratch, &above_at);
+            let r = self.goes_before(scratch, before, x, &y);
+            if let Ok(first) = r {
+                self.b.begin_if(first);
+                let at = kept.slot(self, h);
+                self.store_lanes(scratch, &at, &y);
+                self.b.set_local(hole, above);
+                self.b.begin_else();
+                let no = self.b.constant(Const::Pred(false));
+                self.b.set_local(moving, no);
+                self.b.end_if();
+            }
+            self.b.end_if();
+            self.b.end_loop();
+            self.forget_since(scan);
+            r?;
+        }
+        let h = self.b.get_local(hole);
+        let at = kept.slot(self, h);
+        self.store_lanes(scratch, &at, x);
+        Ok(())
+    }
+
+    /// Whether the element whose lanes hold `first` goes before the one whose lanes hold
+    /// `second` (a `Pred`).
+    fn goes_before(
+        &mut self,
+        scratch: &Scratch<'m>,
+        before: &mut Before<'_, 'm>,
+        first: &[ValueId],
+        second: &[ValueId],
+    ) -> Result<ValueId, LowerError> {
+        let position = scratch.lanes.first().filter(|l| l.operand.is_none());
+        let positions = position.map(|l| Positions { first: first[0], second: second[0], ty: l.ty });
+        let keys = usize::from(position.is_some());
+        before(self, &first[keys..], &second[keys..], positions)
+    }
+
+    fn load_lanes(&mut self, scratch: &Scratch<'m>, at: &IndexExpr) -> Vec<ValueId> {
+        scratch.lanes.iter().map(|l| self.b.load(l.buf, at.clone())).collect()
+    }
+
+    fn store_lanes(&mut self, scratch: &Scratch<'m>, at: &IndexExpr, values: &[ValueId]) {
+        for (lane, &v) in scratch.lanes.iter().zip(values) {
+            self.b.store(lane.buf, at.clone(), v);
+        }
     }
 
     /// Writes element `k` of the row (at logical index `src`) into every lane at `slot`.
@@ -665,19 +693,13 @@ impl<'m> Emitter<'m> {
             lefts.push(self.b.load(lane.buf, index::add(&src, &index::value(ic))));
             rights.push(self.b.load(lane.buf, index::add(&src, &index::value(jc))));
         }
-        let keys = usize::from(scratch.lanes.first().is_some_and(|l| l.operand.is_none()));
 
         let no = self.b.constant(Const::Pred(false));
         let lfirst = self.b.local(Ty::Pred, no);
         let both = self.b.binary(BinOp::And, Ty::Pred, has_left, has_right);
         let inner = self.mark();
         self.b.begin_if(both);
-        let positions = scratch.lanes.first().filter(|l| l.operand.is_none()).map(|l| Positions {
-            first: rights[0],
-            second: lefts[0],
-            ty: l.ty,
-        });
-        let r = before(self, &rights[keys..], &lefts[keys..], positions);
+        let r = self.goes_before(scratch, before, &rights, &lefts);
         if let Ok(v) = r {
             self.b.set_local(lfirst, v);
         }
@@ -717,6 +739,23 @@ impl<'m> Emitter<'m> {
         let v = self.b.binary(BinOp::UMin, Ty::I64, wide, top);
         self.bounds.set_value(v, 0, n - 1);
         v
+    }
+}
+
+/// A row's kept elements (`select_row`): `keep` slots of each lane from `base`.
+struct Kept {
+    base: IndexExpr,
+    keep: i64,
+}
+
+impl Kept {
+    /// The slot of data-dependent position `v`, clamped to the kept ones (the verifier trusts
+    /// data-dependent indices; the clamp is what makes that trust safe).
+    fn slot(&self, em: &mut Emitter<'_>, v: ValueId) -> IndexExpr {
+        let top = em.b.constant(Const::Int { ty: Ty::I64, bits: self.keep - 1 });
+        let v = em.b.binary(BinOp::UMin, Ty::I64, v, top);
+        em.bounds.set_value(v, 0, self.keep - 1);
+        index::add(&self.base, &index::value(v))
     }
 }
 

@@ -60,9 +60,8 @@ impl<'m> Emitter<'m> {
         }
         let fold = WindowFold::start(self, f, id, idx.len())?;
         let window = window_dims(f.comp.inst(id), &fold.in_dims)?;
-        let in_dims = fold.in_dims.clone();
         let mut body = |em: &mut Emitter<'m>, oi: &[IndexExpr]| fold.step(em, oi);
-        self.for_each_in_window(idx, &window, &in_dims, &mut body)?;
+        self.for_each_in_window(idx, &window, &fold.in_dims, &mut body)?;
         let out = fold.finish(self);
         self.multi_log.push(key.clone());
         self.multi_cache.insert(key, out.clone());
