@@ -3,6 +3,7 @@
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Value};
+use cranelift_frontend::FunctionBuilder;
 use tessera_lower::kernel::{BinOp, CastOp, CmpOp, Const, Ty, UnOp, ValueId};
 
 use super::function::{cl_type, Translator};
@@ -35,6 +36,17 @@ pub(crate) fn float_cc(op: CmpOp) -> Option<FloatCC> {
         CmpOp::FNe => FloatCC::NotEqual,
         _ => return None,
     })
+}
+
+/// `fcmp cc x y`, with `>` and `>=` asked as `<` and `<=` of the swapped operands (the same
+/// predicate, NaN included): x64 lowers a select between x and y on `x < y` to one `minps` or
+/// `maxps` (a clamp is such a select), and only matches the `<` form.
+pub(crate) fn fcmp(b: &mut FunctionBuilder, cc: FloatCC, x: Value, y: Value) -> Value {
+    match cc {
+        FloatCC::GreaterThan => b.ins().fcmp(FloatCC::LessThan, y, x),
+        FloatCC::GreaterThanOrEqual => b.ins().fcmp(FloatCC::LessThanOrEqual, y, x),
+        _ => b.ins().fcmp(cc, x, y),
+    }
 }
 
 fn unsupported<T>(what: impl std::fmt::Display) -> Result<T> {
@@ -144,7 +156,7 @@ impl Translator<'_, '_> {
         let y = self.typed(b, ty)?;
         let v = if ty.is_float() {
             match float_cc(op) {
-                Some(cc) => self.b.ins().fcmp(cc, x, y),
+                Some(cc) => fcmp(&mut self.b, cc, x, y),
                 None => return unsupported(format!("comparison {op:?} on {ty:?}")),
             }
         } else {

@@ -28,7 +28,8 @@
 
 use std::collections::HashMap;
 
-use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
+use cranelift_codegen::ir::{types, Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode, Type, Value};
 use cranelift_frontend::Variable;
 use tessera_lower::kernel::{
     BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
@@ -36,7 +37,7 @@ use tessera_lower::kernel::{
 
 use super::function::{cl_type, mem_flags, Translator};
 use super::index::access_form;
-use super::ops::{float_cc, int_cc};
+use super::ops::{fcmp, float_cc, int_cc};
 use super::{Failure, Result};
 
 /// The translation met something the plan did not admit (a bug in this file).
@@ -642,6 +643,33 @@ impl Translator<'_, '_> {
         Ok(self.b.ins().splat(vt, lane))
     }
 
+    /// Whether `v` is a splat of a zero constant (all bits clear).
+    fn is_zero_splat(&self, v: Value) -> bool {
+        let dfg = &self.b.func.dfg;
+        let Some(inst) = dfg.value_def(v).inst() else { return false };
+        let InstructionData::Unary { opcode: Opcode::Splat, arg } = dfg.insts[inst] else { return false };
+        let Some(lane) = dfg.value_def(arg).inst() else { return false };
+        match dfg.insts[lane] {
+            InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } => imm.bits() == 0,
+            InstructionData::UnaryIeee32 { opcode: Opcode::F32const, imm } => imm.bits() == 0,
+            InstructionData::UnaryIeee64 { opcode: Opcode::F64const, imm } => imm.bits() == 0,
+            _ => false,
+        }
+    }
+
+    /// The constant amount of the logical right shift that defines `v`, if one does.
+    fn shifted_right_by(&self, v: Value) -> Option<i64> {
+        let dfg = &self.b.func.dfg;
+        let InstructionData::Binary { opcode: Opcode::Ushr, args: [_, amount] } = dfg.insts[dfg.value_def(v).inst()?]
+        else {
+            return None;
+        };
+        match dfg.insts[dfg.value_def(amount).inst()?] {
+            InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } => Some(imm.bits()),
+            _ => None,
+        }
+    }
+
     fn vector_op(&mut self, op: &Op, ty: Ty, lanes: i64, vectors: &HashMap<ValueId, (Value, Ty)>) -> Result<Value> {
         let vt = vector_type(ty, lanes);
         Ok(match op {
@@ -655,10 +683,22 @@ impl Translator<'_, '_> {
             }
             Op::Unary { op, ty, a } => {
                 let x = self.vector_operand(*a, *ty, lanes, vectors)?;
+                // x64 lowers a vector fneg or fabs to three ops, making the sign mask from all
+                // ones each time; one bit op with the mask as a (loop-invariant) constant
+                // does the same.
+                if ty.is_float() && matches!(op, UnOp::Neg | UnOp::Abs) {
+                    let sign = if *ty == Ty::F64 { 1u64 << 63 } else { 1 << 31 };
+                    let bits = if *op == UnOp::Neg { sign } else { !sign };
+                    let lane = if *ty == Ty::F64 {
+                        self.b.ins().f64const(Ieee64::with_bits(bits))
+                    } else {
+                        self.b.ins().f32const(Ieee32::with_bits(bits as u32))
+                    };
+                    let mask = self.b.ins().splat(vt, lane);
+                    return Ok(if *op == UnOp::Neg { self.b.ins().bxor(x, mask) } else { self.b.ins().band(x, mask) });
+                }
                 let ins = self.b.ins();
                 match (op, ty.is_float()) {
-                    (UnOp::Neg, true) => ins.fneg(x),
-                    (UnOp::Abs, true) => ins.fabs(x),
                     (UnOp::Sqrt, _) => ins.sqrt(x),
                     (UnOp::Floor, _) => ins.floor(x),
                     (UnOp::Ceil, _) => ins.ceil(x),
@@ -706,7 +746,7 @@ impl Translator<'_, '_> {
                 let x = self.vector_operand(*a, *ty, lanes, vectors)?;
                 let y = self.vector_operand(*b, *ty, lanes, vectors)?;
                 match (float_cc(*op), int_cc(*op)) {
-                    (Some(cc), _) if ty.is_float() => self.b.ins().fcmp(cc, x, y),
+                    (Some(cc), _) if ty.is_float() => fcmp(&mut self.b, cc, x, y),
                     (_, Some(cc)) if !ty.is_float() => self.b.ins().icmp(cc, x, y),
                     _ => return Err(mismatch()),
                 }
@@ -721,7 +761,15 @@ impl Translator<'_, '_> {
                     } else {
                         self.b.ins().bitcast(vt, lane_cast_flags(), mask)
                     };
-                    self.b.ins().bitselect(mask, x, y)
+                    // A select against zero is one bit op (x64 blends a general one in two or
+                    // three); the lanes of a mask are all ones or all zeros.
+                    if self.is_zero_splat(x) {
+                        self.b.ins().band_not(y, mask)
+                    } else if self.is_zero_splat(y) {
+                        self.b.ins().band(x, mask)
+                    } else {
+                        self.b.ins().bitselect(mask, x, y)
+                    }
                 } else {
                     let c = self.typed(*cond, Ty::Pred)?;
                     self.b.ins().select(c, x, y)
@@ -744,6 +792,11 @@ impl Translator<'_, '_> {
                         return Ok(self.b.ins().sshr(up, sixteen));
                     }
                     CastOp::Trunc => {
+                        // A logical shift right by 16 or more (a bf16's bits, narrowed)
+                        // leaves nothing above the low half to clear.
+                        if self.shifted_right_by(x).is_some_and(|k| (16..32).contains(&k)) {
+                            return Ok(x);
+                        }
                         let mask = self.b.ins().iconst(types::I32, 0xffff);
                         let mask = self.b.ins().splat(types::I32X4, mask);
                         return Ok(self.b.ins().band(x, mask));

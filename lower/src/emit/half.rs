@@ -38,18 +38,22 @@ pub fn f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
 /// lower half meaningless.
 fn bf16_rounded_bits(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
-    let mag = bin(b, BinOp::And, x, 0x7fff_ffff);
-    let inf = c32(b, 0x7f80_0000);
-    // Signed: mag is non-negative, and x86 vectors compare only signed integers.
-    let is_nan = b.cmp(CmpOp::Sgt, Ty::I32, mag, inf);
-    let nan = bin(b, BinOp::Or, x, 0x40 << 16);
+    // One unordered compare finds NaNs (testing the magnitude's bits took two ops), and the
+    // NaN case is masking rather than a select between two results: a NaN gets no rounding
+    // bias, only the quiet bit. Selects against zero are one bit op in vector code; a blend
+    // of two values is two or three.
+    let is_nan = b.cmp(CmpOp::FNe, Ty::F32, f, f);
+    let zero = c32(b, 0);
     // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry moves into the
     // exponent, which is exactly the rounding to the next binade or to infinity.
     let hi = bin(b, BinOp::LShr, x, 16);
     let odd = bin(b, BinOp::And, hi, 1);
     let bias = bin(b, BinOp::Add, odd, 0x7fff);
+    let bias = b.select(Ty::I32, is_nan, zero, bias);
     let sum = b.binary(BinOp::Add, Ty::I32, x, bias);
-    b.select(Ty::I32, is_nan, nan, sum)
+    let quiet_bit = c32(b, 0x40 << 16);
+    let quiet = b.select(Ty::I32, is_nan, quiet_bit, zero);
+    b.binary(BinOp::Or, Ty::I32, sum, quiet)
 }
 
 /// `I16` f16 bits to the `F32` of the same value.
@@ -150,10 +154,10 @@ pub fn round_f32_to(b: &mut KernelBuilder, f: ValueId, bf16: bool) -> ValueId {
 /// is used as an f32 (every bf16 op's result), no narrowing to `I16` and widening back.
 fn round_f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     let r = bf16_rounded_bits(b, f);
-    let r = bin(b, BinOp::And, r, 0xffff_0000);
-    let v = b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, r);
+    let masked = bin(b, BinOp::And, r, 0xffff_0000);
+    let v = b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, masked);
     // Narrowing `v` (to store it) is `r`'s upper half: `v` is no signaling NaN, and every
-    // other bf16 value round-trips.
+    // other bf16 value round-trips. `r` unmasked, so a value only stored needs no mask.
     b.note_narrow_bits(v, BF16_IN_F32, r);
     v
 }

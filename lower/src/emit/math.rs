@@ -456,31 +456,38 @@ fn exp_lean<M: MathOps>(m: &mut M, x: M::F) -> (M::F, M::I) {
 
 /// e^x over the whole range, including overflow and gradual underflow.
 fn exp_full<M: MathOps>(m: &mut M, x: M::F) -> M::F {
-    // Beyond 89 the result is inf; clamping keeps 2^k encodable. The clamps are compares and
-    // selects (a NaN fails both compares and flows through), which cost a third of
-    // NaN-propagating max/min in vector code.
-    let hi = m.f(89.0);
-    let above = m.gt(x, hi);
-    let x = m.select(above, hi, x);
-    // Above -86.6 the result is normal (k >= -125), the usual case, and the plain scaling
-    // serves; below it the result is subnormal or zero, which only scale2's tiny routine
-    // computes without a microcode assist per lane. Kernels run the normal routine on every
-    // lane (lanes below the bound compute e^-86.6 there and take the tiny routine's result).
-    let bound = m.f(-86.6);
-    let tiny = m.lt(x, bound);
-    let xn = m.select(tiny, bound, x);
-    let normal = m.not_p(tiny);
+    // On [-86.6, 88] (the usual case) k lies in [-125, 127], so 2^k is one normal factor and
+    // p 2^k one exact multiply. Outside it the result is subnormal, zero, near overflow or inf,
+    // which only the edge routine computes: two factors keep 2^k encodable up to inf, and
+    // scale2_tiny assembles subnormals from their bits without a microcode assist per lane.
+    // Kernels run the normal routine on every lane, so its argument is clamped into the range
+    // (no subnormal products there); a lane whose clamp moved it, or a NaN, takes the edge
+    // routine's result. The clamps are compare-selects, which vector code does in one min or
+    // max each.
+    let hi = m.f(88.0);
+    let lo = m.f(-86.6);
+    let big = m.gt(x, hi);
+    let xn = m.select(big, hi, x);
+    let tiny = m.lt(xn, lo);
+    let xn = m.select(tiny, lo, xn);
+    let edge = m.ne(xn, x);
+    let normal = m.not_p(edge);
     let [r] = m.choose(
         normal,
         |m| {
             let (p, ki) = exp_lean(m, xn);
-            [scale2_plain(m, p, ki)]
+            let s = pow2i(m, ki);
+            [m.mul(p, s)]
         },
         |m| {
-            // Below -104 the result rounds to 0.
-            let lo = m.f(-104.0);
-            let below = m.lt(x, lo);
-            let xt = m.select(below, lo, x);
+            // Beyond 89 the result is inf and below -104 it rounds to 0; clamping keeps k in
+            // what the scalings encode.
+            let top = m.f(89.0);
+            let above = m.gt(x, top);
+            let xt = m.select(above, top, x);
+            let bottom = m.f(-104.0);
+            let below = m.lt(xt, bottom);
+            let xt = m.select(below, bottom, xt);
             let (p, ki) = exp_lean(m, xt);
             [scale2_tiny(m, p, ki)]
         },

@@ -7,17 +7,20 @@ use std::collections::HashMap;
 use super::math::MathOps;
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, LocalId, Op, Ty, UnOp, ValueId};
 
-/// A [`MathOps`] that appends to a kernel. Constants are made once per instance: one instance
-/// serves one function call, whose statements land in one scope but for the branch of
-/// [`MathOps::choose`], which forgets the constants it made when it closes.
+/// A [`MathOps`] that appends to a kernel. Constants and negations are made once per
+/// instance: one instance serves one function call, whose statements land in one scope but for
+/// the branch of [`MathOps::choose`], which forgets what it made when it closes.
 pub struct IrMath<'b> {
     b: &'b mut KernelBuilder,
     consts: HashMap<Const, ValueId>,
+    /// Each predicate negated so far and its negation, both ways: `choose` negates its
+    /// predicate for the branch, which is often a negation already.
+    negations: HashMap<ValueId, ValueId>,
 }
 
 impl<'b> IrMath<'b> {
     pub fn new(b: &'b mut KernelBuilder) -> IrMath<'b> {
-        IrMath { b, consts: HashMap::new() }
+        IrMath { b, consts: HashMap::new(), negations: HashMap::new() }
     }
 
     fn constant(&mut self, c: Const) -> ValueId {
@@ -129,7 +132,13 @@ impl MathOps for IrMath<'_> {
         self.b.binary(BinOp::Or, Ty::Pred, a, b)
     }
     fn not_p(&mut self, a: ValueId) -> ValueId {
-        self.b.unary(UnOp::Not, Ty::Pred, a)
+        if let Some(&n) = self.negations.get(&a) {
+            return n;
+        }
+        let n = self.b.unary(UnOp::Not, Ty::Pred, a);
+        self.negations.insert(a, n);
+        self.negations.insert(n, a);
+        n
     }
     fn to_bits(&mut self, a: ValueId) -> ValueId {
         self.b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, a)
@@ -187,8 +196,8 @@ impl MathOps for IrMath<'_> {
         let locals: [LocalId; N] = std::array::from_fn(|i| self.b.local(Ty::F32, a[i]));
         let not_p = self.not_p(p);
         let any = self.b.let_(Op::AnyLane { a: not_p });
-        // Constants made inside the branch are not visible after it.
-        let outer = self.consts.clone();
+        // Constants and negations made inside the branch are not visible after it.
+        let outer = (self.consts.clone(), self.negations.clone());
         self.b.begin_if(any);
         let b = slow(self);
         for (i, &l) in locals.iter().enumerate() {
@@ -196,7 +205,7 @@ impl MathOps for IrMath<'_> {
             self.b.set_local(l, v);
         }
         self.b.end_if();
-        self.consts = outer;
+        (self.consts, self.negations) = outer;
         locals.map(|l| self.b.get_local(l))
     }
 }
