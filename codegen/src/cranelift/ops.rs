@@ -40,11 +40,14 @@ pub(crate) fn float_cc(op: CmpOp) -> Option<FloatCC> {
 
 /// `fcmp cc x y`, with `>` and `>=` asked as `<` and `<=` of the swapped operands (the same
 /// predicate, NaN included): x64 lowers a select between x and y on `x < y` to one `minps` or
-/// `maxps` (a clamp is such a select), and only matches the `<` form.
+/// `maxps` (a clamp is such a select), and only matches the `<` form. `x != x` is asked as
+/// "unordered" (the same predicate): a scalar select on it is one `cmovp`, where `!=` takes
+/// two conditional moves.
 pub(crate) fn fcmp(b: &mut FunctionBuilder, cc: FloatCC, x: Value, y: Value) -> Value {
     match cc {
         FloatCC::GreaterThan => b.ins().fcmp(FloatCC::LessThan, y, x),
         FloatCC::GreaterThanOrEqual => b.ins().fcmp(FloatCC::LessThanOrEqual, y, x),
+        FloatCC::NotEqual if x == y => b.ins().fcmp(FloatCC::Unordered, x, x),
         _ => b.ins().fcmp(cc, x, y),
     }
 }

@@ -38,22 +38,19 @@ pub fn f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
 /// lower half meaningless.
 fn bf16_rounded_bits(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
-    // One unordered compare finds NaNs (testing the magnitude's bits took two ops), and the
-    // NaN case is masking rather than a select between two results: a NaN gets no rounding
-    // bias, only the quiet bit. Selects against zero are one bit op in vector code; a blend
-    // of two values is two or three.
+    // One unordered compare finds NaNs, where testing the magnitude's bits took two ops.
+    // Masking the bias and the quiet bit instead of selecting between two results saves
+    // Cranelift's vectors a blend (a bf16 layer norm ran 5% faster) but costs scalar code two
+    // conditional moves (a tiled bf16 loop ran 20% slower), so the one select stays.
     let is_nan = b.cmp(CmpOp::FNe, Ty::F32, f, f);
-    let zero = c32(b, 0);
+    let nan = bin(b, BinOp::Or, x, 0x40 << 16);
     // Adding 0x7fff plus the kept lowest bit rounds half to even; a carry moves into the
     // exponent, which is exactly the rounding to the next binade or to infinity.
     let hi = bin(b, BinOp::LShr, x, 16);
     let odd = bin(b, BinOp::And, hi, 1);
     let bias = bin(b, BinOp::Add, odd, 0x7fff);
-    let bias = b.select(Ty::I32, is_nan, zero, bias);
     let sum = b.binary(BinOp::Add, Ty::I32, x, bias);
-    let quiet_bit = c32(b, 0x40 << 16);
-    let quiet = b.select(Ty::I32, is_nan, quiet_bit, zero);
-    b.binary(BinOp::Or, Ty::I32, sum, quiet)
+    b.select(Ty::I32, is_nan, nan, sum)
 }
 
 /// `I16` f16 bits to the `F32` of the same value.
