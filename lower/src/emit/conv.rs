@@ -167,9 +167,13 @@ fn strides(map: &LayoutMap) -> Option<Vec<i64>> {
     Some(out)
 }
 
-/// Below this many multiply-adds a convolution is emitted as loops: the runtime call's
-/// packing would cost more than it saves.
-const RUNTIME_MIN_MACS: i64 = 1 << 16;
+/// Below this many multiply-adds a convolution with base (input) dilation is emitted as loops:
+/// the runtime's im2col blocks hold the holes between dilated elements, which made a small
+/// transposed convolution (conv2d_grad's input gradient) 10x slower than its loops. Others
+/// call the runtime whatever their size: as loops, LLVM spent 20-40 ms unrolling and
+/// vectorizing even a small one (more than XLA:CPU's whole compile of the module), and
+/// Cranelift ran it scalar.
+const DILATED_MIN_MACS: i64 = 1 << 16;
 
 impl<'m> Emitter<'m> {
     /// Element `idx` of convolution `id`.
@@ -374,7 +378,8 @@ impl<'m> Emitter<'m> {
         let k = g.taps() * g.group_in;
         let macs = points.saturating_mul(k).saturating_mul(g.out_features);
         // Tiny contractions or few output features per group (depthwise) make poor GEMMs.
-        if macs < RUNTIME_MIN_MACS || k < 8 || g.group_out() < 4 {
+        let dilated = g.window.dims.iter().any(|w| w.base_dilation > 1);
+        if (dilated && macs < DILATED_MIN_MACS) || k < 8 || g.group_out() < 4 {
             return Ok(false);
         }
         let mut desc = vec![
