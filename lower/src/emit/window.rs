@@ -46,6 +46,11 @@ pub(crate) fn window_dims(inst: &Instruction, in_dims: &[i64]) -> Result<Vec<Win
     Ok(dims)
 }
 
+/// Windows of at most this many positions are unrolled: with no loop left inside it, the loop
+/// over the output's contiguous dimension (a pooling's channels) is a vector loop on both
+/// tiers, where Cranelift ran it scalar around the window's loops.
+const UNROLLED_TAPS: i64 = 9;
+
 impl<'m> Emitter<'m> {
     /// The values (one per reduced operand) of element `idx` of reduce-window `id`.
     pub(crate) fn reduce_window_values(
@@ -92,6 +97,26 @@ impl<'m> Emitter<'m> {
                 return Ok(());
             }
             bases.push(base);
+        }
+        let taps: i64 = window.iter().map(|w| w.size).product();
+        if taps <= UNROLLED_TAPS {
+            // Each position at a constant offset from the base, in the same row-major order.
+            for tap in 0..taps {
+                let mut rest = tap;
+                let mut offsets = vec![0; window.len()];
+                for (o, w) in offsets.iter_mut().zip(window).rev() {
+                    *o = rest % w.size;
+                    rest /= w.size;
+                }
+                let positions: Vec<IndexExpr> = window
+                    .iter()
+                    .zip(&bases)
+                    .zip(&offsets)
+                    .map(|((w, base), &o)| index::add_const(base, o * w.window_dilation))
+                    .collect();
+                self.window_element(&positions, window, in_dims, body)?;
+            }
+            return Ok(());
         }
         let mark = self.mark();
         let mut opened = 0;
