@@ -48,7 +48,8 @@ pub(crate) fn window_dims(inst: &Instruction, in_dims: &[i64]) -> Result<Vec<Win
 
 /// Windows of at most this many positions are unrolled: with no loop left inside it, the loop
 /// over the output's contiguous dimension (a pooling's channels) is a vector loop on both
-/// tiers, where Cranelift ran it scalar around the window's loops.
+/// tiers, where Cranelift ran it scalar around the window's loops (the corpus's 3x3 and 2x2 max
+/// pools 23 -> 8 us on Cranelift, 5.4 -> 1.6 us on LLVM).
 const UNROLLED_TAPS: i64 = 9;
 
 impl<'m> Emitter<'m> {
@@ -74,8 +75,9 @@ impl<'m> Emitter<'m> {
     }
 
     /// Calls `body` at every operand element under the window at output index `out`, in
-    /// row-major window order: one loop per window dimension wider than 1, and a branch
-    /// around the body when some position may fall on padding or a dilation hole.
+    /// row-major window order: each position in turn for a window of at most
+    /// [`UNROLLED_TAPS`], else one loop per window dimension wider than 1; and a branch around
+    /// the body when some position may fall on padding or a dilation hole.
     pub(crate) fn for_each_in_window(
         &mut self,
         out: &[IndexExpr],
@@ -98,7 +100,7 @@ impl<'m> Emitter<'m> {
             }
             bases.push(base);
         }
-        let taps: i64 = window.iter().map(|w| w.size).product();
+        let taps = window.iter().try_fold(1i64, |n, w| n.checked_mul(w.size)).unwrap_or(i64::MAX);
         if taps <= UNROLLED_TAPS {
             // Each position at a constant offset from the base, in the same row-major order.
             for tap in 0..taps {
