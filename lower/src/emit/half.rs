@@ -159,8 +159,9 @@ fn round_f32_to_bf16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     v
 }
 
-/// The `narrow_bits` keys: a rounded f16 value's `I16` bits ([`round_f32_to`]), and a rounded
-/// bf16 value's f32 bits ([`round_f32_to_bf16`]).
+/// The `narrow_bits` keys: a rounded f16 value's `I16` bits ([`round_f32_to`]), and I32 bits
+/// whose upper half is a rounded bf16 value's, the lower half meaningless
+/// ([`round_f32_to_bf16`]; [`f32_to_bf16`] reads only the upper half).
 const F16_BITS: u8 = 2;
 const BF16_IN_F32: u8 = 3;
 
