@@ -21,6 +21,34 @@ pub struct KernelBuilder {
     narrow_bits: std::collections::HashMap<(ValueId, u8), ValueId>,
     /// Whether generated arithmetic may use [`Op::Fma`] ([`Self::use_fused_multiply_add`]).
     fused_multiply_add: bool,
+    /// What each value (by id) is known to be if it is a NaN ([`NanFacts`]).
+    nan_facts: Vec<NanFacts>,
+    /// The `F32` constants, which LLVM may fold arithmetic with.
+    float_constants: std::collections::HashSet<ValueId>,
+}
+
+/// What an `F32` value's bits are known to be if the value is a NaN. bf16 rounding needs no
+/// NaN test for a NaN known to be quiet with a zero lower half: adding the rounding bias
+/// then carries nothing into the upper half, which is already the quieted bf16 NaN.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NanFacts {
+    /// The lower 16 bits are zero (bf16 values widened or rounded, and arithmetic on them:
+    /// a NaN result is the default NaN or one of the operands' NaNs, quieted).
+    pub low_half_zero: bool,
+    /// The quiet bit is set (results of IEEE arithmetic, rounded values).
+    pub quiet: bool,
+}
+
+impl NanFacts {
+    pub const NONE: NanFacts = NanFacts { low_half_zero: false, quiet: false };
+    /// A bf16 value as widening gives it (signaling NaNs stay signaling).
+    pub const BF16: NanFacts = NanFacts { low_half_zero: true, quiet: false };
+    /// A bf16 value after a rounding, which quiets NaNs.
+    pub const QUIET_BF16: NanFacts = NanFacts { low_half_zero: true, quiet: true };
+
+    fn meet(self, other: NanFacts) -> NanFacts {
+        NanFacts { low_half_zero: self.low_half_zero && other.low_half_zero, quiet: self.quiet && other.quiet }
+    }
 }
 
 impl KernelBuilder {
@@ -37,6 +65,8 @@ impl KernelBuilder {
             open_ifs: Vec::new(),
             narrow_bits: std::collections::HashMap::new(),
             fused_multiply_add: false,
+            nan_facts: Vec::new(),
+            float_constants: std::collections::HashSet::new(),
         }
     }
 
@@ -79,8 +109,68 @@ impl KernelBuilder {
     pub fn let_(&mut self, op: Op) -> ValueId {
         let v = ValueId(self.next_value);
         self.next_value += 1;
+        let facts = self.derive_nan_facts(&op);
+        self.set_nan_facts(v, facts);
+        if matches!(op, Op::Const(Const::F32(_))) {
+            self.float_constants.insert(v);
+        }
         self.push(Stmt::Let(v, op));
         v
+    }
+
+    /// What `value` is known to be if it is a NaN: derived for each op as it is built, or
+    /// recorded by the lowering ([`Self::note_nan_facts`]).
+    pub fn nan_facts(&self, value: ValueId) -> NanFacts {
+        self.nan_facts.get(value.0 as usize).copied().unwrap_or_default()
+    }
+
+    /// Records what the lowering knows of `value` if it is a NaN (a bf16 widening or
+    /// rounding, whose bit operations the derivation does not follow).
+    pub fn note_nan_facts(&mut self, value: ValueId, facts: NanFacts) {
+        self.set_nan_facts(value, facts);
+    }
+
+    fn set_nan_facts(&mut self, value: ValueId, facts: NanFacts) {
+        let i = value.0 as usize;
+        if facts == NanFacts::NONE && i >= self.nan_facts.len() {
+            return;
+        }
+        if i >= self.nan_facts.len() {
+            self.nan_facts.resize(i + 1, NanFacts::NONE);
+        }
+        self.nan_facts[i] = facts;
+    }
+
+    /// The facts an `F32` op's result inherits. IEEE arithmetic returns the default NaN or one
+    /// of its NaN operands, quieted (x86, AArch64, and LLVM's NaN rules); with a constant
+    /// operand LLVM may fold an identity (`x * 1.0`) and hand a signaling operand on
+    /// unquieted, so only arithmetic on non-constants is known quiet. Sign operations and
+    /// selects keep their operands' bits. Anything else (min/max, rounding to integers, the
+    /// math functions, locals) is unknown.
+    fn derive_nan_facts(&self, op: &Op) -> NanFacts {
+        let constant = |v: &ValueId| self.float_constants.contains(v);
+        let arithmetic = |operands: &[&ValueId]| {
+            let low_half_zero = operands.iter().all(|v| self.nan_facts(**v).low_half_zero);
+            NanFacts { low_half_zero, quiet: !operands.iter().any(|v| constant(v)) }
+        };
+        match op {
+            Op::Const(Const::F32(bits)) => {
+                let x = f32::from_bits(*bits);
+                if !x.is_nan() {
+                    NanFacts::QUIET_BF16
+                } else {
+                    NanFacts { low_half_zero: bits & 0xffff == 0, quiet: bits & 0x40_0000 != 0 }
+                }
+            }
+            Op::Binary { op: BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::FDiv, ty: Ty::F32, a, b } => {
+                arithmetic(&[a, b])
+            }
+            Op::Fma { ty: Ty::F32, a, b, c } => arithmetic(&[a, b, c]),
+            Op::Unary { op: UnOp::Sqrt, ty: Ty::F32, a } => arithmetic(&[a]),
+            Op::Unary { op: UnOp::Neg | UnOp::Abs, ty: Ty::F32, a } => self.nan_facts(*a),
+            Op::Select { ty: Ty::F32, a, b, .. } => self.nan_facts(*a).meet(self.nan_facts(*b)),
+            _ => NanFacts::NONE,
+        }
     }
 
     pub fn constant(&mut self, c: Const) -> ValueId {

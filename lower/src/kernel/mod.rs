@@ -46,7 +46,7 @@ mod traffic;
 /// The verifier of this module's contract.
 pub mod verify;
 
-pub use builder::KernelBuilder;
+pub use builder::{KernelBuilder, NanFacts};
 pub use interp::{run_kernel, run_program, run_program_with, Fault, KernelRunError};
 pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
