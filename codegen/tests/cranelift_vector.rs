@@ -321,3 +321,82 @@ fn uniform_calls_locals_and_writable_loads_in_vector_loops() {
     ];
     run(&kernel, &mut bufs);
 }
+
+/// `out[g, i] = bf16(x * y + x)` over `i in start..end` (bf16 bits widened by a 16-bit shift,
+/// narrowed by truncation), plus `sum[g] += x * y` as a 16-lane reduction when `reduce`; `y`
+/// is a buffer the kernel writes when `y_written` (which keeps the halves apart).
+fn bf16_rows(rows: i64, start: i64, end: i64, width: u32, reduce: bool, y_written: bool) -> Kernel {
+    let cols = end + 1;
+    let mut k = KernelBuilder::new("bf16_rows", rows);
+    let x = k.buffer("x", MemType::Scalar(Ty::I16), rows * cols, false);
+    let y = k.buffer("y", MemType::Scalar(Ty::I16), rows * cols, y_written);
+    let out = k.buffer("out", MemType::Scalar(Ty::I16), rows * cols, true);
+    let sum = k.buffer("sum", MemType::Scalar(Ty::F32), rows, true);
+    let g = k.grid_var();
+    let zero = k.constant(Const::F32(0));
+    let acc = k.local(Ty::F32, zero);
+    let i = k.begin_loop(start, end);
+    let at = IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(i), 1)], offset: 0 };
+    let sixteen = k.constant(Const::Int { ty: Ty::I32, bits: 16 });
+    let widen = |k: &mut KernelBuilder, buf| {
+        let h = k.load(buf, at.clone());
+        let w = k.cast(CastOp::ZExt, Ty::I16, Ty::I32, h);
+        let s = k.binary(BinOp::Shl, Ty::I32, w, sixteen);
+        k.cast(CastOp::Bitcast, Ty::I32, Ty::F32, s)
+    };
+    let xv = widen(&mut k, x);
+    let yv = widen(&mut k, y);
+    let p = k.binary(BinOp::Mul, Ty::F32, xv, yv);
+    if reduce {
+        let a = k.get_local(acc);
+        let s = k.binary(BinOp::Add, Ty::F32, a, p);
+        k.set_local(acc, s);
+    }
+    let r = k.binary(BinOp::Add, Ty::F32, p, xv);
+    let bits = k.cast(CastOp::Bitcast, Ty::F32, Ty::I32, r);
+    let hi = k.binary(BinOp::LShr, Ty::I32, bits, sixteen);
+    let h = k.cast(CastOp::Trunc, Ty::I32, Ty::I16, hi);
+    k.store(out, at, h);
+    let tail = if (end - start) % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
+    if reduce {
+        k.end_loop_reducing(width, tail, vec![Reduction { local: acc, op: BinOp::Add, ty: Ty::F32 }]);
+    } else {
+        k.end_loop_vectorized(width, tail);
+    }
+    let total = k.get_local(acc);
+    k.store(sum, IndexExpr::var(g, 1), total);
+    k.finish()
+}
+
+#[test]
+fn sixteen_bit_loops_run_as_halves_sharing_their_loads_and_stores() {
+    // Trip counts with no remainder, a remainder of four lanes or more (one unpaired vector
+    // iteration) and less (the scalar tail), and too short to pair; elementwise loops and lane
+    // reductions; and a loop reading a buffer it writes, which stays unpaired.
+    for (start, end) in [(0, 8), (0, 16), (0, 12), (0, 13), (1, 20), (0, 7), (0, 4), (3, 35)] {
+        for reduce in [false, true] {
+            for y_written in [false, true] {
+                let rows = 3;
+                let width = if reduce { 16 } else { 8 };
+                let kernel = bf16_rows(rows, start, end, width, reduce, y_written);
+                let text = clif(&kernel);
+                let trip = end - start;
+                let paired = !y_written && if reduce { trip >= 16 } else { trip >= 8 };
+                assert_eq!(text.contains("uwiden_low"), paired, "{start}..{end} reduce {reduce}:\n{text}");
+                // A paired bf16 widening is one interleave with zeros, not a shift.
+                if paired {
+                    assert!(text.contains("shuffle"), "{start}..{end} reduce {reduce}:\n{text}");
+                }
+                let n = (rows * (end + 1)) as usize;
+                let mut bufs = vec![
+                    float_data(Ty::I16, n, 21),
+                    float_data(Ty::I16, n, 22),
+                    vec![0; 2 * n],
+                    vec![0; 4 * rows as usize],
+                ];
+                llvm_common::run(&kernel, &mut bufs.clone());
+                run(&kernel, &mut bufs);
+            }
+        }
+    }
+}

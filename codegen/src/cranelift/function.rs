@@ -53,6 +53,9 @@ pub(crate) struct Translator<'a, 'f> {
     /// expression's address in the kernel (each occurrence is translated where it stands).
     pub hoisted: HashMap<usize, Partial>,
     imports: HashMap<String, FuncRef>,
+    /// Set while a vector body is translated as one of two halves sharing 16-bit accesses
+    /// (`vector::Halves`).
+    pub(crate) halves: Option<super::vector::Halves>,
 }
 
 fn slot<'t, T>(table: &'t mut Vec<Option<T>>, id: u32, what: &str) -> Result<&'t mut Option<T>> {
@@ -85,6 +88,7 @@ pub(crate) fn translate(
         bases: Vec::new(),
         hoisted: HashMap::new(),
         imports: HashMap::new(),
+        halves: None,
     };
     t.entry()?;
     let config = t.module.target_config();

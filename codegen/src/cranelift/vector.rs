@@ -19,6 +19,13 @@
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
 //! same NaN choice for FMax/FMin), so the tail split never changes an answer.
 //!
+//! 16-bit lanes cost a widening per four lanes on the way in (`uload16x4`, then the shift a
+//! bf16 takes) and a pack and a partial store on the way out. A body with 16-bit accesses that
+//! reads no buffer the kernel writes and has no branches therefore runs as two halves per
+//! iteration ([`Halves`]): the lower half loads eight lanes at once and widens its four (a bf16
+//! widening is then one interleave with zeros), the upper half widens the other four, and it
+//! stores both halves' lanes packed in one 16-byte store.
+//!
 //! A lane reduction (the kernel IR's `Loop::reductions`) fixes its lane count `W` in the IR;
 //! this tier runs it as `W / n` copies of the body per iteration, copy `c` on lanes
 //! `c*n .. c*n + n` with accumulator `c` (`n` the native lane count when the body vectorizes
@@ -70,6 +77,46 @@ fn vector_type(ty: Ty, lanes: i64) -> Type {
 /// Lane reinterpretation between vector types (Cranelift wants an explicit byte order).
 pub(crate) fn lane_cast_flags() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
+}
+
+/// Two copies of a vector body on adjacent lanes (module doc): the eight-lane loads the lower
+/// half made, by the load's value, and the lanes its 16-bit stores left for the upper half, by
+/// buffer and stored value.
+pub(crate) struct Halves {
+    upper: bool,
+    loads: HashMap<ValueId, Value>,
+    stores: HashMap<(u32, ValueId), Value>,
+}
+
+impl Halves {
+    fn lower() -> Halves {
+        Halves { upper: false, loads: HashMap::new(), stores: HashMap::new() }
+    }
+}
+
+/// Whether `l`'s vector body can run as two [`Halves`]: it has 16-bit accesses to share, reads
+/// no buffer the kernel writes (the lower half's loads run before the upper half's stores, and
+/// the lower half's stores after the upper half's loads), and has no branches (each half must
+/// make the same accesses).
+fn pairs_halves(l: &Loop, plan: &Plan, writable: impl Fn(tessera_lower::kernel::BufId) -> bool) -> bool {
+    if plan.lanes != 4 {
+        return false;
+    }
+    let mut sixteen_bit = false;
+    for stmt in &l.body {
+        match stmt {
+            Stmt::Let(id, Op::Load { buf, mem, .. }) => {
+                if writable(*buf) {
+                    return false;
+                }
+                sixteen_bit |= *mem == MemType::Scalar(Ty::I16) && plan.varying.contains_key(id);
+            }
+            Stmt::Store { mem, .. } => sixteen_bit |= *mem == MemType::Scalar(Ty::I16),
+            Stmt::If { .. } => return false,
+            _ => {}
+        }
+    }
+    sixteen_bit
 }
 
 /// How an index expression uses the loop variable `var`.
@@ -382,7 +429,7 @@ impl Translator<'_, '_> {
                 continue;
             }
             let writable_load = match op {
-                Op::Load { buf, .. } => self.kernel.buffers.get(buf.0 as usize).is_none_or(|b| b.writable),
+                Op::Load { buf, .. } => self.writable(*buf),
                 _ => false,
             };
             let reads_lanes = operands(op).iter().any(|v| pinned.contains(v) || plan.varying.contains_key(v));
@@ -413,17 +460,54 @@ impl Translator<'_, '_> {
             return Ok(false);
         }
         let main_end = l.start + trip / plan.lanes * plan.lanes;
-        // One preheader for both loops, so the hoisted index parts dominate the tail too.
+        let pair = 2 * plan.lanes;
+        let paired_end = if i64::from(l.vector_width) >= pair && pairs_halves(l, &plan, |b| self.writable(b)) {
+            l.start + trip / pair * pair
+        } else {
+            l.start
+        };
+        // One preheader for all loops, so the hoisted index parts dominate the tail too.
         self.hoist(&l.body)?;
         self.hoist_uniform(l, &plan)?;
-        let (var, body, exit) = self.open_rotated_loop(l.start);
-        self.bind_var(l.var, var)?;
-        self.vector_body(l, &plan, &HashMap::new())?;
-        self.unbind_var(l.var);
-        self.latch(var, plan.lanes, main_end, body, exit);
-        self.undefine_lets(l);
+        if paired_end > l.start {
+            let (var, body, exit) = self.open_rotated_loop(l.start);
+            for upper in [false, true] {
+                self.bind_var_at(l.var, var, if upper { plan.lanes } else { 0 })?;
+                self.enter_half(upper);
+                let done = self.vector_body(l, &plan, &HashMap::new());
+                self.unbind_var(l.var);
+                done.inspect_err(|_| self.halves = None)?;
+            }
+            self.halves = None;
+            self.latch(var, pair, paired_end, body, exit);
+            self.undefine_lets(l);
+        }
+        // The four lanes left over from the pairs (at most one iteration), or the whole loop.
+        if main_end > paired_end {
+            let (var, body, exit) = self.open_rotated_loop(paired_end);
+            self.bind_var(l.var, var)?;
+            self.vector_body(l, &plan, &HashMap::new())?;
+            self.unbind_var(l.var);
+            self.latch(var, plan.lanes, main_end, body, exit);
+            self.undefine_lets(l);
+        }
         self.scalar_loop(l, main_end, l.end)?;
         Ok(true)
+    }
+
+    /// Starts translating the lower or the upper of two [`Halves`] (the upper one after the
+    /// lower, whose accesses it completes).
+    fn enter_half(&mut self, upper: bool) {
+        let lower = if upper { self.halves.take() } else { None };
+        self.halves = Some(match lower {
+            Some(h) => Halves { upper: true, ..h },
+            None => Halves::lower(),
+        });
+    }
+
+    /// Whether the kernel writes buffer `buf` (an unknown buffer counts as written).
+    fn writable(&self, buf: tessera_lower::kernel::BufId) -> bool {
+        self.kernel.buffers.get(buf.0 as usize).is_none_or(|b| b.writable)
     }
 
     fn undefine_lets(&mut self, l: &Loop) {
@@ -474,13 +558,21 @@ impl Translator<'_, '_> {
             if let Some(plan) = &plan {
                 self.hoist_uniform(l, plan)?;
             }
+            let paired = copies % 2 == 0 && plan.as_ref().is_some_and(|p| pairs_halves(l, p, |b| self.writable(b)));
             let (var, body, exit) = self.open_rotated_loop(l.start);
             for c in 0..copies {
                 self.bind_var_at(l.var, var, c * native)?;
                 match &plan {
                     Some(plan) => {
                         let map = l.reductions.iter().zip(&accs).map(|(r, a)| (r.local, a[c as usize])).collect();
-                        self.vector_body(l, plan, &map)?;
+                        if paired {
+                            self.enter_half(c % 2 == 1);
+                        }
+                        let done = self.vector_body(l, plan, &map);
+                        if done.is_err() || c % 2 == 1 {
+                            self.halves = None;
+                        }
+                        done?;
                     }
                     None => {
                         let mut saved = Vec::new();
@@ -574,6 +666,10 @@ impl Translator<'_, '_> {
                                 let var = *locals.get(local).ok_or_else(mismatch)?;
                                 self.b.use_var(var)
                             }
+                            Op::Load { buf, index, mem } if ty == Ty::I16 && self.halves.is_some() => {
+                                let addr = self.index(index, access_form(*buf, *mem)?)?;
+                                self.half_load(*id, addr)?
+                            }
                             _ => self.vector_op(op, ty, plan.lanes, vectors)?,
                         };
                         vectors.insert(*id, (v, ty));
@@ -598,7 +694,9 @@ impl Translator<'_, '_> {
                     let ty = mem.reg();
                     let v = self.vector_operand(*value, ty, plan.lanes, vectors)?;
                     let addr = self.index(index, access_form(*buf, *mem)?)?;
-                    if ty == Ty::I16 {
+                    if ty == Ty::I16 && self.halves.is_some() {
+                        self.half_store((buf.0, *value), v, addr)?;
+                    } else if ty == Ty::I16 {
                         // Four zero-extended lanes packed to 16 bits (exact: each is below
                         // 2^16), and only those 8 bytes written.
                         let packed = self.b.ins().unarrow(v, v);
@@ -612,6 +710,34 @@ impl Translator<'_, '_> {
                 _ => return Err(mismatch()),
             }
         }
+        Ok(())
+    }
+
+    /// A 16-bit load `id` at `addr` in one of two [`Halves`]: the lower half loads both
+    /// halves' lanes and keeps them for the upper half (the same statement, four lanes on).
+    fn half_load(&mut self, id: ValueId, addr: Value) -> Result<Value> {
+        let halves = self.halves.as_mut().ok_or_else(mismatch)?;
+        if halves.upper {
+            let eight = halves.loads.remove(&id).ok_or_else(mismatch)?;
+            return Ok(self.b.ins().uwiden_high(eight));
+        }
+        let eight = self.b.ins().load(types::I16X8, mem_flags(), addr, 0);
+        halves.loads.insert(id, eight);
+        Ok(self.b.ins().uwiden_low(eight))
+    }
+
+    /// A 16-bit store of the zero-extended lanes `v` at `addr` in one of two [`Halves`]: the
+    /// lower half leaves its lanes to the upper half, which packs both (exact: every lane is
+    /// below 2^16) and stores them at the lower half's address, 8 bytes before its own.
+    fn half_store(&mut self, key: (u32, ValueId), v: Value, addr: Value) -> Result<()> {
+        let halves = self.halves.as_mut().ok_or_else(mismatch)?;
+        if !halves.upper {
+            halves.stores.insert(key, v);
+            return Ok(());
+        }
+        let low = halves.stores.remove(&key).ok_or_else(mismatch)?;
+        let packed = self.b.ins().unarrow(low, v);
+        self.b.ins().store(mem_flags(), packed, addr, -8);
         Ok(())
     }
 
@@ -655,6 +781,41 @@ impl Translator<'_, '_> {
             InstructionData::UnaryIeee64 { opcode: Opcode::F64const, imm } => imm.bits() == 0,
             _ => false,
         }
+    }
+
+    /// The value of the integer constant `v`, if it is one.
+    fn iconst_of(&self, v: Value) -> Option<i64> {
+        let dfg = &self.b.func.dfg;
+        match dfg.insts[dfg.value_def(v).inst()?] {
+            InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } => Some(imm.bits()),
+            _ => None,
+        }
+    }
+
+    /// `x << 16` in one interleave, when `x` zero-extends half of a 16-bit vector (a half's
+    /// bf16 lanes, widened): the 16-bit lanes interleaved above zeros are the shifted lanes.
+    fn interleaved_high(&mut self, x: Value) -> Option<Value> {
+        let dfg = &self.b.func.dfg;
+        let InstructionData::Unary { opcode, arg } = dfg.insts[dfg.value_def(x).inst()?] else { return None };
+        if dfg.value_type(arg) != types::I16X8 {
+            return None;
+        }
+        // Byte indices into (zeros, arg): each 32-bit lane takes two zero bytes, then the
+        // two bytes of one of arg's lower (or upper) four 16-bit lanes. x64 does this as one
+        // punpcklwd (punpckhwd).
+        let first = match opcode {
+            Opcode::UwidenLow => 0u8,
+            Opcode::UwidenHigh => 8,
+            _ => return None,
+        };
+        let mask: Vec<u8> =
+            (0..4u8).flat_map(|k| [2 * k + first, 2 * k + first + 1, 16 + 2 * k + first, 17 + 2 * k + first]).collect();
+        let mask = self.b.func.dfg.immediates.push(cranelift_codegen::ir::ConstantData::from(mask));
+        let zero = self.b.ins().iconst(types::I8, 0);
+        let zeros = self.b.ins().splat(types::I8X16, zero);
+        let bytes = self.b.ins().bitcast(types::I8X16, lane_cast_flags(), arg);
+        let shuffled = self.b.ins().shuffle(zeros, bytes, mask);
+        Some(self.b.ins().bitcast(types::I32X4, lane_cast_flags(), shuffled))
     }
 
     /// The constant amount of the logical right shift that defines `v`, if one does.
@@ -712,6 +873,11 @@ impl Translator<'_, '_> {
             Op::Binary { op: op @ (BinOp::Shl | BinOp::LShr | BinOp::AShr), ty, a, b } => {
                 let x = self.vector_operand(*a, *ty, lanes, vectors)?;
                 let amount = self.typed(*b, *ty)?;
+                if *op == BinOp::Shl && self.iconst_of(amount) == Some(16) {
+                    if let Some(v) = self.interleaved_high(x) {
+                        return Ok(v);
+                    }
+                }
                 match op {
                     BinOp::Shl => self.b.ins().ishl(x, amount),
                     BinOp::LShr => self.b.ins().ushr(x, amount),
