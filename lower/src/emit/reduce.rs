@@ -12,7 +12,8 @@
 //! tier and the kernel interpreter compute the same bits. The `W` independent chains are what
 //! a vector unit runs side by side: the serial form waits a full add latency per element. f32
 //! sums in lanes stay in f32 (each lane sees a `W`th of the row and the tree combines like
-//! magnitudes); f16/bf16 sums accumulate in f32 lanes; the serial form keeps f64 for f32.
+//! magnitudes), but for a whole array's sum, in 8 f64 lanes as accurate as the serial form;
+//! f16/bf16 sums accumulate in f32 lanes; the serial form keeps f64 for f32.
 
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{CompId, InstId, Instruction, Opcode};
@@ -75,14 +76,18 @@ impl<'m> Emitter<'m> {
         };
         let plain_add = k == 1 && is_plain_add(self.module, reducer);
         let wide = plain_add && first_et.is_some_and(|e| types::is_half(e) || types::is_minifloat(e));
+        let f64_lanes = k == 1 && sums_in_f64_lanes(self.module, inst, reducer);
         if k == 1 {
-            if let Some(row) = self.lane_row(f, id, first_et, reducer, wide)? {
+            if let Some(row) = self.lane_row(f, id, first_et, reducer, wide, f64_lanes)? {
                 let lane = std::mem::replace(&mut self.staging.lane, true);
-                let out = self.lane_reduce(f, id, idx, row, reducer, wide);
+                let out = self.lane_reduce(f, id, idx, row, reducer, wide || f64_lanes);
                 self.staging.lane = lane;
                 let mut out = out?;
                 if let (true, Some(et)) = (wide, first_et) {
                     out = super::scalar::round(&mut self.b, et, out);
+                }
+                if f64_lanes {
+                    out = self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, out);
                 }
                 let out = vec![out];
                 self.multi_log.push(key.clone());
@@ -143,13 +148,14 @@ impl<'m> Emitter<'m> {
         et: Option<tessera_hlo::ElementType>,
         reducer: CompId,
         wide: bool,
+        f64_lanes: bool,
     ) -> Result<Option<LaneRow>, LowerError> {
-        lane_row_of(self.module, f.comp, f.comp.inst(id), et, reducer, wide)
+        lane_row_of(self.module, f.comp, f.comp.inst(id), et, reducer, wide, f64_lanes)
     }
 
     /// Reduce `id` at output element `idx` in the lane form (module doc): one loop over the
     /// row whose accumulator the kernel IR reduces in lanes; `wide` adds plain sums in the
-    /// wider accumulation type `wide_add_step` uses.
+    /// wider accumulation type `wide_add_step` uses (f64 for f32 when the row's lanes are f64).
     fn lane_reduce(
         &mut self,
         f: &Frame<'m>,
@@ -173,13 +179,17 @@ impl<'m> Emitter<'m> {
                 *slot = kept.next().cloned().ok_or_else(|| LowerError::invalid(&name, "index rank mismatch"))?;
             }
         }
-        let init = self.elem(f, init, &[])?;
+        let mut init = self.elem(f, init, &[])?;
+        let in_f64 = row.ty == Ty::F64 && f.comp.inst(input).shape.element_type() == tessera_hlo::ElementType::F32;
+        if in_f64 {
+            init = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, init);
+        }
         let acc = self.b.local(row.ty, init);
         let mark = self.mark();
         let v = self.open_loop(0, row.extent);
         full[row.dim] = index::var(v);
         if wide {
-            self.wide_add_step(f, input, &full, acc, false)?;
+            self.wide_add_step(f, input, &full, acc, in_f64)?;
         } else {
             self.reduce_step(f, &[input], &full, &[acc], reducer)?;
         }
@@ -324,12 +334,14 @@ fn lane_row_of(
     et: Option<tessera_hlo::ElementType>,
     reducer: CompId,
     wide: bool,
+    f64_lanes: bool,
 ) -> Result<Option<LaneRow>, LowerError> {
     let Some(et) = et else { return Ok(None) };
-    let op = if wide { Some(BinOp::Add) } else { lane_op(module, reducer, et) };
+    let op = if wide || f64_lanes { Some(BinOp::Add) } else { lane_op(module, reducer, et) };
     let Some(op) = op else { return Ok(None) };
-    // Accumulators live in registers of the result type (f16/bf16 in f32).
+    // Accumulators live in registers of the result type (f16/bf16 in f32), or in f64.
     let lanes = match types::reg_ty(et) {
+        _ if f64_lanes => 8,
         Some(Ty::F32 | Ty::I32) if !types::is_minifloat(et) => 16,
         Some(Ty::F64 | Ty::I64) if !types::is_minifloat(et) => 8,
         _ => return Ok(None),
@@ -352,8 +364,18 @@ fn lane_row_of(
     if g.weight != 1 || g.coef != 1 || extent < 2 * lanes {
         return Ok(None);
     }
-    let ty = types::reg(et, &inst.name)?;
+    let ty = if f64_lanes { Ty::F64 } else { types::reg(et, &inst.name)? };
     Ok(Some(LaneRow { dim: *dim, extent, lanes, ty, op }))
+}
+
+/// Whether reduce `inst` is an f32 sum of a whole array (a rank-0 result), which its lanes
+/// accumulate in f64: one pass over at most `tree_reduction`'s 64K elements (larger ones are
+/// split into rows first), where f32 lanes would lose what the serial form's f64 keeps (an
+/// f32[64,300] sum, grouped into one row, missed the corpus's rtol of 1e-6 by 5x in f32
+/// lanes).
+fn sums_in_f64_lanes(module: &tessera_hlo::Module, inst: &Instruction, reducer: CompId) -> bool {
+    let whole = matches!(&inst.shape, tessera_hlo::Shape::Array(a) if a.dims.is_empty());
+    whole && inst.shape.element_type() == tessera_hlo::ElementType::F32 && is_plain_add(module, reducer)
 }
 
 /// Whether reduce `inst` of `comp` runs in the lane form (module doc): a vector loop along its
@@ -366,7 +388,8 @@ pub(crate) fn has_lane_form(module: &tessera_hlo::Module, comp: &tessera_hlo::Co
         _ => return false,
     };
     let wide = is_plain_add(module, reducer) && (types::is_half(et) || types::is_minifloat(et));
-    matches!(lane_row_of(module, comp, inst, Some(et), reducer, wide), Ok(Some(_)))
+    let f64_lanes = sums_in_f64_lanes(module, inst, reducer);
+    matches!(lane_row_of(module, comp, inst, Some(et), reducer, wide, f64_lanes), Ok(Some(_)))
 }
 
 /// Where a row reduction's lanes run (`Emitter::lane_row`).

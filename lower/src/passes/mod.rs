@@ -14,6 +14,7 @@ mod layout_assignment;
 mod layout_normalize;
 mod multi_output_fusion;
 mod opt_barrier_expander;
+mod reduction_dimension_grouper;
 mod rewrite;
 mod simplify;
 mod single_device_collectives;
@@ -38,6 +39,7 @@ pub use layout_assignment::LayoutAssignment;
 pub use layout_normalize::LayoutNormalize;
 pub use multi_output_fusion::MultiOutputFusion;
 pub use opt_barrier_expander::OptBarrierExpander;
+pub use reduction_dimension_grouper::ReductionDimensionGrouper;
 pub use simplify::Simplify;
 pub use single_device_collectives::SingleDeviceCollectives;
 pub use static_bounds::StaticBounds;
@@ -68,6 +70,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "fusion" => Box::new(Fusion::default()),
         "multi_output_fusion" => Box::new(MultiOutputFusion::default()),
         "opt_barrier_expander" => Box::new(OptBarrierExpander::default()),
+        "reduction_dimension_grouper" => Box::new(ReductionDimensionGrouper::default()),
         "unwrap" => Box::new(Unwrap),
         "single_device_collectives" => Box::new(SingleDeviceCollectives),
         "static_bounds" => Box::new(StaticBounds),
@@ -85,7 +88,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// Wrappers and one-device collectives become ordinary ops before the calls they leave are
 /// inlined; bounded dynamic dimensions become static at their bounds before anything else.
 /// Large full reductions split in two stages once layouts are known (the split needs the
-/// row-major order) and before fusion, which fuses the first stage's reshape into it.
+/// row-major order) and before fusion, which fuses the first stage's reshape into it; then
+/// adjacent reduced dimensions merge into one (after the column split, which blocks by them).
 /// bf16 excess precision follows call inlining, as in XLA:CPU, so an op and its converts in
 /// different computations are treated as one computation would be; it precedes the
 /// simplifiers so that the interpreter, which runs it too, still checks their rewrites.
@@ -113,7 +117,8 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
         .add(TupleSimplify)
         .add(Dce)
         .add(LayoutNormalize)
-        .add(TreeReduction::default());
+        .add(TreeReduction::default())
+        .add(ReductionDimensionGrouper::default());
     if fusion {
         p.add(Fusion::default()).add(MultiOutputFusion::default()).add(Dce);
     }
