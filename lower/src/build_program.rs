@@ -38,6 +38,11 @@ use crate::kernel::verify_kernel;
 use crate::program::{Buffer, BufferId, BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
 use crate::LowerError;
 
+/// The most bytes a copy kernel may move to become a byte copy step: the runtime splits a
+/// launch across threads only from two of its 64 KiB chunks (`runtime::thread_pool`), so a
+/// kernel this small runs on one thread, as the copy does.
+const SMALL_COPY_BYTES: u64 = 64 * 1024;
+
 /// What a value is, in terms of buffers.
 #[derive(Clone, Debug, PartialEq)]
 enum Value {
@@ -454,8 +459,26 @@ impl<'m> Builder<'m> {
             let b = self.add_buffer(&format!("{}.scratch{}", inst.name, i - args.len()), &shape, BufferKind::Temp)?;
             args.push(b);
         }
+        if self.is_small_byte_copy(&kernel, &args) {
+            self.steps.push(Step::Copy { src: args[0], dst: args[1] });
+            return Ok(value);
+        }
         self.launch(kernel, args);
         Ok(value)
+    }
+
+    /// Whether `kernel`, launched on `args`, only copies one buffer's bytes into another of
+    /// the same memory space (a transpose or reshape whose layouts keep every byte in place),
+    /// and few enough that the kernel would run on one thread: a byte copy then does its work
+    /// with nothing to compile (a module of such transposes compiled 5 kernels for nothing).
+    /// Larger copies keep their kernel, which the pool splits.
+    fn is_small_byte_copy(&self, kernel: &crate::kernel::Kernel, args: &[BufferId]) -> bool {
+        let [src, dst] = args else { return false };
+        let (src, dst) = (&self.program.buffers[src.0 as usize], &self.program.buffers[dst.0 as usize]);
+        src.bytes == dst.bytes
+            && src.bytes <= SMALL_COPY_BYTES
+            && src.memory_space == dst.memory_space
+            && crate::kernel::is_byte_copy(kernel)
     }
 
     /// Whether the only user of `operand` (an instruction of `comp`, already lowered) may

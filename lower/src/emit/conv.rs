@@ -220,7 +220,7 @@ impl<'m> Emitter<'m> {
         rhs: InstId,
         idx: &[IndexExpr],
         acc: crate::kernel::LocalId,
-        [lhs_et, rhs_et, out_et, acc_et]: [ElementType; 4],
+        ets: [ElementType; 4],
         name: &str,
     ) -> Result<(), LowerError> {
         let rank = idx.len();
@@ -232,17 +232,58 @@ impl<'m> Emitter<'m> {
         let mut ri = vec![IndexExpr::default(); rank];
         ri[g.k_out] = of;
         li[g.lhs_batch] = if g.bgc > 1 { index::add(&index::scale(&grp, g.batch / g.bgc), &ob) } else { ob };
+        let taps = g.k_sizes.iter().try_fold(1i64, |n, &k| n.checked_mul(k)).unwrap_or(i64::MAX);
+        if g.group_in == 1 && taps <= super::window::UNROLLED_TAPS {
+            // A depthwise convolution's few taps, each at constant kernel indices in the
+            // loops' row-major order (the same sum in the same order): the loop over the
+            // output's contiguous dimension (its channels) then holds no loop, so it
+            // vectorizes, as a small pooling window's does.
+            for tap in 0..taps {
+                let mut rest = tap;
+                let mut fixed = vec![0; g.k_sizes.len()];
+                for (t, &k) in fixed.iter_mut().zip(&g.k_sizes).rev() {
+                    *t = rest % k;
+                    rest /= k;
+                }
+                let (li, ri) = (li.clone(), ri.clone());
+                self.conv_tap_walk(f, g, lhs, rhs, idx, acc, &grp, li, ri, Some(&fixed), ets, name)?;
+            }
+            return Ok(());
+        }
+        self.conv_tap_walk(f, g, lhs, rhs, idx, acc, &grp, li, ri, None, ets, name)
+    }
+
+    /// The loops (or, at `fixed` kernel indices, the one position) and branches of
+    /// [`Self::conv_taps`], with `li` and `ri` holding the batch and output-feature indices.
+    #[allow(clippy::too_many_arguments)]
+    fn conv_tap_walk(
+        &mut self,
+        f: &Frame<'m>,
+        g: &ConvGeometry,
+        lhs: InstId,
+        rhs: InstId,
+        idx: &[IndexExpr],
+        acc: crate::kernel::LocalId,
+        grp: &IndexExpr,
+        mut li: Vec<IndexExpr>,
+        mut ri: Vec<IndexExpr>,
+        fixed: Option<&[i64]>,
+        [lhs_et, rhs_et, out_et, acc_et]: [ElementType; 4],
+        name: &str,
+    ) -> Result<(), LowerError> {
         // Open scopes, innermost last: true for a loop, false for a branch.
         let mut open: Vec<bool> = Vec::new();
         let mut never = false;
         for s in 0..g.k_sizes.len() {
             let w = &g.window.dims[s];
             let k = g.k_sizes[s];
-            let kv = if k == 1 {
-                index::constant(0)
-            } else {
-                open.push(true);
-                index::var(self.open_loop(0, k))
+            let kv = match fixed {
+                Some(fixed) => index::constant(fixed[s]),
+                None if k == 1 => index::constant(0),
+                None => {
+                    open.push(true);
+                    index::var(self.open_loop(0, k))
+                }
             };
             ri[g.k_spatial[s]] = kv.clone();
             // Reversal reads the kernel back to front at the same window position.
@@ -302,7 +343,7 @@ impl<'m> Emitter<'m> {
                 open.push(true);
                 index::var(self.open_loop(0, g.group_in))
             };
-            li[g.lhs_feature] = if g.fgc > 1 { index::add(&index::scale(&grp, g.group_in), &iv) } else { iv.clone() };
+            li[g.lhs_feature] = if g.fgc > 1 { index::add(&index::scale(grp, g.group_in), &iv) } else { iv.clone() };
             ri[g.k_in] = iv;
             result = (|| -> Result<(), LowerError> {
                 let a = self.elem(f, lhs, &li)?;

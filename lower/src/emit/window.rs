@@ -50,7 +50,7 @@ pub(crate) fn window_dims(inst: &Instruction, in_dims: &[i64]) -> Result<Vec<Win
 /// over the output's contiguous dimension (a pooling's channels) is a vector loop on both
 /// tiers, where Cranelift ran it scalar around the window's loops (the corpus's 3x3 and 2x2 max
 /// pools 23 -> 8 us on Cranelift, 5.4 -> 1.6 us on LLVM).
-const UNROLLED_TAPS: i64 = 9;
+pub(crate) const UNROLLED_TAPS: i64 = 9;
 
 impl<'m> Emitter<'m> {
     /// The values (one per reduced operand) of element `idx` of reduce-window `id`.

@@ -34,6 +34,7 @@
 //! the enclosing list; the lowering keeps ids unique within a kernel.
 
 mod builder;
+mod byte_copy;
 /// The runtime FFT's calling contract and its reference implementation.
 pub mod fft_call;
 /// The reference interpreter (kernels and whole programs).
@@ -47,6 +48,7 @@ mod traffic;
 pub mod verify;
 
 pub use builder::{KernelBuilder, NanFacts};
+pub use byte_copy::is_byte_copy;
 pub use interp::{run_kernel, run_program, run_program_with, Fault, KernelRunError};
 pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
