@@ -246,7 +246,12 @@ impl<'m> Emitter<'m> {
                     rest /= k;
                 }
                 let (li, ri) = (li.clone(), ri.clone());
-                self.conv_tap_walk(f, g, lhs, rhs, idx, acc, &grp, li, ri, Some(&fixed), ets, name)?;
+                // A tap's values live in its own branches: the next tap must not find them in
+                // the element cache.
+                let mark = self.mark();
+                let walked = self.conv_tap_walk(f, g, lhs, rhs, idx, acc, &grp, li, ri, Some(&fixed), ets, name);
+                self.forget_since(mark);
+                walked?;
             }
             return Ok(());
         }
