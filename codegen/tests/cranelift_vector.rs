@@ -400,3 +400,62 @@ fn sixteen_bit_loops_run_as_halves_sharing_their_loads_and_stores() {
         }
     }
 }
+
+/// `acc[g, i] += f64(x[g, i])` over `i in 0..cols`, then `out[g, i] = f32(acc[g, i] * 0.5)`:
+/// f32 values beside f64 ones, as a column reduction's accumulators and a convolution's
+/// sums have them.
+fn widening_rows(rows: i64, cols: i64, width: u32) -> Kernel {
+    let mut k = KernelBuilder::new("widening", rows);
+    let x = k.buffer("x", MemType::Scalar(Ty::F32), rows * cols, false);
+    let acc = k.buffer("acc", MemType::Scalar(Ty::F64), rows * cols, true);
+    let out = k.buffer("out", MemType::Scalar(Ty::F32), rows * cols, true);
+    let g = k.grid_var();
+    let at = |v: VarId| IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(v), 1)], offset: 0 };
+    let tail = if cols % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
+    let i = k.begin_loop(0, cols);
+    let a = k.load(acc, at(i));
+    let xv = k.load(x, at(i));
+    let wide = k.cast(CastOp::FPExt, Ty::F32, Ty::F64, xv);
+    let s = k.binary(BinOp::Add, Ty::F64, a, wide);
+    k.store(acc, at(i), s);
+    k.end_loop_vectorized(width, tail);
+    let j = k.begin_loop(0, cols);
+    let a = k.load(acc, at(j));
+    let half = k.constant(Const::F64(0.5f64.to_bits()));
+    let h = k.binary(BinOp::Mul, Ty::F64, a, half);
+    let narrow = k.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, h);
+    k.store(out, at(j), narrow);
+    k.end_loop_vectorized(width, tail);
+    k.finish()
+}
+
+#[test]
+fn f32_beside_f64_runs_two_lanes_at_a_time() {
+    for cols in [2, 3, 8, 9, 17] {
+        let rows = 3;
+        let kernel = widening_rows(rows, cols, 8);
+        let text = clif(&kernel);
+        assert!(text.contains("fvpromote_low") && text.contains("fvdemote"), "{cols} columns:\n{text}");
+        let n = (rows * cols) as usize;
+        let mut bufs = vec![float_data(Ty::F32, n, 31), float_data(Ty::F64, n, 32), vec![0; 4 * n]];
+        llvm_common::run(&kernel, &mut bufs.clone());
+        run(&kernel, &mut bufs);
+    }
+    // A compare of f32 values beside f64 ones keeps the loop scalar (its mask would not fit).
+    let mut k = KernelBuilder::new("mixed_compare", 1);
+    let x = k.buffer("x", MemType::Scalar(Ty::F32), 8, false);
+    let out = k.buffer("out", MemType::Scalar(Ty::F64), 8, true);
+    let i = k.begin_loop(0, 8);
+    let xv = k.load(x, IndexExpr::var(i, 1));
+    let zero = k.constant(Const::F32(0));
+    let pos = k.cmp(CmpOp::FLt, Ty::F32, zero, xv);
+    let wide = k.cast(CastOp::FPExt, Ty::F32, Ty::F64, xv);
+    let none = k.constant(Const::F64(0));
+    let v = k.select(Ty::F64, pos, wide, none);
+    k.store(out, IndexExpr::var(i, 1), v);
+    k.end_loop_vectorized(8, Tail::None);
+    let kernel = k.finish();
+    assert!(!has_vectors(&kernel), "{}", clif(&kernel));
+    let mut bufs = vec![float_data(Ty::F32, 8, 33), vec![0; 64]];
+    run(&kernel, &mut bufs);
+}

@@ -19,6 +19,12 @@
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
 //! same NaN choice for FMax/FMin), so the tail split never changes an answer.
 //!
+//! f32 values beside f64 ones (an f32 sum accumulated in f64: column reductions, convolution
+//! loops, a whole array's sum) would need two lane counts; such a body runs two lanes per
+//! iteration instead, its f32 values in the low half of an f32x4 (loaded and stored 8 bytes at
+//! a time, widened by `fvpromote_low`, narrowed by `fvdemote`), and no f32 compares or selects,
+//! whose masks would not fit the f64 ones.
+//!
 //! 16-bit lanes cost a widening per four lanes on the way in (`uload16x4`, then the shift a
 //! bf16 takes) and a pack and a partial store on the way out. A body with 16-bit accesses that
 //! reads no buffer the kernel writes and has no branches therefore runs as two halves per
@@ -142,6 +148,8 @@ struct Planner<'t, 'a, 'f> {
     varying: HashMap<ValueId, Ty>,
     uniform: HashMap<ValueId, Ty>,
     lanes: Option<i64>,
+    /// Whether f32 values take two lanes, to match f64 ones (`Plan::mixed`).
+    mixed: bool,
 }
 
 impl Planner<'_, '_, '_> {
@@ -157,7 +165,7 @@ impl Planner<'_, '_, '_> {
 
     /// Records that a varying value of `ty` exists: its lane count must match the others.
     fn lanes(&mut self, ty: Ty) -> Option<()> {
-        let n = lanes_of(ty)?;
+        let n = if self.mixed && ty == Ty::F32 { 2 } else { lanes_of(ty)? };
         match self.lanes {
             Some(l) if l != n => None,
             _ => {
@@ -267,6 +275,10 @@ impl Planner<'_, '_, '_> {
                 if !vary(self, &[*a, *b])? {
                     return Some(None);
                 }
+                // Two f32 lanes would make a mask of a width no f64 select reads.
+                if self.mixed && *ty == Ty::F32 {
+                    return None;
+                }
                 self.lanes(*ty)?;
                 let ok = match ty {
                     Ty::F32 | Ty::F64 => float_cc(*op).is_some(),
@@ -278,6 +290,9 @@ impl Planner<'_, '_, '_> {
             Op::Select { ty, cond, a, b } => {
                 if !vary(self, &[*cond, *a, *b])? {
                     return Some(None);
+                }
+                if self.mixed && *ty == Ty::F32 {
+                    return None;
                 }
                 if *ty != Ty::Pred {
                     self.lanes(*ty)?;
@@ -297,6 +312,11 @@ impl Planner<'_, '_, '_> {
             Op::Cast { op, from, to, a } => {
                 if !vary(self, &[*a])? {
                     return Some(None);
+                }
+                let widening =
+                    matches!((op, from, to), (CastOp::FPExt, Ty::F32, Ty::F64) | (CastOp::FPTrunc, Ty::F64, Ty::F32));
+                if widening {
+                    return self.mixed.then_some(Some(*to));
                 }
                 let ok = matches!(
                     (op, from, to),
@@ -446,15 +466,7 @@ impl Translator<'_, '_> {
     /// Translates `l` as a vector loop plus scalar tail if its body allows it (module doc);
     /// false if it stays scalar (nothing was emitted then).
     pub(crate) fn vector_loop(&mut self, l: &Loop) -> Result<bool> {
-        let planner = Planner {
-            t: self,
-            var: l.var,
-            vector_locals: HashMap::new(),
-            varying: HashMap::new(),
-            uniform: HashMap::new(),
-            lanes: None,
-        };
-        let Some(plan) = planner.plan(l) else { return Ok(false) };
+        let Some(plan) = self.plan(l, HashMap::new()) else { return Ok(false) };
         let Some(trip) = l.end.checked_sub(l.start) else { return Ok(false) };
         if i64::from(l.vector_width) < plan.lanes || trip < plan.lanes {
             return Ok(false);
@@ -505,6 +517,21 @@ impl Translator<'_, '_> {
         });
     }
 
+    /// The vector plan of `l` (its lane reductions' locals in `reductions`): f32 values four to
+    /// a vector, or, when f64 values are there too, two (module doc).
+    fn plan(&self, l: &Loop, reductions: HashMap<LocalId, Ty>) -> Option<Plan> {
+        let planner = |mixed| Planner {
+            t: self,
+            var: l.var,
+            vector_locals: reductions.clone(),
+            varying: HashMap::new(),
+            uniform: HashMap::new(),
+            lanes: None,
+            mixed,
+        };
+        planner(false).plan(l).or_else(|| planner(true).plan(l).filter(|p| p.lanes == 2))
+    }
+
     /// Whether the kernel writes buffer `buf` (an unknown buffer counts as written).
     fn writable(&self, buf: tessera_lower::kernel::BufId) -> bool {
         self.kernel.buffers.get(buf.0 as usize).is_none_or(|b| b.writable)
@@ -526,15 +553,7 @@ impl Translator<'_, '_> {
         self.hoist(&l.body)?;
         if main_end > l.start {
             let reductions: HashMap<LocalId, Ty> = l.reductions.iter().map(|r| (r.local, r.ty)).collect();
-            let planner = Planner {
-                t: self,
-                var: l.var,
-                vector_locals: reductions,
-                varying: HashMap::new(),
-                uniform: HashMap::new(),
-                lanes: None,
-            };
-            let plan = planner.plan(l).filter(|p| w % p.lanes == 0);
+            let plan = self.plan(l, reductions).filter(|p| w % p.lanes == 0);
             let native = plan.as_ref().map_or(1, |p| p.lanes);
             let copies = w / native;
             // accs[r][c]: reduction r's accumulator for lanes c*native ..
@@ -696,6 +715,11 @@ impl Translator<'_, '_> {
                     let addr = self.index(index, access_form(*buf, *mem)?)?;
                     if ty == Ty::I16 && self.halves.is_some() {
                         self.half_store((buf.0, *value), v, addr)?;
+                    } else if ty == Ty::F32 && plan.lanes == 2 {
+                        // Two f32 lanes (beside f64 ones): only their 8 bytes are written.
+                        let wide = self.b.ins().bitcast(types::I64X2, lane_cast_flags(), v);
+                        let pair = self.b.ins().extractlane(wide, 0);
+                        self.b.ins().store(mem_flags(), pair, addr, 0);
                     } else if ty == Ty::I16 {
                         // Four zero-extended lanes packed to 16 bits (exact: each is below
                         // 2^16), and only those 8 bytes written.
@@ -838,6 +862,11 @@ impl Translator<'_, '_> {
                 let addr = self.index(index, access_form(*buf, *mem)?)?;
                 if ty == Ty::I16 {
                     self.b.ins().uload16x4(mem_flags(), addr, 0)
+                } else if ty == Ty::F32 && lanes == 2 {
+                    // Two f32 lanes (beside f64 ones): only their 8 bytes are read.
+                    let pair = self.b.ins().load(types::I64, mem_flags(), addr, 0);
+                    let v = self.b.ins().scalar_to_vector(types::I64X2, pair);
+                    self.b.ins().bitcast(types::F32X4, lane_cast_flags(), v)
                 } else {
                     self.b.ins().load(vt, mem_flags(), addr, 0)
                 }
@@ -971,6 +1000,9 @@ impl Translator<'_, '_> {
                 }
                 let ins = self.b.ins();
                 match op {
+                    // Two f32 lanes to two f64 ones and back (`Plan` in mixed form).
+                    CastOp::FPExt => ins.fvpromote_low(x),
+                    CastOp::FPTrunc => ins.fvdemote(x),
                     CastOp::Bitcast => ins.bitcast(vt, lane_cast_flags(), x),
                     CastOp::SIToFP => ins.fcvt_from_sint(vt, x),
                     _ => ins.fcvt_to_sint_sat(vt, x),
