@@ -239,12 +239,7 @@ impl<'m> Emitter<'m> {
             // output's contiguous dimension (its channels) then holds no loop, so it
             // vectorizes, as a small pooling window's does.
             for tap in 0..taps {
-                let mut rest = tap;
-                let mut fixed = vec![0; g.k_sizes.len()];
-                for (t, &k) in fixed.iter_mut().zip(&g.k_sizes).rev() {
-                    *t = rest % k;
-                    rest /= k;
-                }
+                let fixed = super::window::row_major_digits(tap, &g.k_sizes);
                 let (li, ri) = (li.clone(), ri.clone());
                 // A tap's values live in its own branches: the next tap must not find them in
                 // the element cache.

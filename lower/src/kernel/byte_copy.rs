@@ -34,9 +34,9 @@ pub fn is_byte_copy(kernel: &Kernel) -> bool {
     }
     // Each term one loop variable, no division or remainder; each variable once.
     let mut strides: Vec<(i64, i64)> = Vec::with_capacity(index.terms.len());
-    for term in &index.terms {
+    for (i, term) in index.terms.iter().enumerate() {
         let IndexSrc::Var(var) = term.src else { return false };
-        if term.div != 1 || term.modulo.is_some() {
+        if term.div != 1 || term.modulo.is_some() || index.terms[..i].iter().any(|t| t.src == term.src) {
             return false;
         }
         let Some(&(_, _, extent)) = extents.iter().find(|(v, _, _)| *v == var) else { return false };
@@ -87,6 +87,20 @@ mod tests {
     fn whole_buffer_copies_are_byte_copies() {
         assert!(is_byte_copy(&copy(37, 53, 37 * 53, Ty::F32, 1)));
         assert!(is_byte_copy(&copy(1, 8, 8, Ty::F32, 1)));
+    }
+
+    #[test]
+    fn a_variable_counted_twice_is_not_a_byte_copy() {
+        // `v*1 + v*3` over v in 0..3 scales like a 3x3 row-major walk but visits 0, 4 and 8.
+        let mut b = KernelBuilder::new("diagonal", 1);
+        let src = b.buffer("src", MemType::Scalar(Ty::F32), 9, false);
+        let dst = b.buffer("dst", MemType::Scalar(Ty::F32), 9, true);
+        let v = b.begin_loop(0, 3);
+        let index = IndexExpr { terms: vec![t(v, 1), t(v, 3)], offset: 0 };
+        let x = b.load(src, index.clone());
+        b.store(dst, index, x);
+        b.end_loop();
+        assert!(!is_byte_copy(&b.finish()));
     }
 
     #[test]
