@@ -148,7 +148,7 @@ struct Planner<'t, 'a, 'f> {
     varying: HashMap<ValueId, Ty>,
     uniform: HashMap<ValueId, Ty>,
     lanes: Option<i64>,
-    /// Whether f32 values take two lanes, to match f64 ones (`Plan::mixed`).
+    /// Whether f32 values take two lanes, to match f64 ones (module doc).
     mixed: bool,
 }
 
@@ -849,10 +849,7 @@ impl Translator<'_, '_> {
         else {
             return None;
         };
-        match dfg.insts[dfg.value_def(amount).inst()?] {
-            InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } => Some(imm.bits()),
-            _ => None,
-        }
+        self.iconst_of(amount)
     }
 
     fn vector_op(&mut self, op: &Op, ty: Ty, lanes: i64, vectors: &HashMap<ValueId, (Value, Ty)>) -> Result<Value> {
