@@ -369,10 +369,10 @@ fn lane_row_of(
 }
 
 /// Whether reduce `inst` is an f32 sum of a whole array (a rank-0 result), which its lanes
-/// accumulate in f64: one pass over at most `tree_reduction`'s 64K elements (larger ones are
-/// split into rows first), where f32 lanes would lose what the serial form's f64 keeps (an
+/// accumulate in f64, where f32 lanes would lose what the serial form's f64 keeps (an
 /// f32[64,300] sum, grouped into one row, missed the corpus's rtol of 1e-6 by 5x in f32
-/// lanes).
+/// lanes). Large row-major arrays are split into rows by `tree_reduction` first, so for them
+/// this is the combine of the row results; only other layouts run a large one this way.
 fn sums_in_f64_lanes(module: &tessera_hlo::Module, inst: &Instruction, reducer: CompId) -> bool {
     let whole = matches!(&inst.shape, tessera_hlo::Shape::Array(a) if a.dims.is_empty());
     whole && inst.shape.element_type() == tessera_hlo::ElementType::F32 && is_plain_add(module, reducer)
