@@ -52,6 +52,8 @@ impl ConvGeometry {
     pub fn group_out(&self) -> i64 {
         self.out_features / self.groups()
     }
+    /// Kernel positions: a product of the kernel operand's dimensions, so at most its element
+    /// count.
     pub fn taps(&self) -> i64 {
         self.k_sizes.iter().product()
     }
@@ -232,7 +234,7 @@ impl<'m> Emitter<'m> {
         let mut ri = vec![IndexExpr::default(); rank];
         ri[g.k_out] = of;
         li[g.lhs_batch] = if g.bgc > 1 { index::add(&index::scale(&grp, g.batch / g.bgc), &ob) } else { ob };
-        let taps = g.k_sizes.iter().try_fold(1i64, |n, &k| n.checked_mul(k)).unwrap_or(i64::MAX);
+        let taps = g.taps();
         if g.group_in == 1 && taps <= super::window::UNROLLED_TAPS {
             // A depthwise convolution's few taps, each at constant kernel indices in the
             // loops' row-major order (the same sum in the same order): the loop over the
