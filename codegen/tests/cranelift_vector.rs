@@ -459,3 +459,90 @@ fn f32_beside_f64_runs_two_lanes_at_a_time() {
     let mut bufs = vec![float_data(Ty::F32, 8, 33), vec![0; 64]];
     run(&kernel, &mut bufs);
 }
+
+/// `out[i] = op(a[i], b[i])` for every pair of special values (zeros of both signs,
+/// infinities, NaNs with payloads, quiet and signaling), in a vector loop; and a lane-reduced
+/// maximum and minimum of rows that mix the same values. On x86-64 the tier computes FMax and
+/// FMin as `maxps`/`minps` both ways round, so these are the pairs where those instructions
+/// differ from IEEE maximum/minimum: the results must be the interpreter's bit for bit, zeros'
+/// signs and NaN payloads (the first NaN operand, quieted) included.
+#[test]
+fn vector_fmax_fmin_give_the_interpreters_bits_on_zeros_and_nans() {
+    for ty in [Ty::F32, Ty::F64] {
+        let mut specials = samples(ty);
+        specials.extend(match ty {
+            Ty::F32 => vec![0x7fc0_0abc, 0xffc0_0123, 0x7f80_0005],
+            _ => vec![0x7ff8_0000_0000_0abc, 0xfff8_0000_0000_0123, 0x7ff0_0000_0000_0005],
+        });
+        let pairs: Vec<(u64, u64)> = specials.iter().flat_map(|&a| specials.iter().map(move |&b| (a, b))).collect();
+        let n = pairs.len() as i64;
+        for op in [BinOp::FMax, BinOp::FMin] {
+            let mut k = KernelBuilder::new("fmaxmin", 1);
+            let a = k.buffer("a", MemType::Scalar(ty), n, false);
+            let b = k.buffer("b", MemType::Scalar(ty), n, false);
+            let out = k.buffer("out", MemType::Scalar(ty), n, true);
+            let i = k.begin_loop(0, n);
+            let x = k.load(a, IndexExpr::var(i, 1));
+            let y = k.load(b, IndexExpr::var(i, 1));
+            let r = k.binary(op, ty, x, y);
+            k.store(out, IndexExpr::var(i, 1), r);
+            k.end_loop_vectorized(8, if n % 8 == 0 { Tail::None } else { Tail::Peel });
+            let kernel = k.finish();
+            assert!(has_vectors(&kernel), "{}", clif(&kernel));
+            let bufs = vec![
+                encode(ty, &pairs.iter().map(|p| p.0).collect::<Vec<_>>()),
+                encode(ty, &pairs.iter().map(|p| p.1).collect::<Vec<_>>()),
+                vec![0xcc; pairs.len() * bytes(ty)],
+            ];
+            assert_same_bits(&kernel, bufs, &format!("{op:?} {ty:?}"));
+        }
+
+        // Rows of eight: a NaN first, last or nowhere, zeros of both signs in either order.
+        let rows: Vec<Vec<u64>> = specials
+            .iter()
+            .flat_map(|&s| {
+                let z = |v: f64| if ty == Ty::F32 { u64::from((v as f32).to_bits()) } else { v.to_bits() };
+                [
+                    vec![s, z(-0.0), z(0.0), z(-0.0), z(-1.0), z(0.0), z(-0.0), z(-2.0)],
+                    vec![z(-0.0), z(-3.0), z(0.0), z(-0.0), z(0.0), z(-0.0), z(-1.0), s],
+                    vec![z(0.0), z(-0.0), s, z(-0.0), z(0.0), s, z(-0.0), z(0.0)],
+                ]
+            })
+            .collect();
+        let (count, cols) = (rows.len() as i64, 8);
+        for op in [BinOp::FMax, BinOp::FMin] {
+            let mut k = KernelBuilder::new("reduce_fmaxmin", count);
+            let x = k.buffer("x", MemType::Scalar(ty), count * cols, false);
+            let out = k.buffer("out", MemType::Scalar(ty), count, true);
+            let g = k.grid_var();
+            // Every lane starts from the row's first element (maximum and minimum are idempotent).
+            let first = k.load(x, IndexExpr { terms: vec![t(IndexSrc::Var(g), cols)], offset: 0 });
+            let acc = k.local(ty, first);
+            let i = k.begin_loop(0, cols);
+            let at = IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(i), 1)], offset: 0 };
+            let v = k.load(x, at);
+            let cur = k.get_local(acc);
+            let r = k.binary(op, ty, cur, v);
+            k.set_local(acc, r);
+            k.end_loop_reducing(8, Tail::None, vec![Reduction { local: acc, op, ty }]);
+            let total = k.get_local(acc);
+            k.store(out, IndexExpr::var(g, 1), total);
+            let kernel = k.finish();
+            assert!(has_vectors(&kernel), "{}", clif(&kernel));
+            let bufs = vec![encode(ty, &rows.concat()), vec![0xcc; rows.len() * bytes(ty)]];
+            assert_same_bits(&kernel, bufs, &format!("reduced {op:?} {ty:?}"));
+        }
+    }
+}
+
+/// Runs `kernel` on the tier and on the interpreter and requires identical bytes (NaN payloads
+/// included, where `common::run` lets NaNs differ).
+fn assert_same_bits(kernel: &Kernel, mut bufs: Vec<Vec<u8>>, what: &str) {
+    let compiled = compile(std::slice::from_ref(kernel));
+    let mut expect = bufs.clone();
+    call(&compiled, 0, &mut bufs, 0, kernel.grid.extent);
+    let mut refs: Vec<&mut [u8]> = expect.iter_mut().map(|b| b.as_mut_slice()).collect();
+    run_kernel(kernel, &mut refs).unwrap();
+    let out = bufs.len() - 1;
+    assert!(bufs[out] == expect[out], "{what}: the tier's bits differ from the interpreter's");
+}

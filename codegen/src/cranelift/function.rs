@@ -97,6 +97,12 @@ pub(crate) fn translate(
 }
 
 impl Translator<'_, '_> {
+    /// Whether the code is for x86-64 (whose backend has instruction-level rules some
+    /// translations are written for).
+    pub(crate) fn is_x86_64(&self) -> bool {
+        self.module.isa().name() == "x64"
+    }
+
     fn entry(&mut self) -> Result<()> {
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
