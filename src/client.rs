@@ -115,6 +115,9 @@ pub struct Client {
     /// Host functions custom-calls run, by target; every backend uses the same ones.
     host: HostFunctions,
     cache: Option<CompileCache>,
+    /// The thread making the process's JIT linker, joined when the client drops: a process
+    /// that exits while it is inside LLVM crashes in LLVM's static destructors.
+    linker: Option<std::thread::JoinHandle<()>>,
 }
 
 /// Where a compile's program is stored in the cache once compiled.
@@ -122,6 +125,14 @@ pub struct Client {
 pub(crate) struct CacheSlot {
     pub cache: CompileCache,
     pub key: Key,
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(linker) = self.linker.take() {
+            let _ = linker.join();
+        }
+    }
 }
 
 impl Client {
@@ -137,13 +148,14 @@ impl Client {
         }
         // The interpreter runs no kernels, so it needs no worker threads.
         let threads = if backend == Backend::Interp { Some(1) } else { options.threads };
-        if backend != Backend::Interp {
-            // The JIT linker takes about a millisecond to create: it is made while the first
-            // module is parsed and lowered.
-            let _ = std::thread::Builder::new().name("tessera-linker".into()).spawn(tessera_codegen::loader::prepare);
-        }
+        // The JIT linker takes about a millisecond to create: it is made while the first module
+        // is parsed and lowered.
+        let linker = (backend != Backend::Interp)
+            .then(|| std::thread::Builder::new().name("tessera-linker".into()).spawn(tessera_codegen::loader::prepare))
+            .and_then(Result::ok);
         let cache = if backend == Backend::Interp { None } else { CompileCache::open(&options.cache) };
-        Ok(Client { backend, spaces, pool: Arc::new(ThreadPool::new(threads)?), host: HostFunctions::new(), cache })
+        let pool = Arc::new(ThreadPool::new(threads)?);
+        Ok(Client { backend, spaces, pool, host: HostFunctions::new(), cache, linker })
     }
 
     /// The directory of the client's compile cache, if it has one.

@@ -40,6 +40,18 @@ pub(crate) struct Tiered {
     /// Cranelift's executable: what runs until LLVM's is ready.
     fast: RuntimeExecutable,
     slot: Arc<Slot>,
+    /// The background compile, joined on drop: a process that exits while LLVM compiles
+    /// crashes in LLVM's static destructors, and a finished compile leaves its program in the
+    /// compile cache for the next process.
+    compile: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Tiered {
+    fn drop(&mut self) {
+        if let Some(compile) = self.compile.take() {
+            let _ = compile.join();
+        }
+    }
 }
 
 /// What the background LLVM compile needs: the client's runtime resources, by value.
@@ -69,10 +81,14 @@ impl Tiered {
             });
             background.finish(peak);
         });
-        if let Err(e) = spawned {
-            slot.finish(Err(format!("could not start the LLVM compile thread: {e}")));
-        }
-        Tiered { fast, slot }
+        let compile = match spawned {
+            Ok(handle) => Some(handle),
+            Err(e) => {
+                slot.finish(Err(format!("could not start the LLVM compile thread: {e}")));
+                None
+            }
+        };
+        Tiered { fast, slot, compile }
     }
 
     /// The executable runs use now, and its tier.

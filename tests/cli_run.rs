@@ -489,3 +489,36 @@ fn compile_and_run_errors_exit_with_1_and_say_why() {
     std::fs::write(&bad, "HloModule m\nENTRY e {\n  ROOT x = f32[] bogus()\n}\n").unwrap();
     expect_error(&["run", text(&bad), "--args", text(&one_arg), "--out", text(&out)], "m.hlo");
 }
+
+/// A process may exit right after its work, while LLVM still runs on a thread of the client's
+/// (the JIT linker it makes at start) or of a tiered executable (the background compile):
+/// exiting then ran LLVM's static destructors under that thread, which crashed about one run
+/// in thirty (a segfault, or "pure virtual method called") once nothing else delayed the
+/// exit. Quick runs and quick failures must all exit with their own status.
+#[test]
+fn runs_and_failures_exit_cleanly_while_llvm_threads_are_busy() {
+    let dir = case_dir("binary_arith_f32");
+    let module = dir.join("module.hlo");
+    let args = dir.join("args");
+    for i in 0..40 {
+        let run = tessera(&["run", text(&module), "--args", text(&args), "--time", "1", "--backend", "tiered"]);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "tiered run {i}: {:?} {}",
+            run.status,
+            String::from_utf8_lossy(&run.stderr)
+        );
+        // The module takes two arguments: the client is made, then the run fails at once.
+        let missing = temp_dir("exit_missing_args");
+        let failed =
+            tessera(&["run", text(&module), "--args", text(&missing), "--time", "1", "--backend", "cranelift"]);
+        assert_eq!(
+            failed.status.code(),
+            Some(1),
+            "failed run {i}: {:?} {}",
+            failed.status,
+            String::from_utf8_lossy(&failed.stderr)
+        );
+    }
+}
