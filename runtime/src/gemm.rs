@@ -329,7 +329,8 @@ unsafe fn mixed_impl<A: Elem, B: Elem>(
         unsafe { gemm_impl(i(m), i(n), i(k), a_ptr, a_rs, a_cs, b, b_rs, b_cs, c, c_rs as i64, c_cs as i64, 0.0, 1.0) };
         return;
     }
-    let block = (MIXED_BLOCK_ELEMS / k.max(1)).clamp(16, n);
+    // At least 16 columns a block, or all of them when there are fewer.
+    let block = (MIXED_BLOCK_ELEMS / k.max(1)).max(16).min(n);
     let mut j0 = 0;
     while j0 < n {
         let w = block.min(n - j0);
@@ -575,6 +576,47 @@ mod tests {
                             );
                         }
                         assert!(c[i * pitch + n].is_nan(), "wrote past row {i}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The blocked conversion with fewer columns than its 16-column block: a product whose `A`
+    /// has no unit stride (a batched dot's operand may not) takes no skinny path, whatever its
+    /// width. Its block size was `clamp(16, n)`, which panics for n < 16 and so aborted the
+    /// process (`tessera fuzz --seed 420214`).
+    #[test]
+    fn mixed_blocked_conversion_of_fewer_columns_than_a_block() {
+        for (m, n, k) in [(5, 2, 3), (40, 15, 9), (40, 1, 1)] {
+            for b_type in [GEMM_BF16, GEMM_F16] {
+                // A's element (i, q) at 3 * (i * k + q): rows and columns both strided.
+                let (a, a_exact) = encoded(&values(3 * m * k, 9), GEMM_F32);
+                let (b, b_exact) = encoded(&values(k * n, 10), b_type);
+                let mut c = vec![f32::NAN; m * n];
+                unsafe {
+                    tessera_rt_gemm_f32_mixed(
+                        m as i64,
+                        n as i64,
+                        k as i64,
+                        a.as_ptr(),
+                        3 * k as i64,
+                        3,
+                        GEMM_F32,
+                        b.as_ptr(),
+                        n as i64,
+                        1,
+                        b_type,
+                        c.as_mut_ptr(),
+                        n as i64,
+                        1,
+                    )
+                };
+                for i in 0..m {
+                    for j in 0..n {
+                        let want: f64 = (0..k).map(|q| a_exact[3 * (i * k + q)] * b_exact[q * n + j]).sum();
+                        let got = f64::from(c[i * n + j]);
+                        assert!((got - want).abs() <= 1e-5 * k as f64, "{m}x{n}x{k} ({i},{j}): {got} vs {want}");
                     }
                 }
             }
