@@ -13,6 +13,7 @@ pub(crate) mod fusion;
 mod layout_assignment;
 mod layout_normalize;
 mod multi_output_fusion;
+mod narrow_reduce_fusions;
 mod opt_barrier_expander;
 mod reduction_dimension_grouper;
 mod rewrite;
@@ -38,6 +39,7 @@ pub use fusion::{Fusion, FusionDecision};
 pub use layout_assignment::LayoutAssignment;
 pub use layout_normalize::LayoutNormalize;
 pub use multi_output_fusion::MultiOutputFusion;
+pub use narrow_reduce_fusions::NarrowReduceFusions;
 pub use opt_barrier_expander::OptBarrierExpander;
 pub use reduction_dimension_grouper::ReductionDimensionGrouper;
 pub use simplify::Simplify;
@@ -69,6 +71,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "layout_normalize" => Box::new(LayoutNormalize),
         "fusion" => Box::new(Fusion::default()),
         "multi_output_fusion" => Box::new(MultiOutputFusion::default()),
+        "narrow_reduce_fusions" => Box::new(NarrowReduceFusions::default()),
         "opt_barrier_expander" => Box::new(OptBarrierExpander::default()),
         "reduction_dimension_grouper" => Box::new(ReductionDimensionGrouper::default()),
         "unwrap" => Box::new(Unwrap),
@@ -84,7 +87,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// The passes `lower_module` runs: calls are inlined and tuples forwarded first so that
 /// fusion sees plain dataflow; layouts are settled before fusion so fused parameters carry
 /// the physical layouts of the buffers they read; sibling loop kernels and column reductions
-/// merge after fusion decided them; the final DCE drops what fusion inlined.
+/// merge after fusion decided them, and a reduce fusion whose users read one of its outputs
+/// computes that one alone; the final DCE drops what fusion inlined.
 /// Wrappers and one-device collectives become ordinary ops before the calls they leave are
 /// inlined; bounded dynamic dimensions become static at their bounds before anything else.
 /// Large full reductions split in two stages once layouts are known (the split needs the
@@ -120,7 +124,7 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
         .add(TreeReduction::default())
         .add(ReductionDimensionGrouper::default());
     if fusion {
-        p.add(Fusion::default()).add(MultiOutputFusion::default()).add(Dce);
+        p.add(Fusion::default()).add(MultiOutputFusion::default()).add(NarrowReduceFusions::default()).add(Dce);
     }
     p
 }
