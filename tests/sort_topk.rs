@@ -7,9 +7,11 @@
 //! are checked to be sorted, stable permutations of the input (a property the interpreter
 //! could get wrong too).
 
-use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::{ElementType, Literal, Shape};
 use tessera_testkit::Rng;
+
+mod tier_support;
+use tier_support::agree;
 
 /// Raw bits of a random element of `et`: mostly a few distinct small values (so ties are
 /// common), sometimes a special value of the type (NaNs with sign and payload, infinities,
@@ -73,33 +75,6 @@ fn random_literal(shape: &str, rng: &mut Rng) -> Literal {
     let et = shape.element_type();
     let bits = (0..n).map(|_| random_bits(et, rng)).collect();
     Literal::from_bits_vec(shape.without_layout(), bits).unwrap()
-}
-
-/// Runs `text` on the interpreter and both JIT tiers; every result leaf must agree bit for bit
-/// (and come out in the same layout). Returns the interpreter's results.
-fn agree(text: &str, args: &[Literal]) -> Vec<Literal> {
-    let compile = |b: Backend| {
-        Client::new(b)
-            .unwrap()
-            .compile_text(text, &CompileOptions::default())
-            .unwrap_or_else(|e| panic!("{b}: {e}\n{text}"))
-    };
-    let reference = compile(Backend::Interp).run(args).unwrap();
-    for backend in [Backend::Cranelift, Backend::Llvm] {
-        let out = compile(backend).run(args).unwrap_or_else(|e| panic!("{backend}: {e}\n{text}"));
-        assert_eq!(out.len(), reference.len(), "{backend}");
-        for (i, (o, r)) in out.iter().zip(&reference).enumerate() {
-            assert_eq!(o.shape(), r.shape(), "{backend}: result {i}\n{text}");
-            let (ob, rb) = (o.to_bits_vec().unwrap(), r.to_bits_vec().unwrap());
-            if let Some(at) = (0..ob.len()).find(|&k| ob[k] != rb[k]) {
-                panic!(
-                    "{backend}: result {i} differs from the interpreter at element {at}: {:#x} vs {:#x}\n{text}",
-                    ob[at], rb[at]
-                );
-            }
-        }
-    }
-    reference
 }
 
 /// A sort module over operands of the given shapes (with layouts; the results take the

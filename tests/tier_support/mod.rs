@@ -1,12 +1,40 @@
-//! Shared by tier tests: seeded arguments, a comparison within each float type's tolerance,
-//! and where a corpus case lives.
+//! Shared by tier tests: seeded arguments, a comparison within each float type's tolerance, a
+//! bit-for-bit agreement of the tiers with the interpreter, and where a corpus case lives.
 
 #![allow(dead_code)]
 
 use std::path::PathBuf;
 
+use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::{ElementType, Literal, Shape};
 use tessera_testkit::Rng;
+
+/// Runs `text` on the interpreter and both JIT tiers; every result leaf must agree bit for bit
+/// (and come out in the same layout). Returns the interpreter's results.
+pub fn agree(text: &str, args: &[Literal]) -> Vec<Literal> {
+    let compile = |b: Backend| {
+        Client::new(b)
+            .unwrap()
+            .compile_text(text, &CompileOptions::default())
+            .unwrap_or_else(|e| panic!("{b}: {e}\n{text}"))
+    };
+    let reference = compile(Backend::Interp).run(args).unwrap();
+    for backend in [Backend::Cranelift, Backend::Llvm] {
+        let out = compile(backend).run(args).unwrap_or_else(|e| panic!("{backend}: {e}\n{text}"));
+        assert_eq!(out.len(), reference.len(), "{backend}");
+        for (i, (o, r)) in out.iter().zip(&reference).enumerate() {
+            assert_eq!(o.shape(), r.shape(), "{backend}: result {i}\n{text}");
+            let (ob, rb) = (o.to_bits_vec().unwrap(), r.to_bits_vec().unwrap());
+            if let Some(at) = (0..ob.len()).find(|&k| ob[k] != rb[k]) {
+                panic!(
+                    "{backend}: result {i} differs from the interpreter at element {at}: {:#x} vs {:#x}\n{text}",
+                    ob[at], rb[at]
+                );
+            }
+        }
+    }
+    reference
+}
 
 /// The folder of corpus case `name` in `$TESSERA_SHARED` (default `../shared` beside the
 /// repository); a missing corpus fails the test, never skips it.

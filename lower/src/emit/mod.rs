@@ -6,6 +6,7 @@
 //! load at the composition of those maps with their own layouts, simplified by [`index`].
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
+mod arg_reduce;
 pub(crate) mod column_reduce;
 mod complex;
 mod conv;

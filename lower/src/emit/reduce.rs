@@ -95,6 +95,18 @@ impl<'m> Emitter<'m> {
                 return Ok(out);
             }
         }
+        if k == 2 {
+            if let Some(row) = super::arg_reduce::arg_row(self.module, f.comp, id) {
+                // As the serial form: its loops are no staging row reduction's.
+                let lane = std::mem::replace(&mut self.staging.lane, false);
+                let out = self.arg_reduce(f, id, idx, row);
+                self.staging.lane = lane;
+                let out = out?;
+                self.multi_log.push(key.clone());
+                self.multi_cache.insert(key, out.clone());
+                return Ok(out);
+            }
+        }
         let widest = plain_add && first_et == Some(tessera_hlo::ElementType::F32);
         let mut locals = Vec::with_capacity(k);
         for (i, &init) in inits.iter().enumerate() {

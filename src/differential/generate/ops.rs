@@ -790,21 +790,32 @@ impl Gen {
     }
 
     /// A variadic (value, index) reduce along one dimension: argmax or argmin with the
-    /// lowest index winning ties, as JAX writes it.
+    /// lowest index winning ties, sometimes with JAX's clause that a NaN wins (its exact
+    /// reducer, which the lowering runs in lanes when the indices alone are read), and then
+    /// sometimes reading the indices alone, as `jnp.argmax` does.
     fn arg_reduce(&mut self) -> Option<usize> {
         let a = self.pick(|v| !v.dims.is_empty() && v.ty != ElementType::Pred && v.facts.exact)?;
         let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
         let d = self.rng.below(dims.len() as u64) as usize;
         let max = self.rng.chance(0.5);
+        let jax = ty.is_float() && self.rng.chance(0.5);
         let t = ty.name();
         let dir = if max { "GT" } else { "LT" };
-        let comp = self.computation(&format!("arg{dir}_{t}"), |c| {
-            vec![
+        let comp = self.computation(&format!("arg{dir}_{t}{}", if jax { "_jax" } else { "" }), |c| {
+            let mut lines = vec![
                 format!("{c}.av = {t}[] parameter(0)"),
                 format!("{c}.ai = s32[] parameter(1)"),
                 format!("{c}.bv = {t}[] parameter(2)"),
                 format!("{c}.bi = s32[] parameter(3)"),
-                format!("{c}.better = pred[] compare({c}.av, {c}.bv), direction={dir}"),
+            ];
+            if jax {
+                lines.push(format!("{c}.gt = pred[] compare({c}.av, {c}.bv), direction={dir}"));
+                lines.push(format!("{c}.nan = pred[] compare({c}.av, {c}.av), direction=NE"));
+                lines.push(format!("{c}.better = pred[] or({c}.gt, {c}.nan)"));
+            } else {
+                lines.push(format!("{c}.better = pred[] compare({c}.av, {c}.bv), direction={dir}"));
+            }
+            lines.extend([
                 format!("{c}.eq = pred[] compare({c}.av, {c}.bv), direction=EQ"),
                 format!("{c}.lower = pred[] compare({c}.ai, {c}.bi), direction=LT"),
                 format!("{c}.tie = pred[] and({c}.eq, {c}.lower)"),
@@ -812,7 +823,8 @@ impl Gen {
                 format!("{c}.v = {t}[] select({c}.better, {c}.av, {c}.bv)"),
                 format!("{c}.i = s32[] select({c}.take, {c}.ai, {c}.bi)"),
                 format!("ROOT {c}.r = ({t}[], s32[]) tuple({c}.v, {c}.i)"),
-            ]
+            ]);
+            lines
         });
         let index = self.push_op(
             ElementType::S32,
@@ -838,7 +850,9 @@ impl Gen {
             self.name(index)
         ));
         self.used(&[a, index]);
-        let v = self.push_op(ty, out.clone(), f, format!("get-tuple-element({tuple_name}), index=0"));
+        let indices_alone = jax && self.rng.chance(0.5);
+        let v = (!indices_alone)
+            .then(|| self.push_op(ty, out.clone(), f, format!("get-tuple-element({tuple_name}), index=0")));
         let i = self.push_op(
             ElementType::S32,
             out,
@@ -846,7 +860,10 @@ impl Gen {
             format!("get-tuple-element({tuple_name}), index=1"),
         );
         // Either output may end up unused: both are results then.
-        Some(if self.rng.chance(0.5) { i } else { v })
+        Some(match v {
+            Some(v) if self.rng.chance(0.5) => v,
+            _ => i,
+        })
     }
 
     /// A dot with random batch, contracting and free dimensions; the right operand is built
