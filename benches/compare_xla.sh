@@ -58,6 +58,15 @@ np.save(sys.argv[1], np.random.default_rng(4096).uniform(-1, 1, (4096, 4096)).as
 ' "$work/relayout/0.npy"
     workloads+=("relayout_tiled_4096|benches/modules/relayout_tiled_4096.hlo|$work/relayout|1")
 fi
+if wanted argmax_64x65536; then
+    echo "==> arguments for argmax_64x65536" >&2
+    mkdir -p "$work/argmax"
+    python3 -c '
+import sys, numpy as np
+np.save(sys.argv[1], np.random.default_rng(64).standard_normal((64, 65536)).astype(np.float32))
+' "$work/argmax/0.npy"
+    workloads+=("argmax_64x65536|benches/modules/argmax_64x65536.hlo|$work/argmax|1")
+fi
 # bf16 modules written with JAX (benches/modules/README.md): arguments uniform in [-1, 1) (the
 # layer norm's scale in [0.5, 1.5)), stored as raw bf16 bits.
 for name in bf16_row_sum_4096x1024 bf16_row_mean_4096x1024 bf16_layernorm_4096x768; do
