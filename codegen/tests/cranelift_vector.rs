@@ -546,3 +546,57 @@ fn assert_same_bits(kernel: &Kernel, mut bufs: Vec<Vec<u8>>, what: &str) {
     let out = bufs.len() - 1;
     assert!(bufs[out] == expect[out], "{what}: the tier's bits differ from the interpreter's");
 }
+
+/// The loop variable as a value narrowed to I32 (an iota's lanes: argmax's positions, a causal
+/// mask's columns) runs in i32x4 lanes, in plain loops and in lane reductions' copies, tails
+/// included; the I64 index read any other way keeps the loop scalar. Bit for bit against the
+/// interpreter.
+#[test]
+fn index_lanes_narrowed_to_i32() {
+    for (cols, width) in [(16, 8), (19, 8), (37, 16), (70, 16)] {
+        let rows = 3;
+        // out[g, i] = x[g, i] > 0 ? i : -1, and first[g] = the smallest such i (smin lanes).
+        let mut k = KernelBuilder::new("iota_lanes", rows);
+        let x = k.buffer("x", MemType::Scalar(Ty::F32), rows * cols, false);
+        let out = k.buffer("out", MemType::Scalar(Ty::I32), rows * cols, true);
+        let first = k.buffer("first", MemType::Scalar(Ty::I32), rows, true);
+        let g = k.grid_var();
+        let none = k.constant(Const::Int { ty: Ty::I32, bits: i64::from(i32::MAX) });
+        let minus = k.constant(Const::Int { ty: Ty::I32, bits: -1 });
+        let zero = k.constant(Const::F32(0));
+        let acc = k.local(Ty::I32, none);
+        let i = k.begin_loop(0, cols);
+        let at = IndexExpr { terms: vec![t(IndexSrc::Var(g), cols), t(IndexSrc::Var(i), 1)], offset: 0 };
+        let xv = k.load(x, at.clone());
+        let wide = k.let_(Op::Index(IndexExpr::var(i, 1)));
+        let pos = k.cast(CastOp::Trunc, Ty::I64, Ty::I32, wide);
+        let positive = k.cmp(CmpOp::FLt, Ty::F32, zero, xv);
+        let marked = k.select(Ty::I32, positive, pos, minus);
+        k.store(out, at, marked);
+        let candidate = k.select(Ty::I32, positive, pos, none);
+        let so_far = k.get_local(acc);
+        let m = k.binary(BinOp::SMin, Ty::I32, so_far, candidate);
+        k.set_local(acc, m);
+        let tail = if cols % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
+        k.end_loop_reducing(width, tail, vec![Reduction { local: acc, op: BinOp::SMin, ty: Ty::I32 }]);
+        let total = k.get_local(acc);
+        k.store(first, IndexExpr::var(g, 1), total);
+        let kernel = k.finish();
+        assert!(clif(&kernel).contains("i32x4"), "{cols} columns:\n{}", clif(&kernel));
+        let n = (rows * cols) as usize;
+        let mut bufs = vec![float_data(Ty::F32, n, 51), vec![0; 4 * n], vec![0; 4 * rows as usize]];
+        llvm_common::run(&kernel, &mut bufs.clone());
+        run(&kernel, &mut bufs);
+    }
+    // The I64 index stored as it is: no 64-bit lanes here, so the loop stays scalar.
+    let mut k = KernelBuilder::new("wide_index", 1);
+    let out = k.buffer("out", MemType::Scalar(Ty::I64), 16, true);
+    let i = k.begin_loop(0, 16);
+    let wide = k.let_(Op::Index(IndexExpr::var(i, 1)));
+    k.store(out, IndexExpr::var(i, 1), wide);
+    k.end_loop_vectorized(8, Tail::None);
+    let kernel = k.finish();
+    assert!(!has_vectors(&kernel), "{}", clif(&kernel));
+    let mut bufs = vec![vec![0; 128]];
+    run(&kernel, &mut bufs);
+}

@@ -49,7 +49,7 @@ use tessera_lower::kernel::{
 };
 
 use super::function::{cl_type, mem_flags, Translator};
-use super::index::access_form;
+use super::index::{access_form, Form};
 use super::ops::{fcmp, float_cc, int_cc};
 use super::{Failure, Result};
 
@@ -225,7 +225,13 @@ impl Planner<'_, '_, '_> {
             Op::Const(_) | Op::GetLocal(_) => Some(None),
             Op::Index(index) => match self.access(index)? {
                 Access::Uniform => Some(None),
-                Access::Contiguous => None,
+                // The loop variable's lanes (an iota: argmax's positions, a causal mask's
+                // columns) as 32-bit lanes, which only a narrowing to I32 may read: every
+                // other op on an I64 has no vector form here, so its loop stays scalar.
+                Access::Contiguous => {
+                    self.lanes(Ty::I32)?;
+                    Some(Some(Ty::I32))
+                }
             },
             Op::Load { index, mem, .. } => match self.access(index)? {
                 Access::Uniform => Some(None),
@@ -324,6 +330,7 @@ impl Planner<'_, '_, '_> {
                         | (CastOp::Bitcast, Ty::I32, Ty::F32)
                         | (CastOp::ZExt | CastOp::SExt, Ty::I16, Ty::I32)
                         | (CastOp::Trunc, Ty::I32, Ty::I16)
+                        | (CastOp::Trunc, Ty::I64, Ty::I32)
                         | (CastOp::SIToFP, Ty::I32, Ty::F32)
                         | (CastOp::FPToSISat, Ty::F32, Ty::I32)
                 );
@@ -973,6 +980,18 @@ impl Translator<'_, '_> {
                 let z = self.vector_operand(*c, *ty, lanes, vectors)?;
                 self.b.ins().fma(x, y, z)
             }
+            // Lane k is the index at the vector's first lane plus k, in 32 bits (`Planner::op`).
+            Op::Index(index) => {
+                let first = self.index(index, Form::Elements)?;
+                let first = self.b.ins().ireduce(types::I32, first);
+                let first = self.b.ins().splat(types::I32X4, first);
+                let steps: Vec<u8> = (0..4u32).flat_map(u32::to_le_bytes).collect();
+                let steps = self.b.func.dfg.constants.insert(cranelift_codegen::ir::ConstantData::from(steps));
+                let steps = self.b.ins().vconst(types::I32X4, steps);
+                self.b.ins().iadd(first, steps)
+            }
+            // The index's lanes are 32-bit already.
+            Op::Cast { op: CastOp::Trunc, from: Ty::I64, a, .. } => self.vector_operand(*a, Ty::I32, lanes, vectors)?,
             Op::Cast { op, from, a, .. } => {
                 let x = self.vector_operand(*a, *from, lanes, vectors)?;
                 match op {
