@@ -147,25 +147,21 @@ fn extreme(module: &Module, reducer: CompId, value_et: ElementType) -> Option<Bi
             })
         })
     };
-    if picks(true) {
-        Some(if float {
-            BinOp::FMax
-        } else if signed {
-            BinOp::SMax
-        } else {
-            BinOp::UMax
-        })
+    let max = if picks(true) {
+        true
     } else if picks(false) {
-        Some(if float {
-            BinOp::FMin
-        } else if signed {
-            BinOp::SMin
-        } else {
-            BinOp::UMin
-        })
+        false
     } else {
-        None
-    }
+        return None;
+    };
+    Some(match (float, signed, max) {
+        (true, _, true) => BinOp::FMax,
+        (true, _, false) => BinOp::FMin,
+        (_, true, true) => BinOp::SMax,
+        (_, true, false) => BinOp::SMin,
+        (_, _, true) => BinOp::UMax,
+        (_, _, false) => BinOp::UMin,
+    })
 }
 
 /// The reducer's (value, position) result on abstract operands, or `None` if it does anything
