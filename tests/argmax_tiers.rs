@@ -1,10 +1,11 @@
 //! Argmax and argmin as JAX writes them (a variadic reduce of values and an iota), which the
-//! kernel lowering runs in lanes (`emit::arg_reduce`): both JIT tiers against the interpreter
-//! bit for bit, and the positions against the definition (the first NaN, else the first of the
-//! largest values), on rows with NaNs first, last and twice, rows of -inf, ties of the
-//! maximum, zeros of both signs, extreme integers, lengths that leave a scalar tail, bf16
-//! values and s64 positions. A reducer that breaks ties towards the later position is not an
-//! argmax and must stay serial.
+//! kernel lowering runs in lanes along a row (`emit::arg_reduce`) and sweeps row by row over
+//! columns (`emit::column_reduce`): both JIT tiers against the interpreter bit for bit, and the
+//! positions against the definition (the first NaN, else the first of the largest values), on
+//! rows with NaNs first, last and twice, rows of -inf, ties of the maximum, zeros of both
+//! signs, extreme integers, lengths that leave a scalar tail, bf16 values and s64 positions. A
+//! reducer that breaks ties towards the later position is not an argmax: along a row it stays
+//! serial, over columns the sweep keeps its order.
 
 use tessera_hlo::{ElementType, Literal, Shape};
 use tessera_lower::{lower_module, LowerOptions};
@@ -177,4 +178,72 @@ fn reducers_that_are_not_an_argmax_stay_serial() {
         assert!(!in_lanes(&text), "taken for an argmax:\n{red}");
         agree(&text, std::slice::from_ref(&arg));
     }
+}
+
+/// A module of `reducer` over dimension 0 of a `vt[rows, cols]` argument (a column argmax),
+/// returning the positions alone or, with `both`, the values and the positions.
+fn column_module(vt: &str, rows: usize, cols: usize, init: &str, reducer: &str, both: bool) -> String {
+    let (result, root) = if both {
+        (
+            format!("({vt}[{cols}]{{0}}, s32[{cols}]{{0}})"),
+            format!(
+                "  v = {vt}[{cols}]{{0}} get-tuple-element(r), index=0\n  p = s32[{cols}]{{0}} get-tuple-element(r), index=1\n  \
+                 ROOT t = ({vt}[{cols}]{{0}}, s32[{cols}]{{0}}) tuple(v, p)\n"
+            ),
+        )
+    } else {
+        (format!("s32[{cols}]{{0}}"), format!("  ROOT p = s32[{cols}]{{0}} get-tuple-element(r), index=1\n"))
+    };
+    format!(
+        "HloModule column_argmax, entry_computation_layout={{({vt}[{rows},{cols}]{{1,0}})->{result}}}\n\n{reducer}\n\
+         ENTRY main {{\n  x = {vt}[{rows},{cols}]{{1,0}} parameter(0)\n  io = s32[{rows}]{{0}} iota(), iota_dimension=0\n  \
+         pos = s32[{rows},{cols}]{{1,0}} broadcast(io), dimensions={{0}}\n  init = {vt}[] constant({init})\n  \
+         zero = s32[] constant(0)\n  r = ({vt}[{cols}]{{0}}, s32[{cols}]{{0}}) reduce(x, pos, init, zero), \
+         dimensions={{0}}, to_apply=reducer\n{root}}}\n"
+    )
+}
+
+/// Whether the lowering sweeps the reduce as a column reduction (accumulators per input).
+fn in_columns(text: &str) -> bool {
+    let module = tessera_hlo::text::parse_module(text).unwrap();
+    lower_module(&module, &LowerOptions::default()).unwrap().to_string().contains(".acc.1")
+}
+
+/// Column argmax and argmin (over dimension 0, the contiguous dimension kept) sweep the rows
+/// with one accumulator per input, in the element-at-a-time form's order, so any reducer gives
+/// its bits, JAX's and one breaking ties towards the later position alike; the positions read
+/// alone or with the values.
+#[test]
+fn column_argmax_sweeps_rows_in_order_for_any_reducer() {
+    let (rows, cols) = (40, 48);
+    // The rows of `f32_rows` as columns: each column holds one hard case. Its signaling NaN
+    // becomes a quiet one: the values are read too, and the interpreter, which holds floats as
+    // f64, quiets a signaling NaN even where an op only moves it (the tiers keep its bits).
+    let values: Vec<f32> = f32_rows(cols, rows)
+        .into_iter()
+        .map(|v| if v.is_nan() { f32::from_bits(v.to_bits() | 0x0040_0000) } else { v })
+        .collect();
+    let transposed: Vec<f32> = (0..rows * cols).map(|k| values[(k % cols) * rows + k / cols]).collect();
+    let arg = Literal::from_vec(&[rows as i64, cols as i64], transposed).unwrap();
+    for (dir, init, max) in [("GT", "-inf", true), ("LT", "inf", false)] {
+        for both in [false, true] {
+            let text = column_module("f32", rows, cols, init, &reducer("f32", "s32", dir, true, "LT"), both);
+            assert!(in_columns(&text), "{dir} both={both}: not swept as columns");
+            let out = agree(&text, std::slice::from_ref(&arg));
+            let got = positions(out.last().unwrap());
+            for c in 0..cols {
+                let column: Vec<f64> = values[c * rows..(c + 1) * rows].iter().map(|&v| f64::from(v)).collect();
+                assert_eq!(got[c], definition(&column, max), "{dir} both={both} column {c}: {column:?}");
+            }
+        }
+        // Ties to the later position: order-dependent, still the interpreter's bits.
+        let text = column_module("f32", rows, cols, init, &reducer("f32", "s32", dir, true, "GT"), true);
+        assert!(in_columns(&text), "{dir} later ties: not swept as columns");
+        agree(&text, std::slice::from_ref(&arg));
+    }
+    let ints: Vec<i32> = (0..rows * cols).map(|k| (k * 7 % 11) as i32 - 5).collect();
+    let arg = Literal::from_vec(&[rows as i64, cols as i64], ints).unwrap();
+    let text = column_module("s32", rows, cols, "-2147483648", &reducer("s32", "s32", "GT", false, "LT"), false);
+    assert!(in_columns(&text), "s32: not swept as columns");
+    agree(&text, std::slice::from_ref(&arg));
 }

@@ -15,7 +15,10 @@
 //! Sibling reductions that multi-output fusion merged (a tuple of such reduces, of one input
 //! shape over the same dimensions, accumulated alike) share the sweep: each element of the
 //! row loop updates every reduce's accumulator, and the elements their inputs share are
-//! computed and loaded once.
+//! computed and loaded once. A variadic reduce (an argmax over a column: values and
+//! positions) keeps an accumulator per input and updates them together by its reducer, in the
+//! element-at-a-time form's order, so it gives that form's bits whatever the reducer; it may
+//! store all its outputs or one (`passes::narrow_reduce_fusions`).
 
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{CompId, ElementType, InstId, LayoutMap, Opcode};
@@ -65,47 +68,63 @@ pub(crate) fn contiguous_dim(map: &LayoutMap) -> Option<(usize, Vec<i64>)> {
     Some((minor, strides))
 }
 
-/// One reduce of a column reduction kernel: its input and init value, reducer, result type
-/// and how its accumulators add up.
+/// Whether two arrays (of any element types) have their elements at the same places: the
+/// same dimensions and plain strides, so one index expression addresses both.
+fn same_places(a: &LayoutMap, b: &LayoutMap) -> bool {
+    a.dims() == b.dims() && super::plain_strides(a).is_some_and(|s| super::plain_strides(b) == Some(s))
+}
+
+/// One reduce of a column reduction kernel: its inputs and init values, reducer, result types
+/// (one per input) and how its accumulators add up.
 struct ColumnRoot {
     id: InstId,
-    input: InstId,
-    init: InstId,
+    inputs: Vec<InstId>,
+    inits: Vec<InstId>,
     reducer: CompId,
-    et: ElementType,
+    ets: Vec<ElementType>,
     how: Accumulate,
 }
 
 impl<'m> Emitter<'m> {
-    /// Emits reduces `ids` (the kernel's results, in output order: one reduce, or the sibling
-    /// reductions multi-output fusion merged, which share one input shape and reduced
-    /// dimensions) as a column reduction (module doc): one sweep over the rows updates every
-    /// result's accumulators, so inputs they share are read once. False when they are not one.
-    pub(crate) fn try_column_reduce(&mut self, ids: &[InstId]) -> Result<bool, LowerError> {
+    /// Emits the kernel's results `results` (in output order: each a reduce and which of its
+    /// outputs; one reduce, all or one output of a variadic one, or the sibling reductions
+    /// multi-output fusion merged, which share one input shape and reduced dimensions) as a
+    /// column reduction (module doc): one sweep over the rows updates every reduce's
+    /// accumulators, so inputs they share are read once. False when they are not one.
+    pub(crate) fn try_column_reduce(&mut self, results: &[(InstId, usize)]) -> Result<bool, LowerError> {
         let comp = self.comp;
-        let Some(&first) = ids.first() else { return Ok(false) };
+        let Some(&(first, _)) = results.first() else { return Ok(false) };
         let name = comp.inst(first).name.clone();
+        let mut ids: Vec<InstId> = results.iter().map(|r| r.0).collect();
+        ids.dedup();
         let mut roots = Vec::with_capacity(ids.len());
-        for &id in ids {
+        for &id in &ids {
             let inst = comp.inst(id);
             if inst.opcode != Opcode::Reduce {
                 return Ok(false);
             }
             let (inputs, inits, reducer) = reduction_parts(inst)?;
-            let ([input], [init]) = (inputs, inits) else { return Ok(false) };
-            let Some(out_shape) = inst.shape.as_array() else { return Ok(false) };
-            let et = out_shape.element_type;
-            use ElementType as E;
-            if !matches!(et, E::F32 | E::F64 | E::F16 | E::BF16 | E::S32 | E::S64 | E::U32 | E::U64) {
+            // A variadic reduce takes the sweep alone.
+            if inputs.len() > 1 && ids.len() > 1 {
                 return Ok(false);
             }
-            let plain_add = is_plain_add(self.module, reducer);
-            let how = match et {
+            let ets: Vec<ElementType> = match &inst.shape {
+                tessera_hlo::Shape::Tuple(s) => s.iter().map(tessera_hlo::Shape::element_type).collect(),
+                s => vec![s.element_type()],
+            };
+            use ElementType as E;
+            let supported =
+                |et: &E| matches!(et, E::F32 | E::F64 | E::F16 | E::BF16 | E::S32 | E::S64 | E::U32 | E::U64);
+            if ets.len() != inputs.len() || !ets.iter().all(supported) {
+                return Ok(false);
+            }
+            let plain_add = inputs.len() == 1 && is_plain_add(self.module, reducer);
+            let how = match ets[0] {
                 E::F32 if plain_add => Accumulate::F64Sum,
                 E::F16 | E::BF16 if plain_add => Accumulate::F32Sum,
                 _ => Accumulate::Reducer,
             };
-            roots.push(ColumnRoot { id, input: *input, init: *init, reducer, et, how });
+            roots.push(ColumnRoot { id, inputs: inputs.to_vec(), inits: inits.to_vec(), reducer, ets, how });
         }
         // The inputs' elements come from elementwise ops and data movement only: nothing that
         // opens loops of its own inside the vector loop.
@@ -113,26 +132,33 @@ impl<'m> Emitter<'m> {
         let simple = comp.instructions.iter().enumerate().all(|(i, x)| {
             is_root(i)
                 || (ids.len() > 1 && i == comp.root.index() && x.opcode == Opcode::Tuple)
+                || (i == comp.root.index() && x.opcode == Opcode::GetTupleElement)
                 || x.opcode == Opcode::Parameter
                 || is_input_op(x.opcode)
         });
         if !simple {
             return Ok(false);
         }
-        let in_map = layout_map(&comp.inst(roots[0].input).shape, &name)?;
+        let in_map = layout_map(&comp.inst(roots[0].inputs[0]).shape, &name)?;
         let out_map = self.outputs[0].map.clone();
         let reduced_attr = comp.inst(first).attr_ints("dimensions").unwrap_or(&[]).to_vec();
-        for (k, r) in roots.iter().enumerate().skip(1) {
-            let alike = r.et == roots[0].et
+        for r in &roots {
+            let alike = r.ets == roots[0].ets
                 && r.how == roots[0].how
-                && layout_map(&comp.inst(r.input).shape, &name)? == in_map
-                && self.outputs[k].map == out_map
                 && comp.inst(r.id).attr_ints("dimensions").unwrap_or(&[]) == reduced_attr.as_slice();
+            for &input in &r.inputs {
+                if !same_places(&layout_map(&comp.inst(input).shape, &name)?, &in_map) {
+                    return Ok(false);
+                }
+            }
             if !alike {
                 return Ok(false);
             }
         }
-        let (et, how) = (roots[0].et, roots[0].how);
+        if self.outputs.len() != results.len() || self.outputs.iter().any(|o| !same_places(&o.map, &out_map)) {
+            return Ok(false);
+        }
+        let how = roots[0].how;
         // The minor dimension: contiguous in the input (kept, and the output's contiguous
         // dimension too, as checked below).
         let (Some((minor, in_strides)), Some(out_strides)) = (contiguous_dim(&in_map), super::plain_strides(&out_map))
@@ -153,11 +179,17 @@ impl<'m> Emitter<'m> {
         let kept: Vec<usize> = (0..dims.len()).filter(|&d| !reduced[d]).collect();
         let Some(out_minor) = kept.iter().position(|&d| d == minor) else { return Ok(false) };
         let width_of = |ty: Ty| if matches!(ty, Ty::F64 | Ty::I64) { 8 } else { 16 };
-        let acc_ty = match how {
-            Accumulate::F64Sum => Ty::F64,
-            Accumulate::F32Sum => Ty::F32,
-            Accumulate::Reducer => types::reg(et, &name)?,
-        };
+        // Each input's accumulator type; the widest sets the vector width.
+        let acc_tys = roots[0]
+            .ets
+            .iter()
+            .map(|&et| match how {
+                Accumulate::F64Sum => Ok(Ty::F64),
+                Accumulate::F32Sum => Ok(Ty::F32),
+                Accumulate::Reducer => types::reg(et, &name),
+            })
+            .collect::<Result<Vec<Ty>, LowerError>>()?;
+        let acc_ty = acc_tys.iter().copied().max_by_key(|t| t.bits()).unwrap_or(Ty::F32);
         let extent = dims[minor];
         if out_strides[out_minor] != 1 || extent < i64::from(width_of(acc_ty)) {
             return Ok(false);
@@ -186,13 +218,24 @@ impl<'m> Emitter<'m> {
         let chunks = extent / chunk;
         let scratch_len = out_map.physical_element_count();
         let f = self.fused_frame();
+        // scratch[r][i] and inits[r][i]: reduce r's accumulator of its input i.
         let mut scratch = Vec::with_capacity(roots.len());
         let mut inits = Vec::with_capacity(roots.len());
         for r in &roots {
-            let acc_name = format!("{}.acc", comp.inst(r.id).name);
-            scratch.push(self.b.buffer(acc_name, MemType::Scalar(acc_ty), scratch_len, true));
-            let v = self.elem(&f, r.init, &[])?;
-            inits.push(if how == Accumulate::F64Sum { self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v) } else { v });
+            let (mut bufs, mut values) = (Vec::new(), Vec::new());
+            for (i, &init) in r.inits.iter().enumerate() {
+                let suffix = if r.inits.len() > 1 { format!(".{i}") } else { String::new() };
+                let acc_name = format!("{}.acc{suffix}", comp.inst(r.id).name);
+                bufs.push(self.b.buffer(acc_name, MemType::Scalar(acc_tys[i]), scratch_len, true));
+                let v = self.elem(&f, init, &[])?;
+                values.push(if how == Accumulate::F64Sum {
+                    self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v)
+                } else {
+                    v
+                });
+            }
+            scratch.push(bufs);
+            inits.push(values);
         }
         let mut full = vec![index::constant(0); dims.len()];
         let base = if let Some(d) = grid_outer {
@@ -225,8 +268,10 @@ impl<'m> Emitter<'m> {
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        for (k, &acc) in scratch.iter().enumerate() {
-            self.b.store(acc, at.clone(), inits[k]);
+        for (bufs, values) in scratch.iter().zip(&inits) {
+            for (&acc, &v) in bufs.iter().zip(values) {
+                self.b.store(acc, at.clone(), v);
+            }
         }
         self.b.end_loop_vectorized(width, tail);
 
@@ -242,24 +287,26 @@ impl<'m> Emitter<'m> {
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        for (r, &buf) in roots.iter().zip(&scratch) {
-            let acc = self.b.load(buf, at.clone());
-            let x = self.elem(&f, r.input, &full)?;
+        for (r, bufs) in roots.iter().zip(&scratch) {
+            let accs: Vec<_> = bufs.iter().map(|&buf| self.b.load(buf, at.clone())).collect();
+            let xs = r.inputs.iter().map(|&input| self.elem(&f, input, &full)).collect::<Result<Vec<_>, _>>()?;
             let next = match how {
                 Accumulate::F64Sum => {
-                    let x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, x);
-                    self.b.binary(BinOp::Add, Ty::F64, acc, x)
+                    let x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, xs[0]);
+                    vec![self.b.binary(BinOp::Add, Ty::F64, accs[0], x)]
                 }
-                Accumulate::F32Sum => self.b.binary(BinOp::Add, Ty::F32, acc, x),
+                Accumulate::F32Sum => vec![self.b.binary(BinOp::Add, Ty::F32, accs[0], xs[0])],
                 Accumulate::Reducer => {
-                    let out = self.call_scalar(r.reducer, vec![acc, x])?;
-                    let [v] = out.as_slice() else {
+                    let out = self.call_scalar(r.reducer, accs.into_iter().chain(xs).collect())?;
+                    if out.len() != bufs.len() {
                         return Err(LowerError::invalid(&name, "reducer returns the wrong number of values"));
-                    };
-                    *v
+                    }
+                    out
                 }
             };
-            self.b.store(buf, at.clone(), next);
+            for (&buf, v) in bufs.iter().zip(next) {
+                self.b.store(buf, at.clone(), v);
+            }
         }
         self.b.end_loop_vectorized(width, tail);
         for _ in 0..rows_opened {
@@ -271,7 +318,12 @@ impl<'m> Emitter<'m> {
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        for (k, &buf) in scratch.iter().enumerate() {
+        for (k, &(id, output)) in results.iter().enumerate() {
+            let r = ids.iter().position(|&x| x == id).ok_or_else(|| LowerError::invalid(&name, "column result"))?;
+            let (buf, et) = match (scratch[r].get(output), roots[r].ets.get(output)) {
+                (Some(&buf), Some(&et)) => (buf, et),
+                _ => return Err(LowerError::invalid(&name, "reduce output out of range")),
+            };
             let mut v = self.b.load(buf, at.clone());
             v = match how {
                 Accumulate::F64Sum => self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, v),

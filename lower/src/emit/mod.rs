@@ -307,15 +307,27 @@ impl<'m> Emitter<'m> {
             if f.id == 0 && self.try_conv_call(*id)? {
                 return Ok(());
             }
-            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce && self.try_column_reduce(&[*id])? {
+            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce && self.try_column_reduce(&[(*id, 0)])? {
                 return Ok(());
             }
+            // One output of a variadic reduce (`passes::narrow_reduce_fusions`).
+            let inst = self.comp.inst(*id);
+            let of = inst.operands.first().map(|&o| (o, self.comp.inst(o).opcode));
+            if let (true, Opcode::GetTupleElement, Some((reduce, Opcode::Reduce)), Some(Ok(i))) =
+                (f.id == 0, inst.opcode, of, tessera_hlo::ir::AttrList::attr_int(inst, "index").map(usize::try_from))
+            {
+                if self.try_column_reduce(&[(reduce, i)])? {
+                    return Ok(());
+                }
+            }
         }
-        // Sibling reductions multi-output fusion merged: one sweep when they are columns.
-        let reduces: Vec<InstId> = values
+        // Sibling reductions multi-output fusion merged, or a variadic reduce's outputs: one
+        // sweep when they are columns.
+        let reduces: Vec<(InstId, usize)> = values
             .iter()
             .filter_map(|v| match v {
-                OutVal::Inst(f, id) if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce => Some(*id),
+                OutVal::Inst(f, id) if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce => Some((*id, 0)),
+                OutVal::ReduceElem(f, id, i) if f.id == 0 => Some((*id, *i)),
                 _ => None,
             })
             .collect();
