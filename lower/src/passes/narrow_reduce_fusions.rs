@@ -41,10 +41,10 @@ impl Pass for NarrowReduceFusions {
                     continue;
                 }
                 // A root's tuple is the computation's result, whoever else reads it.
-                let readers = &users[id.index()];
                 if comp.root == id {
                     continue;
                 }
+                let readers = &users[id.index()];
                 let index = |u: &tessera_hlo::InstId| {
                     let user = comp.inst(*u);
                     (user.opcode == Opcode::GetTupleElement).then(|| user.attr_int("index")).flatten()
