@@ -45,7 +45,7 @@ pub(super) struct ArgRow {
 pub(super) fn arg_row(module: &Module, comp: &tessera_hlo::Computation, id: InstId) -> Option<ArgRow> {
     let inst = comp.inst(id);
     let (inputs, inits, reducer) = super::reduce::reduction_parts(inst).ok()?;
-    let ([values, positions], [_, init_pos]) = (inputs, inits) else { return None };
+    let ([_, positions], [_, init_pos]) = (inputs, inits) else { return None };
     let tessera_hlo::Shape::Tuple(outs) = &inst.shape else { return None };
     let (value_et, index_et) = (outs.first()?.element_type(), outs.get(1)?.element_type());
     let users = comp.users();
@@ -70,27 +70,12 @@ pub(super) fn arg_row(module: &Module, comp: &tessera_hlo::Computation, id: Inst
     if init_index > 0 || comp.inst(*init_pos).opcode != Opcode::Constant {
         return None;
     }
-    let in_map = super::layout_map(&comp.inst(*values).shape, &inst.name).ok()?;
-    let dims = in_map.dims();
-    let rdims = inst.attr_ints("dimensions")?;
-    let busy: Vec<usize> = rdims
-        .iter()
-        .filter_map(|&d| usize::try_from(d).ok())
-        .filter(|&d| dims.get(d).is_some_and(|&n| n > 1))
-        .collect();
-    let [dim] = busy.as_slice() else { return None };
-    if !is_position(comp, *positions, *dim) {
-        return None;
-    }
-    let digits = super::nest::plan(&in_map, &[])?;
-    let mine: Vec<&super::nest::Digit> = digits.iter().filter(|g| g.dim == *dim).collect();
-    let [g] = mine.as_slice() else { return None };
     let lanes = if value_ty.bits() == 64 || index_ty == Ty::I64 { 8 } else { 16 };
-    let extent = dims[*dim];
-    if g.weight != 1 || g.coef != 1 || extent < 2 * lanes {
+    let (dim, extent) = super::reduce::contiguous_row(comp, inst, lanes).ok()??;
+    if !is_position(comp, *positions, dim) {
         return None;
     }
-    Some(ArgRow { op, value_ty, index_ty, dim: *dim, extent, lanes, init_index })
+    Some(ArgRow { op, value_ty, index_ty, dim, extent, lanes, init_index })
 }
 
 /// Whether `id` is the position along dimension `dim` of each element: an iota over `dim`, or

@@ -358,6 +358,19 @@ fn lane_row_of(
         Some(Ty::F64 | Ty::I64) if !types::is_minifloat(et) => 8,
         _ => return Ok(None),
     };
+    let Some((dim, extent)) = contiguous_row(comp, inst, lanes)? else { return Ok(None) };
+    let ty = if f64_lanes { Ty::F64 } else { types::reg(et, &inst.name)? };
+    Ok(Some(LaneRow { dim, extent, lanes, ty, op }))
+}
+
+/// The (dimension, extent) of reduce `inst`'s row when it reduces one contiguous row of its
+/// first input (the only reduced dimension of extent above 1, walked with unit stride) of at
+/// least two vectors of `lanes` elements: what a lane reduction runs along.
+pub(super) fn contiguous_row(
+    comp: &tessera_hlo::Computation,
+    inst: &Instruction,
+    lanes: i64,
+) -> Result<Option<(usize, i64)>, LowerError> {
     let Some(&input) = inst.operands.first() else { return Ok(None) };
     let in_map = layout_map(&comp.inst(input).shape, &inst.name)?;
     let Some(rdims) = inst.attr_ints("dimensions") else { return Ok(None) };
@@ -376,8 +389,7 @@ fn lane_row_of(
     if g.weight != 1 || g.coef != 1 || extent < 2 * lanes {
         return Ok(None);
     }
-    let ty = if f64_lanes { Ty::F64 } else { types::reg(et, &inst.name)? };
-    Ok(Some(LaneRow { dim: *dim, extent, lanes, ty, op }))
+    Ok(Some((*dim, extent)))
 }
 
 /// Whether reduce `inst` is an f32 sum of a whole array (a rank-0 result), which its lanes
