@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::npy::{read_npy, read_npy_physical, write_npy_physical};
 use tessera_hlo::{ArrayShape, ElementType, Literal, Shape};
+use tessera_testkit::TempDir;
 
 const BACKENDS: [&str; 3] = ["interp", "cranelift", "llvm"];
 
@@ -43,11 +44,8 @@ fn tessera(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_tessera")).args(args).output().expect("the binary runs")
 }
 
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("tessera_cli_run_{}_{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn temp_dir(name: &str) -> TempDir {
+    TempDir::new("tessera_cli_run", name)
 }
 
 fn text(p: &Path) -> &str {
@@ -131,7 +129,6 @@ fn logical_files_match_the_corpus_on_every_backend() {
                 check_output(case, i, &got, &meta);
             }
             assert!(!out.join(format!("{}.npy", results.len())).exists());
-            let _ = std::fs::remove_dir_all(&out);
         }
     }
 }
@@ -187,9 +184,7 @@ fn physical_files_follow_the_declared_layouts() {
                 let got = read_npy_physical(out.join(format!("{i}.npy")), &Shape::Array(leaf.clone())).unwrap();
                 check_output(case, i, &got, &meta);
             }
-            let _ = std::fs::remove_dir_all(&out);
         }
-        let _ = std::fs::remove_dir_all(&args);
     }
 }
 
@@ -406,7 +401,6 @@ fn dump_writes_every_stage() {
     assert!(compile.status.success(), "{}", String::from_utf8_lossy(&compile.stderr));
     common(&aot);
     has(&aot, "llvm.s", "ret");
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
@@ -485,7 +479,8 @@ fn compile_and_run_errors_exit_with_1_and_say_why() {
         "takes 2 arguments but the folder holds 1",
     );
     // A module that does not parse.
-    let bad = temp_dir("bad_module").join("m.hlo");
+    let bad_dir = temp_dir("bad_module");
+    let bad = bad_dir.join("m.hlo");
     std::fs::write(&bad, "HloModule m\nENTRY e {\n  ROOT x = f32[] bogus()\n}\n").unwrap();
     expect_error(&["run", text(&bad), "--args", text(&one_arg), "--out", text(&out)], "m.hlo");
 }

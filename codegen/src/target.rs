@@ -86,6 +86,12 @@ impl ResolvedTarget {
     pub fn has_fma(&self) -> bool {
         self.has("fma") || self.triple.starts_with("aarch64")
     }
+
+    /// Whether the code may convert between f16 and f32 in one instruction: x86-64's F16C
+    /// (`vcvtph2ps`, `vcvtps2ph`), or any aarch64 CPU (`fcvt` is a base instruction there).
+    pub fn has_half_conversions(&self) -> bool {
+        self.has("f16c") || self.triple.starts_with("aarch64")
+    }
 }
 
 struct HostCpu {

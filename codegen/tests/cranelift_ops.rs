@@ -423,6 +423,10 @@ fn cast_ref(op: CastOp, from: Ty, to: Ty, a: u64) -> Option<u64> {
         FPExt if from == Ty::F32 && to == Ty::F64 => (f32::from_bits(a as u32) as f64).to_bits(),
         FPTrunc if from == Ty::F64 && to == Ty::F32 => u64::from((f64::from_bits(a) as f32).to_bits()),
         Bitcast if from != to && from.bits() == to.bits() && from.bits() >= 32 => a,
+        F16ToF32 if from == Ty::I16 && to == Ty::F32 => u64::from(half::f16::from_bits(a as u16).to_f32().to_bits()),
+        F32ToF16 if from == Ty::F32 && to == Ty::I16 => {
+            mask(to, u64::from(half::f16::from_f32(f32::from_bits(a as u32)).to_bits()))
+        }
         _ => return None,
     })
 }
@@ -432,7 +436,7 @@ fn casts() {
     use CastOp::*;
     let tys = [Ty::Pred, Ty::I8, Ty::I16, Ty::I32, Ty::I64, Ty::F32, Ty::F64];
     let mut checked = 0;
-    for op in [SExt, ZExt, Trunc, SIToFP, UIToFP, FPToSISat, FPToUISat, FPExt, FPTrunc, Bitcast] {
+    for op in [SExt, ZExt, Trunc, SIToFP, UIToFP, FPToSISat, FPToUISat, FPExt, FPTrunc, Bitcast, F16ToF32, F32ToF16] {
         for from in tys {
             for to in tys {
                 if cast_ref(op, from, to, 0).is_none() {

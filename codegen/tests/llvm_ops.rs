@@ -347,6 +347,8 @@ fn cast_ref(op: CastOp, from: Ty, to: Ty, a: u64) -> u64 {
         CastOp::FPExt => f64::from(f32::from_bits(a as u32)).to_bits(),
         CastOp::FPTrunc => u64::from((f64::from_bits(a) as f32).to_bits()),
         CastOp::Bitcast => a,
+        CastOp::F16ToF32 => u64::from(half::f16::from_bits(a as u16).to_f32().to_bits()),
+        CastOp::F32ToF16 => u64::from(half::f16::from_f32(f32::from_bits(a as u32)).to_bits()),
     };
     r & m
 }
@@ -383,6 +385,8 @@ fn casts() {
         (CastOp::Bitcast, Ty::F32, Ty::I32),
         (CastOp::Bitcast, Ty::I64, Ty::F64),
         (CastOp::Bitcast, Ty::F64, Ty::I64),
+        (CastOp::F16ToF32, Ty::I16, Ty::F32),
+        (CastOp::F32ToF16, Ty::F32, Ty::I16),
     ]);
     for (op, from, to) in cases {
         let a = samples(from);

@@ -86,9 +86,58 @@ impl Rng {
     }
 }
 
+/// A folder under the system's temporary directory that one test owns: empty when made, and
+/// removed with all it holds when dropped, also when the test fails and unwinds, so test runs
+/// leave nothing behind. Its name joins `prefix`, the process id (test binaries run side by
+/// side) and `name` (tests in one binary run on several threads).
+#[derive(Debug)]
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(prefix: &str, name: &str) -> TempDir {
+        let dir = std::env::temp_dir().join(format!("{prefix}_{}_{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot make {}: {e}", dir.display()));
+        TempDir(dir)
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl std::ops::Deref for TempDir {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for TempDir {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::Rng;
+    use super::{Rng, TempDir};
+
+    #[test]
+    fn a_temp_dir_is_removed_with_its_contents_when_dropped() {
+        let dir = TempDir::new("tessera_testkit", "drop");
+        std::fs::create_dir_all(dir.join("inner")).unwrap();
+        std::fs::write(dir.join("inner/file"), b"x").unwrap();
+        let path = dir.path().to_path_buf();
+        drop(dir);
+        assert!(!path.exists());
+    }
 
     // Reference outputs of Vigna's splitmix64.c for these seeds.
     #[test]

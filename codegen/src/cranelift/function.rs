@@ -76,6 +76,9 @@ pub(crate) fn translate(
     builder_ctx: &mut FunctionBuilderContext,
     symbols: &[&'static str],
 ) -> Result<()> {
+    // Cranelift has no f16 conversion instructions (no F16C lowering on x86-64).
+    let expanded = tessera_lower::kernel::half_casts::expand(kernel, tessera_lower::kernel::half_casts::Keep::Nothing);
+    let kernel = expanded.as_ref().unwrap_or(kernel);
     let b = FunctionBuilder::new(&mut ctx.func, builder_ctx);
     let mut t = Translator {
         b,

@@ -73,6 +73,11 @@ pub fn translate<'ctx>(
     // refused here rather than left to corrupt memory at run time. The checks below stay as
     // a second line so nothing in this tier can panic on a kernel the verifier missed.
     verify_kernel(kernel).map_err(|e| unsupported(format!("the kernel does not verify: {e}")))?;
+    // Without conversion instructions LLVM would call a runtime routine per element.
+    use tessera_lower::kernel::half_casts::{expand, Keep};
+    let keep = if target.half_conversions { Keep::MemoryConversions } else { Keep::Nothing };
+    let expanded = expand(kernel, keep);
+    let kernel = expanded.as_ref().unwrap_or(kernel);
     if kernel.name.is_empty() || kernel.name.contains('\0') {
         return Err(unsupported(format!("kernel name {:?} is not a symbol", kernel.name)));
     }

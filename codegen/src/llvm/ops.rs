@@ -267,6 +267,17 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             CastOp::Bitcast if from.bits() == to.bits() && from != Ty::Pred && to != Ty::Pred => {
                 bld.build_bit_cast(self.value(a, from)?, tt, "bitcast").map_err(&err)?
             }
+            // Only reached where the target converts in one instruction, and only for
+            // conversions from and to memory (`translate` expands the others): LLVM's half
+            // type, which F16C and AArch64 convert exactly.
+            CastOp::F16ToF32 if from == Ty::I16 && to == Ty::F32 => {
+                let h = bld.build_bit_cast(self.int(a, from)?, self.ctx.f16_type(), "f16").map_err(&err)?;
+                bld.build_float_ext(h.into_float_value(), tt.into_float_type(), "f16ext").map_err(&err)?.into()
+            }
+            CastOp::F32ToF16 if from == Ty::F32 && to == Ty::I16 => {
+                let h = bld.build_float_trunc(self.float(a, from)?, self.ctx.f16_type(), "f16trunc").map_err(&err)?;
+                bld.build_bit_cast(h, tt, "f16bits").map_err(&err)?
+            }
             _ => return Err(bad()),
         };
         Ok(v)

@@ -19,6 +19,9 @@ pub struct TargetCpu {
     pub features: String,
     /// Whether the CPU has 512-bit vectors worth preferring (AVX-512F).
     pub avx512: bool,
+    /// Whether f16 <-> f32 conversions are instructions (`ResolvedTarget::has_half_conversions`);
+    /// elsewhere kernels run their casts as integer sequences.
+    pub half_conversions: bool,
 }
 
 static NATIVE: OnceLock<Result<(), String>> = OnceLock::new();
@@ -40,6 +43,7 @@ pub fn target_cpu(target: &ResolvedTarget) -> Result<TargetCpu, CodegenError> {
         cpu: target.cpu.clone(),
         features: target.features.clone(),
         avx512: target.has("avx512f"),
+        half_conversions: target.has_half_conversions(),
     })
 }
 

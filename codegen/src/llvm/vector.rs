@@ -660,6 +660,16 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             CastOp::FPTrunc => bld.build_float_trunc(x, tt, "vfptrunc").map_err(&err)?.into(),
             CastOp::Bitcast if from.bits() == to.bits() => bld.build_bit_cast(x, tt, "vbitcast").map_err(&err)?,
             CastOp::Bitcast => return Err(bad()),
+            CastOp::F16ToF32 => {
+                let ht = self.ctx.f16_type().vec_type(w);
+                let h = bld.build_bit_cast(x, ht, "vf16").map_err(&err)?.into_vector_value();
+                bld.build_float_ext(h, tt, "vf16ext").map_err(&err)?.into()
+            }
+            CastOp::F32ToF16 => {
+                let ht = self.ctx.f16_type().vec_type(w);
+                let h = bld.build_float_trunc(x, ht, "vf16trunc").map_err(&err)?;
+                bld.build_bit_cast(h, tt, "vf16bits").map_err(&err)?
+            }
         })
     }
 }

@@ -1,10 +1,13 @@
-//! f16 and bf16 as integer IR sequences: the kernel IR has no half-precision register type, so
-//! halves live as `I16` bits in memory and as exactly representable `F32` values in registers.
-//! These conversions round to nearest even, keep infinities, quiet NaNs (keeping their upper
-//! payload bits, as the `half` crate and x86's F16C do), handle subnormals and overflow to
-//! infinity. bf16 widens by placing its bits in the upper half of an f32, NaNs included (what
-//! LLVM's `fpext bfloat` and so XLA:CPU do): the exact value in two ops, where quieting a
-//! signaling NaN on the way took four more per element of every bf16 load.
+//! f16 and bf16 in kernels: the kernel IR has no half-precision register type, so halves live
+//! as `I16` bits in memory and as exactly representable `F32` values in registers. f16 converts
+//! by the IR's own casts ([`CastOp::F16ToF32`], [`CastOp::F32ToF16`]: F16C and AArch64 have
+//! instructions for them; `kernel::half_casts` spells them out for tiers without). bf16 has no
+//! such cast, since AVX-512 BF16's narrowing flushes subnormals: it converts by integer IR
+//! sequences here, rounding to nearest even, keeping infinities, quieting NaNs (keeping their
+//! upper payload bits, as the `half` crate does), keeping subnormals. bf16 widens by placing
+//! its bits in the upper half of an f32, NaNs included (what LLVM's `fpext bfloat` and so
+//! XLA:CPU do): the exact value in two ops, where quieting a signaling NaN on the way took four
+//! more per element of every bf16 load.
 
 use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, NanFacts, Ty, ValueId};
 
@@ -62,85 +65,20 @@ fn bf16_rounded_bits(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     b.select(Ty::I32, is_nan, nan, sum)
 }
 
-/// `I16` f16 bits to the `F32` of the same value.
+/// `I16` f16 bits to the `F32` of the same value: one [`CastOp::F16ToF32`], which tiers with
+/// a conversion instruction (F16C, AArch64) run as one and others as the integer sequence of
+/// `kernel::half_casts`.
 pub fn f16_to_f32(b: &mut KernelBuilder, h: ValueId) -> ValueId {
-    let x = b.cast(CastOp::ZExt, Ty::I16, Ty::I32, h);
-    let sign = bin(b, BinOp::And, x, 0x8000);
-    let sign = bin(b, BinOp::Shl, sign, 16);
-    let e = bin(b, BinOp::LShr, x, 10);
-    let e = bin(b, BinOp::And, e, 0x1f);
-    let m = bin(b, BinOp::And, x, 0x3ff);
-    let m13 = bin(b, BinOp::Shl, m, 13);
-    // Normal: rebias the exponent by 127 - 15.
-    let e_rebiased = bin(b, BinOp::Add, e, 112);
-    let e_bits = bin(b, BinOp::Shl, e_rebiased, 23);
-    let normal = b.binary(BinOp::Or, Ty::I32, e_bits, m13);
-    // Infinity and NaN (NaN quieted).
-    let zero = c32(b, 0);
-    let m_zero = b.cmp(CmpOp::Eq, Ty::I32, m, zero);
-    let inf = c32(b, 0x7f80_0000);
-    let qnan_base = c32(b, 0x7fc0_0000);
-    let special_base = b.select(Ty::I32, m_zero, inf, qnan_base);
-    let special = b.binary(BinOp::Or, Ty::I32, special_base, m13);
-    // Zero and subnormals: m * 2^-24, exact in f32.
-    let mf = b.cast(CastOp::SIToFP, Ty::I32, Ty::F32, m);
-    let scale = b.constant(Const::F32((2.0f32).powi(-24).to_bits()));
-    let sub = b.binary(BinOp::Mul, Ty::F32, mf, scale);
-    let sub = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, sub);
-    let is_special = bin_cmp(b, CmpOp::Eq, e, 0x1f);
-    let is_small = bin_cmp(b, CmpOp::Eq, e, 0);
-    let r = b.select(Ty::I32, is_special, special, normal);
-    let r = b.select(Ty::I32, is_small, sub, r);
-    let r = b.binary(BinOp::Or, Ty::I32, r, sign);
-    b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, r)
+    b.cast(CastOp::F16ToF32, Ty::I16, Ty::F32, h)
 }
 
-fn bin_cmp(b: &mut KernelBuilder, op: CmpOp, x: ValueId, y: u32) -> ValueId {
-    let c = c32(b, y);
-    b.cmp(op, Ty::I32, x, c)
-}
-
-/// `F32` to `I16` f16 bits, rounding to nearest even.
+/// `F32` to `I16` f16 bits, rounding to nearest even: one [`CastOp::F32ToF16`] (see
+/// [`f16_to_f32`]), unless `f` is a rounded f16 value whose bits are at hand.
 pub fn f32_to_f16(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     if let Some(h) = b.narrow_bits(f, F16_BITS) {
         return h;
     }
-    let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
-    let sign = bin(b, BinOp::LShr, x, 16);
-    let sign = bin(b, BinOp::And, sign, 0x8000);
-    let a = bin(b, BinOp::And, x, 0x7fff_ffff);
-    // Infinity or NaN in, or a magnitude of at least 2^16 (which rounds to infinity).
-    let man = bin(b, BinOp::And, a, 0x007f_ffff);
-    let man_hi = bin(b, BinOp::LShr, man, 13);
-    let zero = c32(b, 0);
-    let man_zero = b.cmp(CmpOp::Eq, Ty::I32, man, zero);
-    let nan_bit = c32(b, 0x0200);
-    let nan_bit = b.select(Ty::I32, man_zero, zero, nan_bit);
-    let special = bin(b, BinOp::Or, man_hi, 0x7c00);
-    let special = b.binary(BinOp::Or, Ty::I32, special, nan_bit);
-    let is_nan_inf = bin_cmp(b, CmpOp::Sge, a, 0x7f80_0000);
-    let inf = c32(b, 0x7c00);
-    let big = b.select(Ty::I32, is_nan_inf, special, inf);
-    // Normal results: rebias and round half to even on the 13 dropped bits; a carry rolls
-    // into the exponent (up to infinity), which is the correct rounding.
-    let odd = bin(b, BinOp::LShr, a, 13);
-    let odd = bin(b, BinOp::And, odd, 1);
-    let rebias = bin(b, BinOp::Add, a, ((15u32.wrapping_sub(127)) << 23).wrapping_add(0xfff));
-    let rounded = b.binary(BinOp::Add, Ty::I32, rebias, odd);
-    let normal = bin(b, BinOp::LShr, rounded, 13);
-    // Subnormal results: adding 0.5 aligns the 10 mantissa bits at the bottom of the f32 and
-    // rounds them to nearest even in the IEEE addition itself.
-    let af = b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, a);
-    let magic = b.constant(Const::F32(0.5f32.to_bits()));
-    let sum = b.binary(BinOp::Add, Ty::F32, af, magic);
-    let sum = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, sum);
-    let sub = bin(b, BinOp::Sub, sum, 0.5f32.to_bits());
-    let is_big = bin_cmp(b, CmpOp::Sge, a, (127 + 16) << 23);
-    let is_sub = bin_cmp(b, CmpOp::Slt, a, 113 << 23);
-    let r = b.select(Ty::I32, is_sub, sub, normal);
-    let r = b.select(Ty::I32, is_big, big, r);
-    let r = b.binary(BinOp::Or, Ty::I32, r, sign);
-    b.cast(CastOp::Trunc, Ty::I32, Ty::I16, r)
+    b.cast(CastOp::F32ToF16, Ty::F32, Ty::I16, f)
 }
 
 /// Rounds an `F32` to the nearest f16 or bf16 value (`bf16` selects which), staying `F32`.
@@ -227,14 +165,6 @@ mod tests {
     }
 
     #[test]
-    fn f16_to_f32_matches_half_on_all_inputs() {
-        let out = u32s(&run(&all_halves(), 65536, Ty::I16, Ty::F32, f16_to_f32));
-        for (h, got) in (0..=u16::MAX).zip(out) {
-            assert_eq!(got, ::half::f16::from_bits(h).to_f32().to_bits(), "f16 bits {h:#06x}");
-        }
-    }
-
-    #[test]
     fn bf16_to_f32_is_the_bit_extension_on_all_inputs() {
         let out = u32s(&run(&all_halves(), 65536, Ty::I16, Ty::F32, bf16_to_f32));
         for (h, got) in (0..=u16::MAX).zip(out) {
@@ -242,16 +172,6 @@ mod tests {
             // The value the `half` crate gives, up to its quieting of signaling NaNs.
             let want = ::half::bf16::from_bits(h).to_f32();
             assert!(f32::from_bits(got) == want || want.is_nan() && f32::from_bits(got).is_nan(), "{h:#06x}");
-        }
-    }
-
-    #[test]
-    fn f32_to_f16_matches_half() {
-        let inputs = f32_inputs();
-        let bytes: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let out = u16s(&run(&bytes, inputs.len() as i64, Ty::F32, Ty::I16, f32_to_f16));
-        for (x, got) in inputs.into_iter().zip(out) {
-            assert_eq!(got, ::half::f16::from_f32(f32::from_bits(x)).to_bits(), "f32 bits {x:#010x}");
         }
     }
 

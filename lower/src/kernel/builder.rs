@@ -70,6 +70,18 @@ impl KernelBuilder {
         }
     }
 
+    /// A builder for statements to splice into an existing kernel whose value ids are all
+    /// below `next_value` ([`Self::take_body`] collects them).
+    pub(crate) fn continuing(next_value: u32) -> KernelBuilder {
+        KernelBuilder { next_value, ..KernelBuilder::new("", 1) }
+    }
+
+    /// The statements built at the top level so far, leaving it empty.
+    pub(crate) fn take_body(&mut self) -> Vec<Stmt> {
+        assert_eq!(self.stack.len(), 1, "statements taken with loops or branches open");
+        std::mem::take(&mut self.stack[0])
+    }
+
     /// Lets the sequences lowering writes for this kernel (the math functions) fuse products
     /// into sums ([`Op::Fma`]): for targets with FMA instructions, where it saves an operation
     /// and a rounding per polynomial step.

@@ -1489,6 +1489,8 @@ fn cast(op: CastOp, from: Ty, to: Ty, x: u64) -> u64 {
         CastOp::FPExt => of_f64(f64::from(f32_of(x))),
         CastOp::FPTrunc => of_f32(f64_of(x) as f32),
         CastOp::Bitcast => norm(to, x),
+        CastOp::F16ToF32 => of_f32(half::f16::from_bits(x as u16).to_f32()),
+        CastOp::F32ToF16 => norm(Ty::I16, u64::from(half::f16::from_f32(f32_of(x)).to_bits())),
     }
 }
 

@@ -37,6 +37,8 @@ mod builder;
 mod byte_copy;
 /// The runtime FFT's calling contract and its reference implementation.
 pub mod fft_call;
+/// The f16 casts as integer sequences, for tiers without conversion instructions.
+pub mod half_casts;
 /// The reference interpreter (kernels and whole programs).
 pub mod interp;
 /// Random valid kernels for differential tests of the tiers.
@@ -304,6 +306,13 @@ pub enum CastOp {
     FPTrunc,
     /// Same-width reinterpretation (I32 <-> F32, I64 <-> F64).
     Bitcast,
+    /// `I16` f16 bits to the `F32` of the same value (exact), a NaN quieted with its payload
+    /// kept in the upper bits: x86's `vcvtph2ps`, AArch64's `fcvt`, the `half` crate.
+    F16ToF32,
+    /// `F32` to `I16` f16 bits rounding to nearest even (overflow to infinity, subnormals
+    /// kept), a NaN quieted with the upper 10 bits of its payload: `vcvtps2ph`, `fcvt`.
+    /// Tiers without such an instruction run `half_casts::expand`'s integer sequence.
+    F32ToF16,
 }
 
 /// Scalar math functions that tiers call: each maps to a C symbol, so the same name resolves

@@ -218,6 +218,8 @@ impl Gen<'_> {
                     self.b.cast(CastOp::Trunc, from, to, v)
                 }
             }
+            (Ty::I16, Ty::F32) if self.r.chance(40) => self.b.cast(CastOp::F16ToF32, from, to, v),
+            (Ty::F32, Ty::I16) if self.r.chance(40) => self.b.cast(CastOp::F32ToF16, from, to, v),
             _ if from.is_int() => {
                 if from.bits() == to.bits() && self.r.chance(30) {
                     self.b.cast(CastOp::Bitcast, from, to, v)

@@ -349,6 +349,8 @@ fn cast_name(op: CastOp) -> &'static str {
         CastOp::FPExt => "fpext",
         CastOp::FPTrunc => "fptrunc",
         CastOp::Bitcast => "bitcast",
+        CastOp::F16ToF32 => "f16_to_f32",
+        CastOp::F32ToF16 => "f32_to_f16",
     }
 }
 

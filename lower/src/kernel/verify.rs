@@ -548,6 +548,8 @@ pub(crate) fn cast_ok(op: CastOp, from: Ty, to: Ty) -> bool {
         CastOp::Bitcast => {
             matches!((from, to), (Ty::I32, Ty::F32) | (Ty::F32, Ty::I32) | (Ty::I64, Ty::F64) | (Ty::F64, Ty::I64))
         }
+        CastOp::F16ToF32 => from == Ty::I16 && to == Ty::F32,
+        CastOp::F32ToF16 => from == Ty::F32 && to == Ty::I16,
     }
 }
 
