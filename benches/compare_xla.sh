@@ -67,6 +67,17 @@ np.save(sys.argv[1], np.random.default_rng(64).standard_normal((64, 65536)).asty
 ' "$work/argmax/0.npy"
     workloads+=("argmax_64x65536|benches/modules/argmax_64x65536.hlo|$work/argmax|1")
 fi
+if wanted f16_fma_4096x1024; then
+    echo "==> arguments for f16_fma_4096x1024" >&2
+    mkdir -p "$work/f16_fma"
+    python3 -c '
+import sys, numpy as np
+rng = np.random.default_rng(16)
+for i in range(3):
+    np.save(f"{sys.argv[1]}/{i}.npy", rng.uniform(-2, 2, (4096, 1024)).astype(np.float16))
+' "$work/f16_fma"
+    workloads+=("f16_fma_4096x1024|benches/modules/f16_fma_4096x1024.hlo|$work/f16_fma|1")
+fi
 # bf16 modules written with JAX (benches/modules/README.md): arguments uniform in [-1, 1) (the
 # layer norm's scale in [0.5, 1.5)), stored as raw bf16 bits.
 for name in bf16_row_sum_4096x1024 bf16_row_mean_4096x1024 bf16_layernorm_4096x768; do
