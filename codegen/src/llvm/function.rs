@@ -175,7 +175,7 @@ fn code_attributes<'ctx>(ctx: &'ctx Context, f: FunctionValue<'ctx>, target: &Ta
     add_enum_attributes(ctx, f, AttributeLoc::Function, &["nounwind"]);
 }
 
-fn add_enum_attributes<'ctx>(ctx: &'ctx Context, f: FunctionValue<'ctx>, at: AttributeLoc, names: &[&str]) {
+pub(crate) fn add_enum_attributes<'ctx>(ctx: &'ctx Context, f: FunctionValue<'ctx>, at: AttributeLoc, names: &[&str]) {
     for name in names {
         let kind = inkwell::attributes::Attribute::get_named_enum_kind_id(name);
         if kind != 0 {

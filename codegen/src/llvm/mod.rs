@@ -95,21 +95,24 @@ pub fn program_objects(
     let light: Vec<bool> =
         (0..kernels.len()).map(|k| representative[k] == k && light(&kernels[k], run_work[k])).collect();
     let mut groups = module_groups(kernels, &distinct, &light, dump.is_some());
-    // Small scalar kernels join the entry's module; larger ones (a scalar `sin` with its range
-    // reduction) LLVM would not inline anyway, so they compile in a module of their own, beside
-    // the entry's instead of after it, as do the sequential ones, whose loops need the loop
-    // passes the entry's pipeline does not run.
+    // Small scalar kernels join the entry's module, and so do those launched in a while loop
+    // (`HOT_INLINED_STATEMENTS`), always inlined. Larger ones (a scalar `sin` with its range
+    // reduction, run once) LLVM would not inline anyway, so they compile in a module of their
+    // own, beside the entry's instead of after it, as do the sequential ones, whose loops need
+    // the loop passes the entry's pipeline does not run.
     let mut inlined = Vec::new();
     for (_, group) in groups.iter_mut().filter(|(effort, _)| *effort == Effort::Light) {
         group.retain(|&k| {
-            let small = crate::partition::is_scalar(&kernels[k])
-                && crate::partition::statements(&kernels[k].body) <= INLINED_STATEMENTS;
+            let statements = crate::partition::statements(&kernels[k].body);
+            let limit = if run_work[k] == u64::MAX { HOT_INLINED_STATEMENTS } else { INLINED_STATEMENTS };
+            let small = crate::partition::is_scalar(&kernels[k]) && statements <= limit;
             if small {
                 inlined.push(k);
             }
             !small
         });
     }
+    let always_inlined: Vec<bool> = (0..kernels.len()).map(|k| run_work[k] == u64::MAX).collect();
     groups.retain(|(_, group)| !group.is_empty());
     let names: Vec<String> = representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect();
     let (separate, entry_object) = std::thread::scope(|s| {
@@ -118,7 +121,8 @@ pub fn program_objects(
         let separate =
             (!groups.is_empty()).then(|| s.spawn(move || compile_groups(host, kernels, disjoint, groups, dump)));
         let mut entry_timings = Timings::new();
-        let entry_object = entry_object(host, &plan, kernels, &names, &inlined, dump, &mut entry_timings);
+        let entry_object =
+            entry_object(host, &plan, kernels, &names, &inlined, &always_inlined, dump, &mut entry_timings);
         let separate = match separate {
             Some(handle) => handle.join().unwrap_or_else(|_| Err(panicked())),
             None => Ok((Vec::new(), Timings::new())),
@@ -146,6 +150,12 @@ pub fn version() -> String {
 /// module, where LLVM may inline it (its inliner's threshold is a few hundred instructions).
 const INLINED_STATEMENTS: usize = 100;
 
+/// The most statements of a scalar kernel launched in a while loop, which joins the entry's
+/// module and is always inlined into it: a step of a scalar loop (a `sin` with its range
+/// reductions) then runs in the loop's own code, without a call and a buffer table per step,
+/// and its results reach the next step's loads without a trip through the callee's frame.
+const HOT_INLINED_STATEMENTS: usize = 2000;
+
 /// The JIT entry of `plan` calling `functions[k]` for kernel `k`, for the host CPU (tests
 /// assemble programs over hand-written kernels with it).
 #[cfg(test)]
@@ -155,7 +165,7 @@ pub(crate) fn entry_calling(
 ) -> Result<(CompiledKernels, tessera_runtime::EntryFn, ObjectCode), CodegenError> {
     let host = target::target_cpu(&CpuTarget::from_env().resolve("llvm")?)?;
     let names: Vec<String> = (0..functions.len()).map(|k| format!("test.kernel.{k}")).collect();
-    let object = entry_object(&host, plan, &[], &names, &[], None, &mut Timings::new())?;
+    let object = entry_object(&host, plan, &[], &names, &[], &[], None, &mut Timings::new())?;
     let extra: Vec<(&str, *const u8)> =
         names.iter().zip(functions).map(|(name, &f)| (name.as_str(), f as *const u8)).collect();
     let code = ObjectCode { objects: vec![object], kernels: names.clone(), entry: Some(ENTRY_NAME.to_string()) };
@@ -262,6 +272,7 @@ fn entry_object(
     kernels: &[Kernel],
     names: &[String],
     inlined: &[usize],
+    always_inlined: &[bool],
     dump: Option<&Path>,
     timings: &mut Timings,
 ) -> Result<Vec<u8>, CodegenError> {
@@ -277,7 +288,20 @@ fn entry_object(
         return Err(backend(format!("{} kernel names for {count} kernels", names.len())));
     }
     timings.time("llvm: translate entry", || {
-        inlined.iter().try_for_each(|&k| function::translate(&ctx, &module, host, &kernels[k], &symbols, false))
+        inlined.iter().try_for_each(|&k| {
+            function::translate(&ctx, &module, host, &kernels[k], &symbols, false)?;
+            if always_inlined.get(k).copied().unwrap_or(false) {
+                if let Some(f) = module.get_function(&crate::kernel_symbol(&kernels[k].name)) {
+                    function::add_enum_attributes(
+                        &ctx,
+                        f,
+                        inkwell::attributes::AttributeLoc::Function,
+                        &["alwaysinline"],
+                    );
+                }
+            }
+            Ok(())
+        })
     })?;
     let ptr = ctx.ptr_type(AddressSpace::default());
     let i64t = ctx.i64_type();
