@@ -104,9 +104,9 @@ fn object_module(cpu: &ResolvedTarget, name: &str) -> std::result::Result<Object
     // The verifier turns a translation bug into an error instead of bad code; release builds
     // skip it for compile speed (the tests run with debug assertions, so with the verifier).
     set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
-    // The target's features (by default the host's: SSE4.1 rounding, AVX, FMA...). The kernel
-    // IR has no fused multiply-add, so FMA instructions appear only if Cranelift itself uses
-    // them, which it does only when the ISA reports them.
+    // The target's features (by default the host's: SSE4.1 rounding, AVX, FMA...): the
+    // kernel IR's fused multiply-adds, which lowering writes only for FMA targets, become FMA
+    // instructions through them.
     let isa = isa_builder(cpu)?.finish(settings::Flags::new(flags)).map_err(|e| target(e.to_string()))?;
     let builder = ObjectBuilder::new(isa, name.as_bytes().to_vec(), cranelift_module::default_libcall_names())
         .map_err(|e| target(e.to_string()))?;
