@@ -420,8 +420,9 @@ fn run_work(program: &Program, representative: &[usize]) -> Vec<u64> {
 
 /// The modules to compile side by side, of the kernels `subset` names: those at full effort
 /// split into one group per core of similar size, and those `light` names split the same way,
-/// at light effort, sequential ones apart from the others (they take different pipelines). When dumping, each effort's kernels are one module, so that a dump holds
-/// every kernel in two modules at most.
+/// at light effort, sequential ones apart from the others (they take different pipelines).
+/// When dumping, each of the three kinds is one module, so that a dump holds every kernel in
+/// three modules at most (`llvm`, `llvm-light`, `llvm-light-1`).
 fn module_groups(kernels: &[Kernel], subset: &[usize], light: &[bool], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
     let (light, full): (Vec<usize>, Vec<usize>) = subset.iter().partition(|&&i| light.get(i).copied().unwrap_or(false));
     let threads = if dumping { 1 } else { crate::partition::compile_threads() };

@@ -27,6 +27,10 @@ pub enum Keep {
 /// `None` when there is nothing to replace. The sequences' constants go to the front of the
 /// kernel body, where every tier keeps constants out of loops.
 pub fn expand(kernel: &Kernel, keep: Keep) -> Option<Kernel> {
+    // Most kernels have no f16: they pass without a map or a copy.
+    if !has_half_cast(&kernel.body) {
+        return None;
+    }
     let mut defs = HashMap::new();
     definitions(&kernel.body, &mut defs);
     let mut other_uses = HashSet::new();
@@ -54,6 +58,15 @@ pub fn expand(kernel: &Kernel, keep: Keep) -> Option<Kernel> {
     let body = expand_list(&kernel.body, &expanding, &mut b, &mut constants);
     constants.extend(body);
     Some(Kernel { name: kernel.name.clone(), buffers: kernel.buffers.clone(), grid: kernel.grid, body: constants })
+}
+
+fn has_half_cast(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Let(_, Op::Cast { op: CastOp::F16ToF32 | CastOp::F32ToF16, .. }) => true,
+        Stmt::Loop(l) => has_half_cast(&l.body),
+        Stmt::If { then_body, else_body, .. } => has_half_cast(then_body) || has_half_cast(else_body),
+        _ => false,
+    })
 }
 
 fn definitions<'k>(body: &'k [Stmt], defs: &mut HashMap<ValueId, &'k Op>) {
@@ -238,15 +251,6 @@ fn f32_to_f16_bits(b: &mut KernelBuilder, f: ValueId) -> ValueId {
 mod tests {
     use super::*;
     use crate::kernel::{run_kernel, verify_kernel, IndexExpr, MemType};
-
-    fn has_half_cast(body: &[Stmt]) -> bool {
-        body.iter().any(|s| match s {
-            Stmt::Let(_, Op::Cast { op: CastOp::F16ToF32 | CastOp::F32ToF16, .. }) => true,
-            Stmt::Loop(l) => has_half_cast(&l.body),
-            Stmt::If { then_body, else_body, .. } => has_half_cast(then_body) || has_half_cast(else_body),
-            _ => false,
-        })
-    }
 
     /// A kernel converting every element of an `n`-element `from` buffer by `op` into a `to`
     /// buffer, in a loop and (for the first element) once more at the top level, where a
