@@ -100,19 +100,27 @@ pub fn program_objects(
     // reduction, run once) LLVM would not inline anyway, so they compile in a module of their
     // own, beside the entry's instead of after it, as do the sequential ones, whose loops need
     // the loop passes the entry's pipeline does not run.
+    // Each function's launch sites: an always-inlined kernel is copied into every one.
+    let mut sites = vec![0usize; kernels.len()];
+    for &(k, _) in &plan.launches {
+        if let Some(site) = representative.get(k).and_then(|&r| sites.get_mut(r)) {
+            *site += 1;
+        }
+    }
     let mut inlined = Vec::new();
+    let mut always_inlined = vec![false; kernels.len()];
     for (_, group) in groups.iter_mut().filter(|(effort, _)| *effort == Effort::Light) {
         group.retain(|&k| {
             let statements = crate::partition::statements(&kernels[k].body);
-            let limit = if run_work[k] == u64::MAX { HOT_INLINED_STATEMENTS } else { INLINED_STATEMENTS };
-            let small = crate::partition::is_scalar(&kernels[k]) && statements <= limit;
+            let hot = run_work[k] == u64::MAX && statements.saturating_mul(sites[k].max(1)) <= HOT_INLINED_STATEMENTS;
+            let small = crate::partition::is_scalar(&kernels[k]) && (statements <= INLINED_STATEMENTS || hot);
             if small {
                 inlined.push(k);
+                always_inlined[k] = hot;
             }
             !small
         });
     }
-    let always_inlined: Vec<bool> = (0..kernels.len()).map(|k| run_work[k] == u64::MAX).collect();
     groups.retain(|(_, group)| !group.is_empty());
     let names: Vec<String> = representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect();
     let (separate, entry_object) = std::thread::scope(|s| {
@@ -150,10 +158,12 @@ pub fn version() -> String {
 /// module, where LLVM may inline it (its inliner's threshold is a few hundred instructions).
 const INLINED_STATEMENTS: usize = 100;
 
-/// The most statements of a scalar kernel launched in a while loop, which joins the entry's
-/// module and is always inlined into it: a step of a scalar loop (a `sin` with its range
-/// reductions) then runs in the loop's own code, without a call and a buffer table per step,
-/// and its results reach the next step's loads without a trip through the callee's frame.
+/// The most statements a scalar kernel launched in a while loop may bring into the entry's
+/// module, over all its function's launch sites, to join it and be always inlined: a step of
+/// a scalar loop (a `sin` with its range reductions) then runs in the loop's own code,
+/// without a call and a buffer table per step, and its results reach the next step's loads
+/// without a trip through the callee's frame. The bound keeps the copies from growing the
+/// entry without limit (a function launched from many steps stays a call).
 const HOT_INLINED_STATEMENTS: usize = 2000;
 
 /// The JIT entry of `plan` calling `functions[k]` for kernel `k`, for the host CPU (tests
