@@ -9,6 +9,7 @@ mod common;
 
 use tessera_codegen::{CodegenError, CompiledKernels, CpuTarget};
 use tessera_lower::kernel::{CastOp, IndexExpr, Kernel, KernelBuilder, MemType, Tail, Ty};
+use tessera_testkit::TempDir;
 
 /// Converts element 0 at the top level (scalar code), then elements 1.. in a loop of 16 lanes
 /// whose count leaves a scalar tail.
@@ -89,13 +90,10 @@ fn f32_narrowing_gives_the_half_crates_bits_around_every_boundary() {
 fn llvm_converts_by_instruction_only_where_the_cpu_has_one() {
     let k = kernel(CastOp::F16ToF32, Ty::I16, Ty::F32, 64);
     let ir = |cpu: &CpuTarget| {
-        let dir = std::env::temp_dir().join(format!("tessera_half_casts_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = TempDir::new("tessera_half_casts", "ir");
         tessera_codegen::llvm::compile_dumping(std::slice::from_ref(&k), cpu, Some(&dir))
             .unwrap_or_else(|e| panic!("{e}"));
-        let text = std::fs::read_to_string(dir.join("llvm.ll")).unwrap_or_default();
-        let _ = std::fs::remove_dir_all(&dir);
-        text
+        std::fs::read_to_string(dir.join("llvm.ll")).unwrap_or_default()
     };
     #[cfg(target_arch = "x86_64")]
     let host_has_f16c = std::arch::is_x86_feature_detected!("f16c");

@@ -251,7 +251,7 @@ fn dump_stems(groups: &[(Effort, Vec<usize>)]) -> Vec<String> {
         .map(|(effort, _)| {
             let (slot, stem) = match effort {
                 Effort::Full => (0, "llvm"),
-                Effort::Light => (1, "llvm-light"),
+                Effort::Light | Effort::Sequential => (1, "llvm-light"),
             };
             seen[slot] += 1;
             if seen[slot] == 1 {
@@ -354,17 +354,19 @@ fn object_of(module: &inkwell::module::Module<'_>, machine: &TargetMachine) -> R
 enum Effort {
     /// `default<O3>` and aggressive instruction selection.
     Full,
-    /// A short pipeline ([`light_pipeline`]; `default<O1>` without loop unrolling for
-    /// sequential kernels), and cheaper code generation: for scalar kernels (one grid index,
-    /// no loop), such as a loop's counter update or a scalar step of a search, where the O3
+    /// [`LIGHT_PIPELINE`] and cheaper code generation: for scalar kernels (one grid index, no
+    /// loop), such as a loop's counter update or a scalar step of a search, where the O3
     /// pipeline spent tens of milliseconds (a scalar `sin` with its range reduction: 25 ms
-    /// optimizing, 33 ms in code generation) on code that runs a few hundred instructions; for
-    /// sequential kernels; and for small vectorized ones (`light`).
-    /// Unrolling is off: in the vectorized kernels it would unroll the vector loops' scalar
-    /// remainders, which doubled some modules' compile time (hand_tiled_small_tile_s8 47 -> 87
-    /// ms, model_softmax 36 -> 52 ms) for no faster code; sequential kernels (top_k, argsort,
-    /// sort) ran as fast without it, within the noise of 3-4 alternating rounds.
+    /// optimizing, 33 ms in code generation) on code that runs a few hundred instructions; and
+    /// for small vectorized ones (`light`). It has no unroller: in the vectorized kernels
+    /// unrolling would unroll the vector loops' scalar remainders, which doubled some
+    /// modules' compile time (hand_tiled_small_tile_s8 47 -> 87 ms, model_softmax 36 -> 52 ms)
+    /// for no faster code.
     Light,
+    /// `default<O1>` without loop unrolling and cheaper code generation, for sequential
+    /// kernels (`light`), whose loops its loop passes serve; they (top_k, argsort, sort) ran
+    /// as fast without unrolling, within the noise of 3-4 alternating rounds.
+    Sequential,
 }
 
 /// The most statements ([`crate::partition::work`]) one run of a program may execute in an
@@ -430,7 +432,7 @@ fn run_work(program: &Program, representative: &[usize]) -> Vec<u64> {
 
 /// The modules to compile side by side, of the kernels `subset` names: those at full effort
 /// split into one group per core of similar size, and those `light` names split the same way,
-/// at light effort, sequential ones apart from the others (they take different pipelines).
+/// at light effort, sequential ones apart from the others (`Effort::Sequential`).
 /// When dumping, each of the three kinds is one module, so that a dump holds every kernel in
 /// three modules at most (`llvm`, `llvm-light`, `llvm-light-1`).
 fn module_groups(kernels: &[Kernel], subset: &[usize], light: &[bool], dumping: bool) -> Vec<(Effort, Vec<usize>)> {
@@ -440,14 +442,11 @@ fn module_groups(kernels: &[Kernel], subset: &[usize], light: &[bool], dumping: 
     if !full.is_empty() || light.is_empty() {
         groups.extend(crate::partition::partition_of(kernels, &full, threads).into_iter().map(|g| (Effort::Full, g)));
     }
-    // Sequential kernels apart: their modules keep `default<O1>` (`light_pipeline`).
-    let (sequential, lean): (Vec<usize>, Vec<usize>) =
+    let (sequential, light): (Vec<usize>, Vec<usize>) =
         light.iter().partition(|&&i| crate::partition::is_sequential(&kernels[i]));
-    for part in [lean, sequential] {
+    for (effort, part) in [(Effort::Light, light), (Effort::Sequential, sequential)] {
         if !part.is_empty() {
-            groups.extend(
-                crate::partition::partition_of(kernels, &part, threads).into_iter().map(|g| (Effort::Light, g)),
-            );
+            groups.extend(crate::partition::partition_of(kernels, &part, threads).into_iter().map(|g| (effort, g)));
         }
     }
     groups
@@ -488,7 +487,8 @@ fn compile_module(
     let symbols: HashSet<&'static str> = tessera_runtime::abi::symbols().iter().map(|(n, _)| *n).collect();
     let (pipeline, level) = match effort {
         Effort::Full => ("default<O3>", OptimizationLevel::Aggressive),
-        Effort::Light => (light_pipeline(kernels.iter().map(|(k, _)| *k)), OptimizationLevel::Less),
+        Effort::Light => (LIGHT_PIPELINE, OptimizationLevel::Less),
+        Effort::Sequential => ("default<O1>", OptimizationLevel::Less),
     };
     let machine = host.object_machine(level)?;
     let module = ctx.create_module("tessera");
@@ -502,7 +502,7 @@ fn compile_module(
     timings.time("llvm: verify", || module.verify()).map_err(|e| backend(format!("invalid IR: {e}")))?;
     dump_ir(&module, dump);
     let options = pass_options();
-    if effort == Effort::Light {
+    if effort == Effort::Sequential {
         options.set_loop_unrolling(false);
     }
     timings
@@ -655,21 +655,15 @@ mod tests {
     }
 }
 
-/// The optimization of a light module: `default<O1>` (without unrolling) when it holds a
-/// sequential kernel, whose loops its loop passes serve; else, for scalar kernels and small
-/// explicitly vectorized ones, what their code needs of it: the always-inliner (each
-/// kernel's `noalias` body), scalar replacement, CSE, instruction combining, CFG cleanup, and
-/// on loops rotation, invariant code motion (the vector loops' address arithmetic), induction
-/// variable simplification and deletion (tiny loops of a padded copy). `default<O1>` spent
-/// 5.3 ms on hand_tiled_relayout_copy's one copy kernel in steady state, this 3.1 ms, for the
-/// same machine code; over the corpus the compile time geomean fell 7% and the run time
-/// geomean stayed (0.999). Without the loop passes (1.4 ms) a padded copy's tiny loops kept
-/// their control flow and ran 30% slower.
-fn light_pipeline<'k>(mut kernels: impl Iterator<Item = &'k Kernel>) -> &'static str {
-    if kernels.any(crate::partition::is_sequential) {
-        "default<O1>"
-    } else {
-        "always-inline,function(sroa,early-cse<memssa>,instcombine<no-verify-fixpoint>,simplifycfg,loop(loop-rotate),\
-         loop-mssa(licm),simplifycfg,loop(indvars,loop-deletion),instcombine<no-verify-fixpoint>,simplifycfg)"
-    }
-}
+/// The optimization of a light module (scalar kernels and small explicitly vectorized ones):
+/// what their code needs of `default<O1>`: the always-inliner (each kernel's `noalias` body),
+/// scalar replacement, CSE, instruction combining, CFG cleanup, and on loops rotation,
+/// invariant code motion (the vector loops' address arithmetic), induction variable
+/// simplification and deletion (tiny loops of a padded copy). `default<O1>` spent 5.3 ms on
+/// hand_tiled_relayout_copy's one copy kernel in steady state, this 3.1 ms, for the same
+/// machine code; over the corpus the compile time geomean fell 7% and the run time geomean
+/// stayed (0.999). Without the loop passes (1.4 ms) a padded copy's tiny loops kept their
+/// control flow and ran 30% slower.
+const LIGHT_PIPELINE: &str = "always-inline,function(sroa,early-cse<memssa>,instcombine<no-verify-fixpoint>,\
+    simplifycfg,loop(loop-rotate),loop-mssa(licm),simplifycfg,loop(indvars,loop-deletion),\
+    instcombine<no-verify-fixpoint>,simplifycfg)";

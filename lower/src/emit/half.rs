@@ -9,16 +9,8 @@
 //! XLA:CPU do): the exact value in two ops, where quieting a signaling NaN on the way took four
 //! more per element of every bf16 load.
 
-use crate::kernel::{BinOp, CastOp, CmpOp, Const, KernelBuilder, NanFacts, Ty, ValueId};
-
-fn c32(b: &mut KernelBuilder, v: u32) -> ValueId {
-    b.constant(Const::Int { ty: Ty::I32, bits: i64::from(v as i32) })
-}
-
-fn bin(b: &mut KernelBuilder, op: BinOp, x: ValueId, y: u32) -> ValueId {
-    let c = c32(b, y);
-    b.binary(op, Ty::I32, x, c)
-}
+use crate::kernel::half_casts::bin;
+use crate::kernel::{BinOp, CastOp, CmpOp, KernelBuilder, NanFacts, Ty, ValueId};
 
 /// `I16` bf16 bits to the `F32` of the same value.
 pub fn bf16_to_f32(b: &mut KernelBuilder, h: ValueId) -> ValueId {

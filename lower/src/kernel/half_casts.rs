@@ -168,7 +168,8 @@ fn c32(b: &mut KernelBuilder, v: u32) -> ValueId {
     b.constant(Const::Int { ty: Ty::I32, bits: i64::from(v as i32) })
 }
 
-fn bin(b: &mut KernelBuilder, op: BinOp, x: ValueId, y: u32) -> ValueId {
+/// `x op y` on I32, `y` a constant (for the sequences here and `emit::half`'s bf16 ones).
+pub(crate) fn bin(b: &mut KernelBuilder, op: BinOp, x: ValueId, y: u32) -> ValueId {
     let c = c32(b, y);
     b.binary(op, Ty::I32, x, c)
 }
