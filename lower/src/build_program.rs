@@ -34,7 +34,8 @@ use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, LayoutMa
 
 use crate::emit::emit_kernel_with;
 use crate::emit::rng;
-use crate::kernel::verify_kernel;
+use crate::kernel::{verify_kernel, Kernel};
+use crate::kernel_memo::{KernelKind, KernelMemo};
 use crate::program::{Buffer, BufferId, BufferKind, HostOp, HostValue, Launch, Program, SelectorKind, Step};
 use crate::LowerError;
 
@@ -74,6 +75,7 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result
         fma,
         program: Program::default(),
         kernel_names: HashSet::new(),
+        memo: KernelMemo::new(module),
         steps: Vec::new(),
         rng_seed,
         rng_state: None,
@@ -107,6 +109,8 @@ struct Builder<'m> {
     fma: bool,
     program: Program,
     kernel_names: HashSet<String>,
+    /// Kernels already lowered, for the computations that repeat.
+    memo: KernelMemo,
     /// The step list being filled: the entry's, or a nested one while a loop or branch is
     /// lowered.
     steps: Vec<Step>,
@@ -385,6 +389,31 @@ impl<'m> Builder<'m> {
         name
     }
 
+    /// The kernel of `comp`, named `name`: lowered and verified, or copied from a computation
+    /// lowered before with the same instructions.
+    fn emit(&mut self, comp: &Computation, kind: KernelKind, name: &str) -> Result<Kernel, LowerError> {
+        if let Some(kernel) = self.memo.get(comp, kind, name) {
+            // The copy is right only if lowering never reads a name: debug builds (the tests)
+            // check it against a fresh lowering.
+            #[cfg(debug_assertions)]
+            {
+                let fresh = self.lower(comp, kind, name)?;
+                assert!(fresh == kernel, "kernel {name}: its copy differs from its fresh lowering");
+            }
+            return Ok(kernel);
+        }
+        let kernel = self.lower(comp, kind, name)?;
+        self.memo.insert(comp, kind, &kernel);
+        Ok(kernel)
+    }
+
+    fn lower(&self, comp: &Computation, kind: KernelKind, name: &str) -> Result<Kernel, LowerError> {
+        checked(match kind {
+            KernelKind::Fresh => emit_kernel_with(self.module, comp, name, self.fma)?,
+            KernelKind::InPlace => crate::emit::emit_in_place_kernel(self.module, comp, name, self.fma)?,
+        })
+    }
+
     /// Lowers one computing instruction to a kernel and its launch.
     fn kernel_for(
         &mut self,
@@ -426,14 +455,14 @@ impl<'m> Builder<'m> {
             // another one, its elements would change under the kernel's feet.
             let sole = |o: InstId| inputs.iter().filter(|&&i| i == o).count() == 1;
             if inputs.get(k).is_some_and(|&o| sole(o) && self.may_overwrite(comp, values, o)) {
-                let kernel = checked(crate::emit::emit_in_place_kernel(self.module, &kernel_comp, &name, self.fma)?)?;
+                let kernel = self.emit(&kernel_comp, KernelKind::InPlace, &name)?;
                 let target = args[k];
                 args.push(target);
                 self.launch(kernel, args);
                 return Ok(Value::Array(target));
             }
         }
-        let kernel = checked(emit_kernel_with(self.module, &kernel_comp, &name, self.fma)?)?;
+        let kernel = self.emit(&kernel_comp, KernelKind::Fresh, &name)?;
         let value = match &inst.shape {
             Shape::Tuple(elems) => {
                 let mut out = Vec::with_capacity(elems.len());
@@ -881,7 +910,7 @@ fn is_scalar_constant(inst: &Instruction) -> bool {
 /// A one-instruction computation for `id`: each distinct operand is a parameter (in operand
 /// order), except scalar constants, which are copied in. Returns it with the entry values
 /// its parameters read.
-fn wrap_single_op(entry: &Computation, id: InstId) -> (Computation, Vec<InstId>) {
+pub(crate) fn wrap_single_op(entry: &Computation, id: InstId) -> (Computation, Vec<InstId>) {
     let inst = entry.inst(id);
     let mut comp = Computation::new(format!("{}_computation", inst.name));
     let mut map: HashMap<InstId, InstId> = HashMap::new();

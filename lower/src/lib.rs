@@ -7,6 +7,7 @@ mod build_program;
 pub mod emit;
 pub mod error;
 pub mod kernel;
+mod kernel_memo;
 pub mod pass;
 pub mod passes;
 pub mod pipeline;

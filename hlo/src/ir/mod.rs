@@ -7,6 +7,7 @@ mod computation;
 mod enums;
 mod instruction;
 mod module;
+mod names;
 mod opcode;
 
 pub use attr::{
@@ -19,6 +20,7 @@ pub use enums::{
 };
 pub use instruction::{Instruction, Payload};
 pub use module::Module;
+pub use names::UniqueNames;
 pub use opcode::Opcode;
 
 /// Custom-call targets that only annotate how values are split across devices (JAX emits

@@ -109,3 +109,22 @@ fn order_operands_first_moves_only_what_must_move() {
     assert!(!c.order_operands_first());
     assert_eq!(c, before);
 }
+
+#[test]
+fn unique_names_hands_out_what_unique_name_would() {
+    let mut c = chain();
+    let mut names = crate::ir::UniqueNames::of_instructions(&c);
+    // `a` is taken; so is `a.2` once added: each fresh name is the first free one.
+    c.add(Instruction::new("a.2", Opcode::Abs, scalar(), vec![InstId(0)]));
+    let mut names_with_a2 = crate::ir::UniqueNames::of_instructions(&c);
+    for _ in 0..3 {
+        let expected = c.unique_name("a");
+        assert_eq!(names_with_a2.fresh("a"), expected);
+        c.add(Instruction::new(expected, Opcode::Abs, scalar(), vec![InstId(0)]));
+    }
+    assert_eq!(c.instructions.iter().filter(|i| i.name.starts_with("a.")).count(), 4);
+    assert_eq!(names.fresh("x"), "x");
+    assert_eq!(names.fresh("x"), "x.1");
+    assert_eq!(names.fresh("a"), "a.1");
+    assert_eq!(names.fresh("a"), "a.2");
+}

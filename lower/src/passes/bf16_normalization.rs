@@ -21,9 +21,10 @@
 
 use std::collections::HashMap;
 
+use tessera_hlo::ir::UniqueNames;
 use tessera_hlo::{Computation, ElementType, InstId, Instruction, Module, Opcode, Shape};
 
-use super::rewrite::{become_op, drop_forwarded, forward};
+use super::rewrite::{become_op, forward, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -90,10 +91,12 @@ fn with_type(shape: &Shape, et: ElementType) -> Shape {
 
 fn normalize(comp: &mut Computation) -> bool {
     let users = comp.users();
-    let mut forwarded = Vec::new();
+    let mut forwarded = Forwards::default();
     // One f32 convert per bf16 operand, however many rewritten ops read it.
     let mut widened: HashMap<InstId, InstId> = HashMap::new();
+    let mut names = UniqueNames::of_instructions(comp);
     for id in comp.post_order() {
+        forwarded.update_operands(comp, id);
         let inst = comp.inst(id);
         let bf16 = inst.shape.is_array() && inst.shape.element_type() == ElementType::BF16;
         if !bf16 || !rounds(inst.opcode) {
@@ -116,13 +119,13 @@ fn normalize(comp: &mut Computation) -> bool {
                 }
                 let wide = with_type(shape, ElementType::F32);
                 *widened.entry(o).or_insert_with(|| {
-                    let name = comp.unique_name(&format!("{}.f32", comp.inst(o).name));
+                    let name = names.fresh(&format!("{}.f32", comp.inst(o).name));
                     comp.add(Instruction::new(name, Opcode::Convert, wide, vec![o]))
                 })
             })
             .collect();
         let mut wide = inst.clone();
-        wide.name = comp.unique_name(&format!("{}.f32", inst.name));
+        wide.name = names.fresh(&format!("{}.f32", inst.name));
         wide.shape = with_type(&inst.shape, ElementType::F32);
         wide.operands = operands;
         wide.control_predecessors.clear();
@@ -140,7 +143,7 @@ fn normalize(comp: &mut Computation) -> bool {
     }
     let changed = !forwarded.is_empty() || comp.instructions.len() > users.len();
     if changed {
-        drop_forwarded(comp, &forwarded);
+        forwarded.finish(comp);
         comp.order_operands_first();
     }
     changed

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use tessera_hlo::ir::UniqueNames;
 use tessera_hlo::{CompId, InstId, Module, Opcode};
 
 use crate::pass::Pass;
@@ -25,12 +26,7 @@ impl Pass for CallInline {
         loop {
             let mut round = false;
             for comp in module.comp_ids().collect::<Vec<_>>() {
-                let mut inlined = false;
-                while let Some(call) = next_call(module, comp) {
-                    inline_call(module, comp, call)?;
-                    inlined = true;
-                }
-                if inlined {
+                if inline_calls(module, comp)? {
                     // Cloned instructions were appended; a scheduled module prints in stored
                     // order, so they must come before their users.
                     module.comp_mut(comp).order_operands_first();
@@ -46,15 +42,50 @@ impl Pass for CallInline {
     }
 }
 
-fn next_call(module: &Module, comp: CompId) -> Option<InstId> {
-    let c = module.comp(comp);
-    c.ids().find(|&id| {
-        let inst = c.inst(id);
-        inst.opcode == Opcode::Call && inst.called("to_apply").is_some()
-    })
+/// Inlines the calls `comp` holds now (not those its callees bring in) in one sweep: each
+/// callee's instructions are appended, then every use of a call moves to its callee's root
+/// and the calls go, together, so a computation with many calls costs one pass over it, not
+/// one per call.
+fn inline_calls(module: &mut Module, comp: CompId) -> Result<bool, LowerError> {
+    let calls: Vec<InstId> = {
+        let c = module.comp(comp);
+        c.ids().filter(|&id| c.inst(id).opcode == Opcode::Call && c.inst(id).called("to_apply").is_some()).collect()
+    };
+    if calls.is_empty() {
+        return Ok(false);
+    }
+    let mut names = UniqueNames::of_instructions(module.comp(comp));
+    // What each call's uses become: its callee's cloned root, or the operand it returns.
+    let mut replaced: HashMap<InstId, InstId> = HashMap::new();
+    for &call in &calls {
+        let root = inline_call(module, comp, call, &mut names)?;
+        replaced.insert(call, root);
+    }
+    // A call may return another call's result (through a parameter), so follow the chain.
+    let resolve = |mut id: InstId| {
+        while let Some(&r) = replaced.get(&id) {
+            id = r;
+        }
+        id
+    };
+    let caller = module.comp_mut(comp);
+    for inst in caller.instructions.iter_mut() {
+        for o in inst.operands.iter_mut().chain(inst.control_predecessors.iter_mut()) {
+            *o = resolve(*o);
+        }
+    }
+    caller.root = resolve(caller.root);
+    let mut keep = vec![true; caller.instructions.len()];
+    for call in calls {
+        keep[call.index()] = false;
+    }
+    caller.retain_instructions(&keep);
+    Ok(true)
 }
 
-fn inline_call(module: &mut Module, comp: CompId, call: InstId) -> Result<(), LowerError> {
+/// Appends the instructions of `call`'s callee to `comp` (parameters become the call's
+/// operands) and returns what stands for the call's result; the call itself stays.
+fn inline_call(module: &mut Module, comp: CompId, call: InstId, names: &mut UniqueNames) -> Result<InstId, LowerError> {
     let call_inst = module.comp(comp).inst(call).clone();
     let callee_id =
         call_inst.called("to_apply").ok_or_else(|| LowerError::invalid(&call_inst.name, "call without to_apply"))?;
@@ -75,7 +106,7 @@ fn inline_call(module: &mut Module, comp: CompId, call: InstId) -> Result<(), Lo
             continue;
         }
         let mut clone = inst.clone();
-        clone.name = caller.unique_name(&format!("{}.{}", inst.name, call_inst.name));
+        clone.name = names.fresh(&format!("{}.{}", inst.name, call_inst.name));
         clone.operands = inst.operands.iter().map(|o| map[o]).collect();
         clone.control_predecessors = inst.control_predecessors.iter().filter_map(|p| map.get(p).copied()).collect();
         let new = caller.add(clone);
@@ -92,9 +123,5 @@ fn inline_call(module: &mut Module, comp: CompId, call: InstId) -> Result<(), Lo
             }
         }
     }
-    caller.replace_all_uses(call, root);
-    let mut keep = vec![true; caller.instructions.len()];
-    keep[call.index()] = false;
-    caller.retain_instructions(&keep);
-    Ok(())
+    Ok(root)
 }

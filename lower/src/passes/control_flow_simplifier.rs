@@ -14,7 +14,7 @@ use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{CompId, Computation, InstId, Literal, Module, Opcode};
 
 use super::dce::has_side_effect;
-use super::rewrite::{become_op, drop_forwarded, forward};
+use super::rewrite::{become_op, forward, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -32,8 +32,9 @@ impl Pass for ControlFlowSimplifier {
         self.rewrites.clear();
         let mut changed = false;
         for c in module.comp_ids().collect::<Vec<_>>() {
-            let mut forwarded = Vec::new();
+            let mut forwarded = Forwards::default();
             for id in module.comp(c).post_order() {
+                forwarded.update_operands(module.comp_mut(c), id);
                 let inst = module.comp(c).inst(id);
                 let name = inst.name.clone();
                 match inst.opcode {
@@ -65,7 +66,7 @@ impl Pass for ControlFlowSimplifier {
             }
             if !forwarded.is_empty() {
                 let comp = module.comp_mut(c);
-                drop_forwarded(comp, &forwarded);
+                forwarded.finish(comp);
                 comp.order_operands_first();
             }
         }

@@ -123,8 +123,20 @@ fn same_computation(module: &Module, a: CompId, b: CompId, memo: &mut HashMap<(C
     if let Some(&same) = memo.get(&(a, b)) {
         return same;
     }
-    let (ca, cb) = (module.comp(a), module.comp(b));
-    let same = ca.instructions.len() == cb.instructions.len()
+    let same = same_instructions(module.comp(a), module.comp(b), &mut |p, q| same_computation(module, p, q, memo));
+    memo.insert((a, b), same);
+    same
+}
+
+/// Whether `ca` and `cb` hold the same instructions in the same order (op, shape, operands by
+/// position, payload, attributes other than metadata), names aside, the computations they
+/// call compared by `same_comp`.
+pub(crate) fn same_instructions(
+    ca: &Computation,
+    cb: &Computation,
+    same_comp: &mut dyn FnMut(CompId, CompId) -> bool,
+) -> bool {
+    ca.instructions.len() == cb.instructions.len()
         && ca.root == cb.root
         && ca.execution_thread == cb.execution_thread
         && ca.instructions.iter().zip(&cb.instructions).all(|(x, y)| {
@@ -133,10 +145,8 @@ fn same_computation(module: &Module, a: CompId, b: CompId, memo: &mut HashMap<(C
                 && x.operands == y.operands
                 && x.control_predecessors == y.control_predecessors
                 && x.payload == y.payload
-                && same_attrs(x, y, &mut |p, q| same_computation(module, p, q, memo))
-        });
-    memo.insert((a, b), same);
-    same
+                && same_attrs(x, y, same_comp)
+        })
 }
 
 /// Whether `a` and `b` carry the same attributes other than metadata, computations compared

@@ -49,7 +49,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tessera_hlo::ir::{AttrList, AttrValue, Payload};
+use tessera_hlo::ir::{AttrList, AttrValue, Payload, UniqueNames};
 use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
 
 use crate::pass::Pass;
@@ -88,6 +88,7 @@ impl Pass for Fusion {
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
         self.decisions.clear();
         let mut changed = false;
+        let mut names = UniqueNames::of_computations(module);
         for comp_id in sequenced_computations(module) {
             changed |= self.split_mixed_row_reductions(module.comp_mut(comp_id));
             let (inlined, roots) = {
@@ -117,7 +118,7 @@ impl Pass for Fusion {
                 (inlined, roots)
             };
             for root in roots {
-                changed |= fuse_into(module, comp_id, root, &inlined);
+                changed |= fuse_into(module, &mut names, comp_id, root, &inlined);
             }
         }
         Ok(changed)
@@ -649,7 +650,7 @@ fn is_cheap(p: &Instruction, fused_depth: usize) -> bool {
 }
 
 /// Replaces `root` in `comp_id` by a fusion of it and its inlined producers, when it has any.
-fn fuse_into(module: &mut Module, comp_id: CompId, root: InstId, inlined: &[bool]) -> bool {
+fn fuse_into(module: &mut Module, names: &mut UniqueNames, comp_id: CompId, root: InstId, inlined: &[bool]) -> bool {
     let comp = module.comp(comp_id);
     // The fused sub-DAG in post order, and the outside operands in first-use order.
     let mut members: Vec<InstId> = Vec::new();
@@ -680,7 +681,7 @@ fn fuse_into(module: &mut Module, comp_id: CompId, root: InstId, inlined: &[bool
     }
     let root_inst = comp.inst(root).clone();
     let kind = if root_inst.opcode == Opcode::Reduce { "kInput" } else { "kLoop" };
-    let mut fused = Computation::new(module.unique_computation_name("fused_computation"));
+    let mut fused = Computation::new(names.fresh("fused_computation"));
     let taken: HashSet<&str> = members.iter().map(|&m| comp.inst(m).name.as_str()).collect();
     let mut map: HashMap<InstId, InstId> = HashMap::new();
     let mut next_param = 0usize;

@@ -26,7 +26,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use tessera_hlo::ir::{AttrList, AttrValue, Payload};
+use tessera_hlo::ir::{AttrList, AttrValue, Payload, UniqueNames};
 use tessera_hlo::{ArrayShape, CompId, Computation, InstId, Instruction, Module, Opcode, Shape, TypeClass};
 
 use super::fusion::{elements, is_loop_fusible, sequenced_computations};
@@ -53,13 +53,14 @@ impl Pass for MultiOutputFusion {
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
         self.decisions.clear();
         let mut changed = false;
+        let mut names = UniqueNames::of_computations(module);
         for comp_id in sequenced_computations(module) {
             let groups = sibling_groups(module, module.comp(comp_id));
             if groups.is_empty() {
                 continue;
             }
             for (group, kind) in groups {
-                let merged = merge(module, comp_id, &group, kind);
+                let merged = merge(module, &mut names, comp_id, &group, kind);
                 for &m in &group {
                     self.decisions.push(FusionDecision {
                         producer: module.comp(comp_id).inst(m).name.clone(),
@@ -328,10 +329,10 @@ impl Merged {
 
 /// Replaces `group`'s members by one fusion returning a tuple of their results and a
 /// `get-tuple-element` per member under the member's name; returns the fusion's name.
-fn merge(module: &mut Module, comp_id: CompId, group: &[InstId], kind: FusionKind) -> String {
+fn merge(module: &mut Module, names: &mut UniqueNames, comp_id: CompId, group: &[InstId], kind: FusionKind) -> String {
     let comp = module.comp(comp_id);
     let mut m = Merged {
-        fused: Computation::new(module.unique_computation_name("fused_computation")),
+        fused: Computation::new(names.fresh("fused_computation")),
         outside: Vec::new(),
         params: HashMap::new(),
         taken: HashSet::new(),

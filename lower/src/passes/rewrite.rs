@@ -2,29 +2,32 @@
 //! another (then dropping it), and turning an instruction into another op or a constant while
 //! it keeps its name and control edges.
 
+use std::collections::HashMap;
+
 use tessera_hlo::ir::{AttrValue, Payload};
 use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode};
 
 use crate::LowerError;
 
 /// Runs `rewrite` on every instruction of every computation, operands first; it returns
-/// whether it changed the instruction and lists instructions whose uses it forwarded, which
-/// are then removed. Whether anything changed.
+/// whether it changed the instruction and records in [`Forwards`] the instructions whose uses
+/// it moved, which are then removed. Whether anything changed.
 pub(crate) fn rewrite_each(
     module: &mut Module,
-    mut rewrite: impl FnMut(&mut Computation, InstId, &mut Vec<InstId>) -> Result<bool, LowerError>,
+    mut rewrite: impl FnMut(&mut Computation, InstId, &mut Forwards) -> Result<bool, LowerError>,
 ) -> Result<bool, LowerError> {
     let mut changed = false;
     let comps: Vec<_> = module.comp_ids().collect();
     for c in comps {
         let comp = module.comp_mut(c);
         let mut touched = false;
-        let mut forwarded = Vec::new();
+        let mut forwards = Forwards::default();
         for id in comp.post_order() {
-            touched |= rewrite(comp, id, &mut forwarded)?;
+            forwards.update_operands(comp, id);
+            touched |= rewrite(comp, id, &mut forwards)?;
         }
         if touched {
-            drop_forwarded(comp, &forwarded);
+            forwards.finish(comp);
             comp.order_operands_first();
             changed = true;
         }
@@ -32,11 +35,63 @@ pub(crate) fn rewrite_each(
     Ok(changed)
 }
 
-/// Moves every use of `id` to `to`. The instruction itself is removed afterwards rather than
-/// left to DCE, which keeps collectives and async ops even when unused.
-pub(crate) fn forward(comp: &mut Computation, id: InstId, to: InstId, forwarded: &mut Vec<InstId>) {
-    comp.replace_all_uses(id, to);
-    forwarded.push(id);
+/// Uses moved from one instruction to another, applied lazily: moving them at once would
+/// scan the whole computation per move, quadratic in a large module. A pass visiting
+/// instructions operands first calls [`Forwards::update_operands`] before it looks at each,
+/// so every instruction it reads sees its operands' final targets, as if the uses had moved
+/// already; [`Forwards::finish`] moves the rest and removes the forwarded instructions.
+#[derive(Default)]
+pub(crate) struct Forwards {
+    to: HashMap<InstId, InstId>,
+    order: Vec<InstId>,
+}
+
+impl Forwards {
+    fn target(&self, mut id: InstId) -> InstId {
+        while let Some(&t) = self.to.get(&id) {
+            id = t;
+        }
+        id
+    }
+
+    /// Points instruction `id`'s operands and control predecessors at their targets.
+    pub(crate) fn update_operands(&self, comp: &mut Computation, id: InstId) {
+        if self.to.is_empty() {
+            return;
+        }
+        let inst = comp.inst_mut(id);
+        for o in inst.operands.iter_mut().chain(inst.control_predecessors.iter_mut()) {
+            *o = self.target(*o);
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Moves every remaining use to its target and removes the forwarded instructions.
+    pub(crate) fn finish(self, comp: &mut Computation) {
+        if self.order.is_empty() {
+            return;
+        }
+        for id in comp.ids().collect::<Vec<_>>() {
+            self.update_operands(comp, id);
+        }
+        comp.root = self.target(comp.root);
+        drop_forwarded(comp, &self.order);
+    }
+}
+
+/// Moves every use of `id` to `to` (which must not itself use `id`), through `forwards`. The
+/// instruction itself is removed afterwards rather than left to DCE, which keeps collectives
+/// and async ops even when unused.
+pub(crate) fn forward(comp: &mut Computation, id: InstId, to: InstId, forwards: &mut Forwards) {
+    // The root moves at once: rules ask whether an instruction is the root.
+    if comp.root == id {
+        comp.root = to;
+    }
+    forwards.to.insert(id, to);
+    forwards.order.push(id);
 }
 
 pub(crate) fn drop_forwarded(comp: &mut Computation, forwarded: &[InstId]) {

@@ -8,7 +8,7 @@
 use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{become_constant, become_op, forward, rewrite_each};
+use super::rewrite::{become_constant, become_op, forward, rewrite_each, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -45,7 +45,7 @@ fn check_single_device(inst: &Instruction, attr: &str) -> Result<(), LowerError>
     }
 }
 
-fn rewrite(comp: &mut Computation, id: InstId, forwarded: &mut Vec<InstId>) -> Result<bool, LowerError> {
+fn rewrite(comp: &mut Computation, id: InstId, forwarded: &mut Forwards) -> Result<bool, LowerError> {
     use Opcode as O;
     let inst = comp.inst(id).clone();
     match inst.opcode {
@@ -107,7 +107,7 @@ fn own_data(
     comp: &mut Computation,
     id: InstId,
     inst: &Instruction,
-    forwarded: &mut Vec<InstId>,
+    forwarded: &mut Forwards,
 ) -> Result<(), LowerError> {
     let ops = inst.operands.clone();
     check_one_participant(comp, inst)?;

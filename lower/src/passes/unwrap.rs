@@ -17,7 +17,7 @@
 use tessera_hlo::ir::{AttrList, AttrValue, Payload, SHARDING_ANNOTATIONS};
 use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{become_constant, become_op, forward, rewrite_each};
+use super::rewrite::{become_constant, become_op, forward, rewrite_each, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -39,7 +39,7 @@ fn first_operand(inst: &Instruction) -> Result<InstId, LowerError> {
 }
 
 /// Rewrites instruction `id` in place when it is a wrapper; says whether it was one.
-fn rewrite(comp: &mut Computation, id: InstId, forwarded: &mut Vec<InstId>) -> Result<bool, LowerError> {
+fn rewrite(comp: &mut Computation, id: InstId, forwarded: &mut Forwards) -> Result<bool, LowerError> {
     use Opcode as O;
     let inst = comp.inst(id).clone();
     match inst.opcode {

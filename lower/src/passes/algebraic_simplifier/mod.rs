@@ -30,7 +30,7 @@ use tessera_hlo::corpus::tolerance::values;
 use tessera_hlo::ir::{AttrList, AttrValue, SliceRange};
 use tessera_hlo::{CompId, Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{become_op, forward, rewrite_each};
+use super::rewrite::{become_op, forward, rewrite_each, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -69,7 +69,7 @@ impl Pass for AlgebraicSimplifier {
 fn simplify(
     comp: &mut Computation,
     id: InstId,
-    forwarded: &mut Vec<InstId>,
+    forwarded: &mut Forwards,
     reducers: &HashMap<CompId, Opcode>,
 ) -> Option<&'static str> {
     let inst = comp.inst(id);
