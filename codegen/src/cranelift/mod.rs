@@ -244,7 +244,7 @@ fn compile_object(
             .define_function_bytes(*id, code.alignment, &code.bytes, &code.relocs)
             .map_err(|e| backend(e.to_string()))?;
         if dump_path.is_some() {
-            let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
+            let asm = code.disasm.as_deref().unwrap_or_default();
             listing.push_str(&format!("; {name}\n{}\n; machine code\n{asm}\n", ctx.func.display()));
         }
     }
@@ -285,6 +285,8 @@ struct MachineCode {
     alignment: u64,
     bytes: Vec<u8>,
     relocs: Vec<ModuleReloc>,
+    /// The machine code as text, when the function asked for it (`Context::set_disasm`).
+    disasm: Option<String>,
 }
 
 /// Compiles every translated function, the groups (indices into `functions`) on threads of
@@ -301,7 +303,12 @@ fn machine_code_in_parallel(
         .iter()
         .map(|group| group.iter().filter_map(|&i| Some((i, slots.get_mut(i)?.take()?))).collect())
         .collect();
-    let run = |job: Job| job.into_iter().map(|(i, (id, ctx))| (i, machine_code(isa, *id, ctx))).collect::<Vec<_>>();
+    let run = |job: Job| {
+        // One context per thread serves all its functions, so the allocations a compile makes
+        // (the register allocator's above all) are made once per thread, not per function.
+        let mut worker = Context::new();
+        job.into_iter().map(|(i, (id, ctx))| (i, machine_code(isa, *id, ctx, &mut worker))).collect::<Vec<_>>()
+    };
     let finished = std::thread::scope(|s| {
         let mut jobs = jobs.into_iter();
         let first = jobs.next();
@@ -322,14 +329,30 @@ fn machine_code_in_parallel(
 }
 
 /// One translated function's machine code (what `Module::define_function` does before it
-/// places the code in the module).
-fn machine_code(isa: &dyn TargetIsa, id: FuncId, ctx: &mut Context) -> std::result::Result<MachineCode, String> {
+/// places the code in the module), compiled in `worker`; `ctx` gets the optimized function
+/// back.
+fn machine_code(
+    isa: &dyn TargetIsa,
+    id: FuncId,
+    ctx: &mut Context,
+    worker: &mut Context,
+) -> std::result::Result<MachineCode, String> {
+    worker.clear();
+    worker.set_disasm(ctx.want_disasm);
+    std::mem::swap(&mut worker.func, &mut ctx.func);
+    let code = compile_in(isa, id, worker);
+    std::mem::swap(&mut worker.func, &mut ctx.func);
+    code
+}
+
+fn compile_in(isa: &dyn TargetIsa, id: FuncId, ctx: &mut Context) -> std::result::Result<MachineCode, String> {
     ctx.compile(isa, &mut Default::default()).map_err(|e| rejected(e.func, e.inner))?;
     let compiled = ctx.compiled_code().ok_or("Cranelift returned no code")?;
     let alignment = compiled.buffer.alignment as u64;
     let bytes = compiled.code_buffer().to_vec();
     let relocs = compiled.buffer.relocs().iter().map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id)).collect();
-    Ok(MachineCode { alignment, bytes, relocs })
+    let disasm = if ctx.want_disasm { compiled.vcode.clone() } else { None };
+    Ok(MachineCode { alignment, bytes, relocs, disasm })
 }
 
 fn define(module: &mut dyn Module, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {
