@@ -343,6 +343,7 @@ mod tests {
             hosts: vec![],
             checks: vec!["check".into()],
             arenas: vec![(0, 128)],
+            aliases: vec![(0, 0)],
         };
         CachedProgram {
             parameters: vec!["f32[4]{0}".parse().unwrap(), "(s32[], f32[2,3]{0,1})".parse().unwrap()],

@@ -402,22 +402,7 @@ impl Executable {
     /// [`Executable::execute_into`], returning the backend whose code ran (for the tiered
     /// backend, Cranelift or LLVM; see [`Executable::active_tier`]).
     pub fn execute_into_tier(&self, args: &[&DeviceBuffer], results: &mut [DeviceBuffer]) -> Result<Backend, Error> {
-        let leaves = &self.signature.parameter_leaves;
-        if args.len() != leaves.len() {
-            return Err(RuntimeError::Count { what: "parameters", expected: leaves.len(), found: args.len() }.into());
-        }
-        for (i, (arg, leaf)) in args.iter().zip(leaves).enumerate() {
-            if !same_layout(arg.shape(), leaf) {
-                return Err(Error::argument(
-                    i,
-                    format!(
-                        "the buffer holds {} but the parameter is {} (transfer_argument lays it out)",
-                        shape_text(arg.shape()),
-                        shape_text(&leaf.shape)
-                    ),
-                ));
-            }
-        }
+        self.check_arguments(args.iter().copied())?;
         let results_leaves = &self.signature.result_leaves;
         if results.len() != results_leaves.len() {
             let found = results.len();
@@ -434,6 +419,79 @@ impl Executable {
         let inputs: Vec<&[u8]> = args.iter().map(|a| a.bytes()).collect();
         let mut outputs: Vec<&mut [u8]> = results.iter_mut().map(|r| r.bytes_mut()).collect();
         self.run_raw_on_tier(&inputs, &mut outputs)
+    }
+
+    /// [`Executable::execute`] on buffers the caller gives up (donates), with the module's
+    /// `input_output_alias` applied: a result the program writes into a parameter's memory
+    /// ([`Executable::donated_results`]) comes back in that parameter's buffer, updated in
+    /// place, so a `dynamic-update-slice` of a donated cache writes only its window instead of
+    /// copying the cache. The other results are new buffers; the other arguments are dropped.
+    /// The interpreter shares no memory: there every result is a new buffer.
+    pub fn execute_donated(&self, args: Vec<DeviceBuffer>) -> Result<Vec<DeviceBuffer>, Error> {
+        self.check_arguments(args.iter())?;
+        let Some((exe, _)) = self.engine.compiled() else {
+            return self.execute(&args.iter().collect::<Vec<_>>());
+        };
+        let aliases = exe.aliases();
+        let shared = |n: usize| aliases.iter().find(|&&(r, _)| r == n).map(|&(_, p)| p);
+        let mut results: Vec<Option<DeviceBuffer>> = Vec::with_capacity(self.signature.result_leaves.len());
+        for (n, leaf) in self.signature.result_leaves.iter().enumerate() {
+            results.push(match shared(n) {
+                Some(_) => None,
+                None => Some(DeviceBuffer::zeroed(&leaf.shape)?),
+            });
+        }
+        let mut args: Vec<Option<DeviceBuffer>> = args.into_iter().map(Some).collect();
+        {
+            let mut inputs: Vec<&mut [u8]> = args.iter_mut().flatten().map(|a| a.bytes_mut()).collect();
+            let mut outputs: Vec<&mut [u8]> = results
+                .iter_mut()
+                .map(|r| match r {
+                    Some(b) => b.bytes_mut(),
+                    None => &mut [],
+                })
+                .collect();
+            exe.run_donated(&mut inputs, &mut outputs)?;
+        }
+        self.last_run_launches.store(exe.last_run_launches(), Ordering::Relaxed);
+        let mut out = Vec::with_capacity(results.len());
+        for (n, r) in results.into_iter().enumerate() {
+            let buffer = match r {
+                Some(b) => Some(b),
+                None => shared(n).and_then(|p| args[p].take()),
+            };
+            out.push(buffer.ok_or_else(|| RuntimeError::Invalid(format!("result {n} has no buffer")))?);
+        }
+        Ok(out)
+    }
+
+    /// The `(result, parameter)` leaf pairs [`Executable::execute_donated`] returns in one
+    /// buffer: those of the module's `input_output_alias` the program can honor (it reads the
+    /// parameter only before it writes the result, or copies it into the result first).
+    /// Empty for the interpreter.
+    pub fn donated_results(&self) -> Vec<(usize, usize)> {
+        self.engine.compiled().map(|(exe, _)| exe.aliases().to_vec()).unwrap_or_default()
+    }
+
+    /// Checks one resident buffer per parameter leaf, laid out as the leaf.
+    fn check_arguments<'b>(&self, args: impl ExactSizeIterator<Item = &'b DeviceBuffer>) -> Result<(), Error> {
+        let leaves = &self.signature.parameter_leaves;
+        if args.len() != leaves.len() {
+            return Err(RuntimeError::Count { what: "parameters", expected: leaves.len(), found: args.len() }.into());
+        }
+        for (i, (arg, leaf)) in args.zip(leaves).enumerate() {
+            if !same_layout(arg.shape(), leaf) {
+                return Err(Error::argument(
+                    i,
+                    format!(
+                        "the buffer holds {} but the parameter is {} (transfer_argument lays it out)",
+                        shape_text(arg.shape()),
+                        shape_text(&leaf.shape)
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Zeroed result buffers in the result layouts.

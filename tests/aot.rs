@@ -464,3 +464,66 @@ int main(void) {{
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_donated_argument_may_be_its_result_buffer() {
+    let dir = scratch("donation");
+    let text = "HloModule m, input_output_alias={ {}: (0, {}, may-alias) }\nENTRY e {\n  \
+                cache = f32[8,4] parameter(0)\n  row = f32[1,4] parameter(1)\n  pos = s32[] parameter(2)\n  \
+                zero = s32[] constant(0)\n  ROOT u = f32[8,4] dynamic-update-slice(cache, row, pos, zero)\n}\n";
+    let module = tessera_hlo::text::parse_module(text).unwrap();
+    for tier in [Tier::Cranelift, Tier::Llvm] {
+        let symbol = format!("donation_{}", tier.name());
+        let options = AotOptions {
+            tier,
+            symbol: symbol.clone(),
+            triple: None,
+            cpu: CpuTarget::host(),
+            source: "inline".into(),
+            parallel: false,
+            dump_dir: None,
+            object_name: format!("{symbol}.o"),
+        };
+        let artifacts = aot::compile(&module, &LowerOptions::default(), &options).unwrap();
+        let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
+        aot::write(&artifacts, &object, &header).unwrap();
+        let text = std::fs::read_to_string(&header).unwrap();
+        assert!(text.contains("result 0 and argument 0 may be one buffer"), "{tier:?}: {text}");
+        let source = dir.join(format!("{symbol}.c"));
+        // The cache is both the argument and the result; then a second call into a separate
+        // result leaves the (updated) argument alone.
+        std::fs::write(
+            &source,
+            format!(
+                r#"#include <stdio.h>
+#include "{symbol}.h"
+static _Alignas(64) float cache[32], row[4], other[32];
+static _Alignas(64) int32_t pos;
+int main(void) {{
+  for (int i = 0; i < 32; i++) cache[i] = (float)i;
+  for (int i = 0; i < 4; i++) row[i] = 100.0f + i;
+  pos = 2;
+  int32_t a = {symbol}_run(cache, row, &pos, cache, 0);
+  pos = 5;
+  int32_t b = {symbol}_run(cache, row, &pos, other, 0);
+  printf("%d %d %g %g %g %g %g %g\n", a, b, cache[7], cache[8], cache[11], cache[20], other[8], other[20]);
+  return 0;
+}}
+"#
+            ),
+        )
+        .unwrap();
+        let binary = dir.join(&symbol);
+        run(Command::new("gcc")
+            .args(["-std=c11", "-Wall", "-Werror"])
+            .arg(&source)
+            .arg(&object)
+            .arg("-lm")
+            .arg("-o")
+            .arg(&binary))
+        .unwrap();
+        let out = Command::new(&binary).output().unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0 0 7 100 103 20 100 100", "{tier:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -116,6 +116,7 @@ mod tests {
             parameters: vec![BufferId(0)],
             results: vec![BufferId(3)],
             arenas: vec![],
+            aliases: vec![],
         }
     }
 

@@ -37,6 +37,8 @@ pub struct ProgramImage {
     pub checks: Vec<String>,
     /// Arena size in bytes per memory space, in the order the entry's temps follow.
     pub arenas: Vec<(i64, u64)>,
+    /// `(result, parameter)` pairs a donated run may place in one memory (`Program::aliases`).
+    pub aliases: Vec<(usize, usize)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -152,6 +154,7 @@ impl ProgramImage {
             hosts,
             checks: plan.checks.clone(),
             arenas: program.arenas.clone(),
+            aliases: program.aliases.clone(),
         })
     }
 
@@ -222,7 +225,9 @@ impl ProgramImage {
             arenas: self.arenas.clone(),
             code: kernels.code,
         };
-        Executable::new(parts, spaces, pool)
+        let mut exe = Executable::new(parts, spaces, pool)?;
+        exe.set_aliases(self.aliases.clone())?;
+        Ok(exe)
     }
 
     /// The custom-call targets the image's host operations call.

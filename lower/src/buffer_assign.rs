@@ -198,6 +198,7 @@ mod tests {
             parameters: vec![BufferId(0)],
             results: vec![BufferId(4)],
             arenas: vec![],
+            aliases: vec![],
         }
     }
 

@@ -76,6 +76,7 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result
         program: Program::default(),
         kernel_names: HashSet::new(),
         memo: KernelMemo::new(module),
+        donated: HashMap::new(),
         steps: Vec::new(),
         rng_seed,
         rng_state: None,
@@ -86,6 +87,12 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result
     for id in entry.parameters() {
         let inst = entry.inst(id);
         args.push(b.parameter_value(&inst.name, &inst.shape)?);
+    }
+    let declared = declared_aliases(module);
+    for &(result, parameter) in &declared {
+        if let Some(&buffer) = b.program.parameters.get(parameter) {
+            b.donated.insert(buffer, result);
+        }
     }
     let root = b.lower_computation(entry, args)?;
     let leaves = root.leaf_list();
@@ -100,6 +107,7 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result
         b.program.results.push(result);
     }
     b.program.steps = std::mem::take(&mut b.steps);
+    b.program.aliases = declared.into_iter().filter(|&(r, p)| may_share(&b.program, r, p)).collect();
     Ok(b.program)
 }
 
@@ -111,6 +119,9 @@ struct Builder<'m> {
     kernel_names: HashSet<String>,
     /// Kernels already lowered, for the computations that repeat.
     memo: KernelMemo,
+    /// Parameter leaves the module lets a result share memory with (`input_output_alias`):
+    /// their buffer and the result leaf.
+    donated: HashMap<BufferId, usize>,
     /// The step list being filled: the entry's, or a nested one while a loop or branch is
     /// lowered.
     steps: Vec<Step>,
@@ -461,6 +472,20 @@ impl<'m> Builder<'m> {
                 self.launch(kernel, args);
                 return Ok(Value::Array(target));
             }
+            // A parameter the caller may donate to a result: a copy of it is updated in place.
+            // Where the result is that copy and nothing reads the parameter after it, the copy
+            // is the result's first step, and a donated call (parameter and result in one
+            // memory) skips it, writing just the window (`may_share`).
+            if let Some(target) =
+                inputs.get(k).filter(|&&o| sole(o)).and_then(|&o| self.donated_copy(comp, values, o, inst))
+            {
+                let target = target?;
+                let kernel = self.emit(&kernel_comp, KernelKind::InPlace, &name)?;
+                args[k] = target;
+                args.push(target);
+                self.launch(kernel, args);
+                return Ok(Value::Array(target));
+            }
         }
         let kernel = self.emit(&kernel_comp, KernelKind::Fresh, &name)?;
         let value = match &inst.shape {
@@ -508,6 +533,30 @@ impl<'m> Builder<'m> {
             && src.bytes <= SMALL_COPY_BYTES
             && src.memory_space == dst.memory_space
             && crate::kernel::is_byte_copy(kernel)
+    }
+
+    /// For an entry's in-place update of `operand`, a parameter the module lets a result
+    /// share memory with: a temp holding a copy of it (the copy step pushed), or `None`.
+    fn donated_copy(
+        &mut self,
+        comp: &Computation,
+        values: &HashMap<InstId, Value>,
+        operand: InstId,
+        inst: &Instruction,
+    ) -> Option<Result<BufferId, LowerError>> {
+        let Some(Value::Array(param)) = values.get(&operand) else { return None };
+        let in_entry = std::ptr::eq(comp, self.module.entry_comp()) && self.loop_body.is_none();
+        if !in_entry || !self.donated.contains_key(param) || comp.root == operand {
+            return None;
+        }
+        if inst.shape.as_array() != Some(&self.program.buffers[param.0 as usize].shape) {
+            return None;
+        }
+        let param = *param;
+        Some(self.add_buffer(&inst.name, &inst.shape, BufferKind::Temp).map(|copy| {
+            self.steps.push(Step::Copy { src: param, dst: copy });
+            copy
+        }))
     }
 
     /// Whether the only user of `operand` (an instruction of `comp`, already lowered) may
@@ -942,6 +991,76 @@ pub(crate) fn wrap_single_op(entry: &Computation, id: InstId) -> (Computation, V
     }
     comp.root = comp.add(clone);
     (comp, inputs)
+}
+
+/// The module's `input_output_alias` pairs as (result leaf, parameter leaf) indices, each a
+/// result and a parameter array of the same shape and layout; entries naming no such leaves
+/// are left out (they only allow sharing, so leaving one out is always correct).
+fn declared_aliases(module: &Module) -> Vec<(usize, usize)> {
+    let Some(AttrValue::IoAliases(aliases)) = module.attr("input_output_alias") else { return Vec::new() };
+    let entry = module.entry_comp();
+    let params: Vec<&Shape> = entry.parameters().into_iter().map(|id| &entry.inst(id).shape).collect();
+    let root = &entry.root_inst().shape;
+    let mut out = Vec::new();
+    for alias in aliases {
+        let Some(p) = usize::try_from(alias.parameter).ok().filter(|&p| p < params.len()) else { continue };
+        let first_leaf: usize = params[..p].iter().map(|s| leaf_count(s)).sum();
+        let (Some((pi, pshape)), Some((ri, rshape))) =
+            (leaf_at(params[p], &alias.parameter_index), leaf_at(root, &alias.output_index))
+        else {
+            continue;
+        };
+        let pair = (ri, first_leaf + pi);
+        if pshape == rshape && !out.iter().any(|&(r, q)| r == pair.0 || q == pair.1) {
+            out.push(pair);
+        }
+    }
+    out
+}
+
+/// Array leaves of `shape`, depth-first.
+fn leaf_count(shape: &Shape) -> usize {
+    match shape {
+        Shape::Tuple(elems) => elems.iter().map(leaf_count).sum(),
+        Shape::Array(_) => 1,
+        _ => 0,
+    }
+}
+
+/// The depth-first leaf number and shape of the array at `index` in `shape`.
+fn leaf_at<'s>(shape: &'s Shape, index: &[i64]) -> Option<(usize, &'s ArrayShape)> {
+    match (shape, index.split_first()) {
+        (Shape::Array(a), None) => Some((0, a)),
+        (Shape::Tuple(elems), Some((&i, rest))) => {
+            let i = usize::try_from(i).ok().filter(|&i| i < elems.len())?;
+            let (leaf, a) = leaf_at(&elems[i], rest)?;
+            Some((elems[..i].iter().map(leaf_count).sum::<usize>() + leaf, a))
+        }
+        _ => None,
+    }
+}
+
+/// Whether result leaf `result` may live in parameter leaf `parameter`'s memory: their
+/// buffers alike, and in the entry's step list no step after the first one touching the
+/// result touches the parameter, and that first step touches the parameter only as a
+/// `Copy` of it into the result. Then every read of the parameter sees the caller's values
+/// whether or not the two share memory.
+fn may_share(program: &Program, result: usize, parameter: usize) -> bool {
+    let (Some(&r), Some(&p)) = (program.results.get(result), program.parameters.get(parameter)) else {
+        return false;
+    };
+    let (rb, pb) = (&program.buffers[r.0 as usize], &program.buffers[p.0 as usize]);
+    if rb.shape != pb.shape || rb.bytes != pb.bytes || rb.memory_space != pb.memory_space {
+        return false;
+    }
+    let touches = |step: &Step, id: BufferId| {
+        let mut found = false;
+        crate::program::walk_steps(std::slice::from_ref(step), &mut |s| found |= s.own_buffers().contains(&id));
+        found
+    };
+    let Some(first) = program.steps.iter().position(|s| touches(s, r)) else { return false };
+    let copies_in = matches!(program.steps[first], Step::Copy { src, dst } if src == p && dst == r);
+    (copies_in || !touches(&program.steps[first], p)) && !program.steps[first + 1..].iter().any(|s| touches(s, p))
 }
 
 /// Every kernel leaves the lowering verified (ids, types, and indices proved inside their

@@ -201,6 +201,12 @@ pub struct Program {
     pub results: Vec<BufferId>,
     /// Arena size in bytes per memory space (after buffer assignment), ascending by space.
     pub arenas: Vec<(i64, u64)>,
+    /// `(result, parameter)`: entry result leaves a caller may write into a parameter leaf's
+    /// memory (the module's `input_output_alias`, when the caller donates the parameter). The
+    /// program touches such a parameter only before it first touches the result, or in a
+    /// `Copy` into the result as that first step (a copy onto itself, which the entries skip),
+    /// so it computes the same with the two in one memory or in two.
+    pub aliases: Vec<(usize, usize)>,
 }
 
 impl Program {

@@ -90,6 +90,9 @@ impl fmt::Display for Program {
         };
         list(f, "parameters", &self.parameters)?;
         list(f, "results", &self.results)?;
+        for (result, parameter) in &self.aliases {
+            writeln!(f, "  alias result {result} <- parameter {parameter}")?;
+        }
         f.write_str("}\n")
     }
 }
@@ -265,6 +268,7 @@ mod tests {
             parameters: vec![BufferId(0)],
             results: vec![BufferId(1)],
             arenas: vec![(0, 128)],
+            aliases: vec![],
         };
         let expected = r#"program {
   B0 "p0": f32[2]{0} param(0) bytes=8 space=0

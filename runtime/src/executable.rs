@@ -181,6 +181,8 @@ pub struct Executable {
     /// Table index of parameter `n` / result `n`.
     parameters: Vec<usize>,
     results: Vec<usize>,
+    /// `(result, parameter)` pairs a donated run writes into one memory (`set_aliases`).
+    aliases: Vec<(usize, usize)>,
     arenas: Vec<(i64, u64)>,
     /// Allocates the arenas of new run states.
     spaces: MemorySpaces,
@@ -302,6 +304,7 @@ impl Executable {
             queues: Arc::default(),
             parameters,
             results,
+            aliases: Vec::new(),
             arenas,
             spaces: spaces.clone(),
             constants: ConstantAddresses(constants),
@@ -497,6 +500,89 @@ impl Executable {
         self.profile.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// Declares the `(result, parameter)` pairs whose result the program may write into the
+    /// parameter's memory (`tessera_lower::Program::aliases`): [`Executable::run_donated`]
+    /// passes the entry one address for both.
+    pub fn set_aliases(&mut self, aliases: Vec<(usize, usize)>) -> Result<(), RuntimeError> {
+        for (k, &(r, p)) in aliases.iter().enumerate() {
+            let (Some(&rb), Some(&pb)) = (self.results.get(r), self.parameters.get(p)) else {
+                return Err(RuntimeError::Invalid(format!("alias of result {r} and parameter {p}: no such buffers")));
+            };
+            if self.buffers[rb].bytes != self.buffers[pb].bytes {
+                return Err(RuntimeError::Invalid(format!("result {r} and parameter {p} differ in size")));
+            }
+            if aliases[..k].iter().any(|&(r2, p2)| r2 == r || p2 == p) {
+                return Err(RuntimeError::Invalid(format!("result {r} or parameter {p} is aliased twice")));
+            }
+        }
+        self.aliases = aliases;
+        Ok(())
+    }
+
+    /// The `(result, parameter)` pairs a donated run writes into one memory.
+    pub fn aliases(&self) -> &[(usize, usize)] {
+        &self.aliases
+    }
+
+    /// [`Executable::run`] for a caller that donates its parameters: each result that
+    /// [`Executable::aliases`] pairs with a parameter is written into that parameter's memory
+    /// (its `results` slot must be empty), which may save the copy of it (an in-place update
+    /// of a donated cache writes only its window). A donated parameter must be 64-byte
+    /// aligned; afterwards it holds the result.
+    pub fn run_donated(&self, parameters: &mut [&mut [u8]], results: &mut [&mut [u8]]) -> Result<(), RuntimeError> {
+        self.check("parameters", parameters.len(), &self.parameters, parameters.iter().map(|p| p.len()))?;
+        let shared = |n: usize| self.aliases.iter().find(|&&(r, _)| r == n).map(|&(_, p)| p);
+        if results.len() != self.results.len() {
+            return Err(RuntimeError::Count { what: "results", expected: self.results.len(), found: results.len() });
+        }
+        for (n, r) in results.iter().enumerate() {
+            let b = &self.buffers[self.results[n]];
+            let expected = if shared(n).is_some() { 0 } else { b.bytes };
+            if r.len() as u64 != expected {
+                return Err(RuntimeError::Size {
+                    what: "result",
+                    index: n,
+                    name: b.name.clone(),
+                    expected,
+                    found: r.len() as u64,
+                });
+            }
+        }
+        for &(_, p) in &self.aliases {
+            if !is_aligned(parameters[p].as_ptr()) {
+                return Err(RuntimeError::Invalid(format!("donated parameter {p} is not 64-byte aligned")));
+            }
+        }
+        let mut taken = TakenState { exe: self, state: Some(self.take_state()?) };
+        let state = taken.state.as_mut().expect("taken above");
+        let np = parameters.len();
+        for (n, p) in parameters.iter_mut().enumerate() {
+            state.bound[n] = if is_aligned(p.as_ptr()) {
+                p.as_mut_ptr()
+            } else {
+                let staging = staged(&mut state.staging[n], p.len())?;
+                staging.as_mut_slice().copy_from_slice(p);
+                staging.as_mut_ptr()
+            };
+        }
+        for (n, r) in results.iter_mut().enumerate() {
+            state.bound[np + n] = match shared(n) {
+                Some(p) => state.bound[p],
+                None if is_aligned(r.as_ptr()) => r.as_mut_ptr(),
+                None => staged(&mut state.staging[np + n], r.len())?.as_mut_ptr(),
+            };
+        }
+        self.run_bound(state)?;
+        for (n, r) in results.iter_mut().enumerate() {
+            if let Some(staging) =
+                state.staging[np + n].as_ref().filter(|_| shared(n).is_none() && !is_aligned(r.as_ptr()))
+            {
+                r.copy_from_slice(staging.as_slice());
+            }
+        }
+        Ok(())
+    }
+
     /// Runs every launch in order on the caller's buffers: `parameters[n]` holds parameter
     /// `n`'s physical bytes, `results[n]` receives result `n`'s. Sizes must match exactly.
     /// Runs from several threads proceed side by side (see the module documentation); a host
@@ -536,7 +622,18 @@ impl Executable {
                 staged(&mut state.staging[np + n], r.len())?.as_mut_ptr()
             };
         }
+        self.run_bound(state)?;
+        for (n, r) in results.iter_mut().enumerate() {
+            if let Some(staging) = state.staging[np + n].as_ref().filter(|_| !is_aligned(r.as_ptr())) {
+                r.copy_from_slice(staging.as_slice());
+            }
+        }
+        Ok(())
+    }
 
+    /// Calls the entry on the addresses bound in `state` (parameters, then results).
+    fn run_bound(&self, state: &mut RunState) -> Result<(), RuntimeError> {
+        let np = self.parameters.len();
         state.profile = self.profiling.load(Ordering::Relaxed).then(|| self.empty_profile());
         let mut hooks = RunHooks { exe: self, profile: state.profile.as_mut(), host_failure: None };
         let mut ctx = RunContext::new(&state.temps, &self.constants.0, &mut hooks);
@@ -545,7 +642,8 @@ impl Executable {
             let args = state.bound.as_ptr();
             // SAFETY: the entry was compiled for this buffer table: `args`/`results` hold
             // every caller buffer, aligned and of the checked sizes, which the borrows keep
-            // alive; `temps` are this state's arenas, `constants` ours; the hooks outlive the
+            // alive, sharing an address only as `aliases` allows (the program was built for
+            // that); `temps` are this state's arenas, `constants` ours; the hooks outlive the
             // call.
             unsafe { (self.entry)(args, args.add(np), &mut ctx) }
         };
@@ -568,12 +666,6 @@ impl Executable {
                 }
             }
             other => return Err(RuntimeError::Invalid(format!("the entry returned code {other}"))),
-        }
-
-        for (n, r) in results.iter_mut().enumerate() {
-            if let Some(staging) = state.staging[np + n].as_ref().filter(|_| !is_aligned(r.as_ptr())) {
-                r.copy_from_slice(staging.as_slice());
-            }
         }
         Ok(())
     }

@@ -184,6 +184,19 @@ fn c_names(program: &Program, ids: &[BufferId], fallback: &str, taken: &[String]
 }
 
 /// The header text for `program`, compiled into an object whose entry is `info.symbol`.
+/// The header's sentence on donation: which results may be passed their argument's buffer.
+fn donation_text(program: &Program) -> String {
+    if program.aliases.is_empty() {
+        return String::new();
+    }
+    let pairs: Vec<String> = program.aliases.iter().map(|(r, p)| format!("result {r} and argument {p}")).collect();
+    format!(
+        "\n * Except (the module's input_output_alias): {} may be one buffer. A caller that\n * gives up \
+         the argument passes it as the result too; the call then updates it in place.",
+        pairs.join(", ")
+    )
+}
+
 pub fn header(program: &Program, plan: &EntryPlan, info: &HeaderInfo<'_>) -> String {
     let sym = info.symbol;
     let upper = sym.to_ascii_uppercase();
@@ -211,7 +224,7 @@ pub fn header(program: &Program, plan: &EntryPlan, info: &HeaderInfo<'_>) -> Str
          * below (the bytes `tessera run --physical` reads and writes), aligned to {sym}_ALIGNMENT\n \
          * bytes; `temp` points to {sym}_TEMP_BYTES bytes of scratch, equally aligned (NULL when that\n \
          * is 0). A result buffer must not overlap another result, an argument or temp: the\n \
-         * code is compiled knowing them apart.\n \
+         * code is compiled knowing them apart.{donation}\n \
          * {threading}.\n \
          * It allocates nothing and may run concurrently with calls that use other temp blocks.\n */\n\
          #ifndef TESSERA_{upper}_H\n#define TESSERA_{upper}_H\n\n#include <stdint.h>\n\n\
@@ -223,6 +236,7 @@ pub fn header(program: &Program, plan: &EntryPlan, info: &HeaderInfo<'_>) -> Str
         } else {
             "The call runs on the calling thread"
         },
+        donation = donation_text(program),
         tier = info.tier,
         triple = info.triple,
         cpu = info.cpu,

@@ -337,6 +337,17 @@ impl Entry<'_, '_> {
                 }
                 let (s, d) = (self.addr(*src)?, self.addr(*dst)?);
                 let n = self.b.ins().iconst(types::I64, i64::try_from(*bytes).map_err(|_| "copy size overflows")?);
+                // A parameter copied into a result may be the result's own memory (donation).
+                let done = match (src, dst) {
+                    (Addr::Arg(_), Addr::Result(_)) => {
+                        let (copy, done) = (self.b.create_block(), self.b.create_block());
+                        let same = self.b.ins().icmp(IntCC::Equal, s, d);
+                        self.b.ins().brif(same, done, &[], copy, &[]);
+                        self.b.switch_to_block(copy);
+                        Some(done)
+                    }
+                    _ => None,
+                };
                 match *self.runtime {
                     Runtime::Jit { copy, .. } if self.profiled => {
                         let run = self.run.ok_or("no run context")?;
@@ -347,6 +358,10 @@ impl Entry<'_, '_> {
                         let config = self.module.target_config();
                         self.b.call_memcpy(config, d, s, n);
                     }
+                }
+                if let Some(done) = done {
+                    self.b.ins().jump(done, &[]);
+                    self.b.switch_to_block(done);
                 }
             }
             EntryStep::Check { check, value, equals } => {

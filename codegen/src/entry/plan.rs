@@ -30,7 +30,8 @@ pub enum EntryStep {
     /// splitting the grid across threads could pay.
     Launch { launch: usize, kernel: usize, buffers: Vec<Addr>, extent: i64, work_bytes: u64 },
     /// Copies `bytes` bytes from `src` to `dst` (never overlapping: buffer assignment gives
-    /// live buffers disjoint memory).
+    /// live buffers disjoint memory), except that a parameter copied into a result may be the
+    /// result's own memory (a donated run, `Program::aliases`): then nothing is copied.
     Copy { src: Addr, dst: Addr, bytes: u64 },
     /// `cond`, then `body` and `cond` again while the pred byte at `pred` is nonzero.
     While { cond: Vec<EntryStep>, pred: Addr, body: Vec<EntryStep> },

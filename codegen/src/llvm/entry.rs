@@ -432,6 +432,18 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                 let (s, d) = (self.addr(*src)?, self.addr(*dst)?);
                 let n = self.i64(i64::try_from(*bytes).map_err(|_| "copy size overflows")?);
                 let align = Program::ALIGNMENT as u32;
+                // A parameter copied into a result may be the result's own memory (donation).
+                let done = match (src, dst) {
+                    (Addr::Arg(_), Addr::Result(_)) => {
+                        let copy = self.ctx.append_basic_block(self.function, "copy");
+                        let done = self.ctx.append_basic_block(self.function, "copied");
+                        let same = self.builder.build_int_compare(IntPredicate::EQ, s, d, "same").map_err(e)?;
+                        self.builder.build_conditional_branch(same, done, copy).map_err(e)?;
+                        self.builder.position_at_end(copy);
+                        Some(done)
+                    }
+                    _ => None,
+                };
                 match *self.runtime {
                     Runtime::Jit { copy, .. } if self.profiled => {
                         let run = self.run.ok_or("no run context")?;
@@ -440,6 +452,10 @@ impl<'a, 'ctx> Entry<'a, 'ctx> {
                     _ => {
                         self.builder.build_memcpy(d, align, s, align, n).map_err(|m| m.to_string())?;
                     }
+                }
+                if let Some(done) = done {
+                    self.builder.build_unconditional_branch(done).map_err(e)?;
+                    self.builder.position_at_end(done);
                 }
             }
             EntryStep::Check { check, value, equals } => {

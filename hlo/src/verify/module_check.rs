@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 
 use super::{infer_shape, ShapeError, VerifyError};
-use crate::ir::{CompId, Computation, Module, Opcode, ProgramShape};
+use crate::ir::{AttrList, AttrValue, CompId, Computation, Module, Opcode, ProgramShape};
 use crate::shape::{Shape, UNBOUNDED};
 
 /// Verifies a module, returning the first finding.
@@ -62,6 +62,52 @@ impl<'m> Verifier<'m> {
             self.check_shapes(comp);
         }
         self.check_entry_layout();
+        self.check_io_aliases();
+    }
+
+    /// `input_output_alias`, as XLA's `HloInputOutputAliasConfig::Verify`: each entry pairs
+    /// an array of the entry's result with an array parameter (or an array inside a tuple
+    /// parameter) of the same dimensions and element type; no output and no parameter array
+    /// is named twice.
+    fn check_io_aliases(&mut self) {
+        let m = self.module;
+        let (Some(AttrValue::IoAliases(aliases)), Some(entry)) = (m.attr("input_output_alias"), m.get(m.entry)) else {
+            return;
+        };
+        let params = entry.parameters();
+        let Some(root) = entry.get(entry.root) else { return };
+        let mut outputs = HashSet::new();
+        let mut inputs = HashSet::new();
+        for a in aliases {
+            let what = format!(
+                "input_output_alias {{{}}}: ({}, {{{}}})",
+                join(&a.output_index),
+                a.parameter,
+                join(&a.parameter_index)
+            );
+            let param = usize::try_from(a.parameter).ok().and_then(|p| params.get(p)).and_then(|&id| entry.get(id));
+            let Some(param) = param else {
+                let msg = format!("{what}: the entry computation has {} parameters", params.len());
+                self.report(Some(entry), None, "module.io_alias_invalid", msg);
+                continue;
+            };
+            let (Some(out), Some(input)) =
+                (subshape(&root.shape, &a.output_index), subshape(&param.shape, &a.parameter_index))
+            else {
+                let msg =
+                    format!("{what}: no such array in the result {} or the parameter {}", root.shape, param.shape);
+                self.report(Some(entry), None, "module.io_alias_invalid", msg);
+                continue;
+            };
+            if !(out.is_array() && input.is_array() && out.without_layout() == input.without_layout()) {
+                let msg = format!("{what}: the output {out} and the parameter {input} are not arrays of one shape");
+                self.report(Some(entry), None, "module.io_alias_invalid", msg);
+            }
+            if !outputs.insert(a.output_index.clone()) || !inputs.insert((a.parameter, a.parameter_index.clone())) {
+                let msg = format!("{what}: an output or a parameter is aliased twice");
+                self.report(Some(entry), None, "module.io_alias_invalid", msg);
+            }
+        }
     }
 
     /// Computation names are unique, and instruction names are unique within their
@@ -260,6 +306,21 @@ impl<'m> Verifier<'m> {
             let msg = format!("entry_computation_layout {what} is {want} but the entry computation has {have}");
             self.report(Some(entry), Some(name), "module.entry_layout_mismatch", msg);
         }
+    }
+}
+
+fn join(index: &[i64]) -> String {
+    index.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// The subshape of `shape` at tuple index `index`.
+fn subshape<'s>(shape: &'s Shape, index: &[i64]) -> Option<&'s Shape> {
+    match index.split_first() {
+        None => Some(shape),
+        Some((&i, rest)) => match shape {
+            Shape::Tuple(elems) => subshape(elems.get(usize::try_from(i).ok()?)?, rest),
+            _ => None,
+        },
     }
 }
 

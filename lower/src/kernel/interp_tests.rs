@@ -634,6 +634,7 @@ fn two_launch_program() -> Program {
         parameters: vec![BufferId(0)],
         results: vec![BufferId(3)],
         arenas: vec![(0, 64)],
+        aliases: vec![],
     }
 }
 
