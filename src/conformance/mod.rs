@@ -202,6 +202,18 @@ pub fn run_physical(exe: &Executable, args: &[Literal]) -> Result<Vec<Literal>, 
     result_shapes.into_iter().zip(results).map(|(s, b)| Ok(Literal::from_physical_bytes(Shape::Array(s), b)?)).collect()
 }
 
+/// Runs `exe` on resident buffers it is given (`Executable::execute_donated`), so results the
+/// module's `input_output_alias` lets share a parameter's memory are computed in it.
+pub fn run_donated(exe: &Executable, args: &[Literal]) -> Result<Vec<Literal>, Error> {
+    let mut leaves = Vec::new();
+    for a in args {
+        flatten(a, &mut leaves);
+    }
+    let buffers =
+        leaves.iter().enumerate().map(|(i, lit)| exe.transfer_argument(i, lit)).collect::<Result<Vec<_>, _>>()?;
+    exe.execute_donated(buffers)?.iter().map(|b| b.to_literal()).collect()
+}
+
 fn flatten(lit: &Literal, out: &mut Vec<Literal>) {
     match lit.tuple_elements() {
         Some(es) => es.iter().for_each(|e| flatten(e, out)),

@@ -1,15 +1,17 @@
 //! Runs one program on the interpreter and both JIT tiers, in both I/O modes (literals, and
-//! raw physical buffers whose padding holds garbage), and judges every tier's outputs
-//! against the interpreter's (`compare.rs`).
+//! raw physical buffers whose padding holds garbage) and, for a module with
+//! `input_output_alias`, on donated buffers, and judges every tier's outputs against the
+//! interpreter's (`compare.rs`).
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
+use tessera_hlo::ir::AttrList;
 use tessera_hlo::{Literal, Module};
 
 use super::compare::agree;
 use super::generate::Header;
 use super::inputs::arguments;
-use crate::conformance::{classify, run_physical, Outcome};
+use crate::conformance::{classify, run_donated, run_physical, Outcome};
 use crate::{Backend, Client, ClientOptions, Error, Executable};
 
 /// Ops a JIT tier may still refuse without failing the run: a refusal whose message names
@@ -141,9 +143,17 @@ fn tier_verdict(client: &Client, module: &Module, header: &Header, args: &[Liter
         Ok(Err(e)) => return error_verdict(e),
         Err(_) => return Verdict::Failed("panicked while compiling".into()),
     };
-    for physical in [false, true] {
-        let mode = if physical { "physical" } else { "logical" };
-        let got = catch_unwind(AssertUnwindSafe(|| if physical { run_physical(&exe, args) } else { exe.run(args) }));
+    // Donated buffers only where the module lets a result share a parameter's memory.
+    let donation = module.attr("input_output_alias").is_some();
+    for mode in ["logical", "physical", "donated"] {
+        if mode == "donated" && !donation {
+            continue;
+        }
+        let got = catch_unwind(AssertUnwindSafe(|| match mode {
+            "physical" => run_physical(&exe, args),
+            "donated" => run_donated(&exe, args),
+            _ => exe.run(args),
+        }));
         let got = match got {
             Ok(Ok(g)) => g,
             Ok(Err(e)) => {

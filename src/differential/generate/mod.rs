@@ -511,9 +511,10 @@ impl Gen {
             outs.iter().map(|&o| if self.vals[o].facts.exact { Check::Exact } else { Check::Close }).collect();
         let header = Header { seed, args: self.params.iter().map(|p| p.dist).collect(), checks };
         let params: Vec<String> = self.params.iter().map(|p| p.entry_shape.clone()).collect();
+        let aliases = donations(seed, &params, &result_shapes, tuple);
         let mut text = header.to_text();
         text.push_str(&format!(
-            "HloModule fuzz_{seed}, entry_computation_layout={{({})->{result}}}\n\n",
+            "HloModule fuzz_{seed}, {aliases}entry_computation_layout={{({})->{result}}}\n\n",
             params.join(", ")
         ));
         for (_, c) in &self.comps {
@@ -529,6 +530,29 @@ impl Gen {
         text.push_str("}\n");
         (text, header)
     }
+}
+
+/// `input_output_alias={...}, ` for a third of the programs whose results include one of a
+/// parameter's exact shape (layout included): each such result may share the memory of a
+/// parameter of its shape, so the runner's donated mode checks what the program then may and
+/// may not overwrite. Drawn from a stream of its own, so the programs stay those of the seed.
+fn donations(seed: u64, params: &[String], results: &[String], tuple: bool) -> String {
+    let mut rng = Rng::new(seed ^ 0xD0_4A7E_D0_4A7E);
+    if !rng.chance(1.0 / 3.0) {
+        return String::new();
+    }
+    let mut taken = vec![false; params.len()];
+    let mut pairs = Vec::new();
+    for (k, result) in results.iter().enumerate() {
+        let Some(p) = (0..params.len()).find(|&p| !taken[p] && params[p] == *result) else { continue };
+        taken[p] = true;
+        let output = if tuple { k.to_string() } else { String::new() };
+        pairs.push(format!("{{{output}}}: ({p}, {{}}, may-alias)"));
+    }
+    if pairs.is_empty() {
+        return String::new();
+    }
+    format!("input_output_alias={{ {} }}, ", pairs.join(", "))
 }
 
 impl Header {
@@ -722,6 +746,30 @@ mod tests {
         assert!(siblings > 0, "no generated program merges sibling loops");
         assert!(reductions > 0, "no generated program merges sibling reductions");
         assert!(blocks > 0, "no generated program splits a column reduction into blocks");
+    }
+
+    /// Some generated programs declare `input_output_alias`, and the lowering honors some of
+    /// their pairs and not others, so the runner's donated mode checks both kinds.
+    #[test]
+    fn donations_are_generated_and_some_are_honored() {
+        let (mut declared, mut honored, mut left_out) = (0, 0, 0);
+        for seed in 0..400 {
+            let program = generate(seed, &Options::default()).unwrap();
+            let Some(tessera_hlo::ir::AttrValue::IoAliases(pairs)) =
+                tessera_hlo::ir::AttrList::attr(&program.module, "input_output_alias")
+            else {
+                continue;
+            };
+            declared += 1;
+            let lowered = tessera_lower::lower_module(&program.module, &Default::default())
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            honored += lowered.aliases.len();
+            left_out += pairs.len() - lowered.aliases.len();
+        }
+        println!(
+            "of 400 programs: {declared} declare input_output_alias; {honored} pairs honored, {left_out} left out"
+        );
+        assert!(honored > 0 && left_out > 0, "{declared} programs: {honored} pairs honored, {left_out} left out");
     }
 
     #[test]
