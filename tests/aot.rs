@@ -402,35 +402,49 @@ fn headers_spell_out_tiled_offsets() {
 
 /// A dimension size known only at run time: the entry returns code 4 unless it is the static
 /// size. The object calls nothing in the runtime library, so it links with `-lm` alone.
+/// A host object of `text` compiled on `tier` as `symbol`, linked with the C `main` a
+/// program gets from `main(symbol)`, and run: its standard output and the header's text.
+/// The object must link without the runtime library.
+fn run_c_program(tier: Tier, symbol: &str, text: &str, main: &str, dir: &Path) -> (String, String) {
+    let module = tessera_hlo::text::parse_module(text).unwrap();
+    let options = AotOptions {
+        tier,
+        symbol: symbol.to_string(),
+        triple: None,
+        cpu: CpuTarget::host(),
+        source: "inline".into(),
+        parallel: false,
+        dump_dir: None,
+        object_name: format!("{symbol}.o"),
+    };
+    let artifacts = aot::compile(&module, &LowerOptions::default(), &options).unwrap();
+    assert!(!artifacts.needs_runtime, "{symbol}: links without the runtime library");
+    let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
+    aot::write(&artifacts, &object, &header).unwrap();
+    let source = dir.join(format!("{symbol}.c"));
+    std::fs::write(&source, format!("#include <stdio.h>\n#include \"{symbol}.h\"\n{main}")).unwrap();
+    let binary = dir.join(symbol);
+    run(Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Werror"])
+        .arg(&source)
+        .arg(&object)
+        .arg("-lm")
+        .arg("-o")
+        .arg(&binary))
+    .unwrap();
+    let out = Command::new(&binary).output().unwrap();
+    (String::from_utf8_lossy(&out.stdout).trim().to_string(), std::fs::read_to_string(&header).unwrap())
+}
+
 #[test]
 fn run_time_dimension_sizes_are_checked_and_runtime_free_objects_link_alone() {
     let dir = scratch("sizes");
     let text = "HloModule m\nENTRY e {\n  p = f32[4,3] parameter(0)\n  n = s32[] parameter(1)\n  \
                 d = f32[<=4,3] set-dimension-size(p, n), dimensions={0}\n  ROOT r = f32[<=4,3] negate(d)\n}\n";
-    let module = tessera_hlo::text::parse_module(text).unwrap();
     for tier in [Tier::Cranelift, Tier::Llvm] {
         let symbol = format!("sizes_{}", tier.name());
-        let options = AotOptions {
-            tier,
-            symbol: symbol.clone(),
-            triple: None,
-            cpu: CpuTarget::host(),
-            source: "inline".into(),
-            parallel: false,
-            dump_dir: None,
-            object_name: format!("{symbol}.o"),
-        };
-        let artifacts = aot::compile(&module, &LowerOptions::default(), &options).unwrap();
-        assert!(!artifacts.needs_runtime, "{tier:?}");
-        let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
-        aot::write(&artifacts, &object, &header).unwrap();
-        let source = dir.join(format!("{symbol}.c"));
-        std::fs::write(
-            &source,
-            format!(
-                r#"#include <stdio.h>
-#include "{symbol}.h"
-static _Alignas(64) float p[12], r[12];
+        let main = format!(
+            r#"static _Alignas(64) float p[12], r[12];
 static _Alignas(64) int32_t n;
 int main(void) {{
   for (int i = 0; i < 12; i++) p[i] = (float)i;
@@ -442,22 +456,10 @@ int main(void) {{
   return 0;
 }}
 "#
-            ),
-        )
-        .unwrap();
-        let binary = dir.join(&symbol);
-        run(Command::new("gcc")
-            .args(["-std=c11", "-Wall", "-Werror"])
-            .arg(&source)
-            .arg(&object)
-            .arg("-lm")
-            .arg("-o")
-            .arg(&binary))
-        .unwrap();
-        let out = Command::new(&binary).output().unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
+        );
+        let (stdout, _) = run_c_program(tier, &symbol, text, &main, &dir);
         assert_eq!(
-            stdout.trim(),
+            stdout,
             "0 -11 4 a set-dimension-size got a size other than the static one (dynamic shapes are not supported)",
             "{tier:?}"
         );
@@ -471,33 +473,12 @@ fn a_donated_argument_may_be_its_result_buffer() {
     let text = "HloModule m, input_output_alias={ {}: (0, {}, may-alias) }\nENTRY e {\n  \
                 cache = f32[8,4] parameter(0)\n  row = f32[1,4] parameter(1)\n  pos = s32[] parameter(2)\n  \
                 zero = s32[] constant(0)\n  ROOT u = f32[8,4] dynamic-update-slice(cache, row, pos, zero)\n}\n";
-    let module = tessera_hlo::text::parse_module(text).unwrap();
     for tier in [Tier::Cranelift, Tier::Llvm] {
         let symbol = format!("donation_{}", tier.name());
-        let options = AotOptions {
-            tier,
-            symbol: symbol.clone(),
-            triple: None,
-            cpu: CpuTarget::host(),
-            source: "inline".into(),
-            parallel: false,
-            dump_dir: None,
-            object_name: format!("{symbol}.o"),
-        };
-        let artifacts = aot::compile(&module, &LowerOptions::default(), &options).unwrap();
-        let (object, header) = (dir.join(format!("{symbol}.o")), dir.join(format!("{symbol}.h")));
-        aot::write(&artifacts, &object, &header).unwrap();
-        let text = std::fs::read_to_string(&header).unwrap();
-        assert!(text.contains("result 0 and argument 0 may be one buffer"), "{tier:?}: {text}");
-        let source = dir.join(format!("{symbol}.c"));
         // The cache is both the argument and the result; then a second call into a separate
         // result leaves the (updated) argument alone.
-        std::fs::write(
-            &source,
-            format!(
-                r#"#include <stdio.h>
-#include "{symbol}.h"
-static _Alignas(64) float cache[32], row[4], other[32];
+        let main = format!(
+            r#"static _Alignas(64) float cache[32], row[4], other[32];
 static _Alignas(64) int32_t pos;
 int main(void) {{
   for (int i = 0; i < 32; i++) cache[i] = (float)i;
@@ -510,20 +491,10 @@ int main(void) {{
   return 0;
 }}
 "#
-            ),
-        )
-        .unwrap();
-        let binary = dir.join(&symbol);
-        run(Command::new("gcc")
-            .args(["-std=c11", "-Wall", "-Werror"])
-            .arg(&source)
-            .arg(&object)
-            .arg("-lm")
-            .arg("-o")
-            .arg(&binary))
-        .unwrap();
-        let out = Command::new(&binary).output().unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0 0 7 100 103 20 100 100", "{tier:?}");
+        );
+        let (stdout, header) = run_c_program(tier, &symbol, text, &main, &dir);
+        assert!(header.contains("result 0 and argument 0 may be one buffer"), "{tier:?}: {header}");
+        assert_eq!(stdout, "0 0 7 100 103 20 100 100", "{tier:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -191,8 +191,8 @@ fn donation_text(program: &Program) -> String {
     }
     let pairs: Vec<String> = program.aliases.iter().map(|(r, p)| format!("result {r} and argument {p}")).collect();
     format!(
-        "\n * Except (the module's input_output_alias): {} may be one buffer. A caller that\n * gives up \
-         the argument passes it as the result too; the call then updates it in place.",
+        "\n * Except, by the module's input_output_alias: {} may be one buffer.\n * A caller that gives up \
+         the argument passes it as the result too; the call updates it in place.",
         pairs.join(", ")
     )
 }
