@@ -7,7 +7,7 @@ use tessera_lower::kernel::{Kernel, Stmt};
 
 /// Threads a compile may use: the cores this process may run on.
 pub(crate) fn compile_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    tessera_runtime::thread_pool::available_cores()
 }
 
 /// Splits kernel indices into at most `groups` non-empty groups of similar total size (longest

@@ -330,7 +330,7 @@ impl Executable {
     /// How many runs may proceed at once by default: two per core, at least 8 (callers
     /// beyond that wait for a state, which bounds the memory runs hold).
     fn max_concurrent_runs_default() -> usize {
-        std::thread::available_parallelism().map_or(1, |n| n.get()).saturating_mul(2).max(8)
+        crate::thread_pool::available_cores().saturating_mul(2).max(8)
     }
 
     /// How many runs may proceed at once (each holds its own temp arenas); more wait.

@@ -164,13 +164,20 @@ fn relax(spins: u32) {
     }
 }
 
+/// The cores this process may run on. The standard library reads the process's cgroup limits
+/// on every call (about 20 us here), and compiles ask several times, so the answer is kept.
+pub fn available_cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 impl ThreadPool {
     /// A pool of `threads` threads (`None`: one per core).
     pub fn new(threads: Option<usize>) -> Result<ThreadPool, RuntimeError> {
         let threads = match threads {
             Some(0) => return Err(RuntimeError::ThreadPool("the thread count must be at least 1".into())),
             Some(n) => n,
-            None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            None => available_cores(),
         };
         if threads == 1 {
             return Ok(ThreadPool { threads, shared: None, workers: Vec::new() });
