@@ -76,7 +76,7 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result
         program: Program::default(),
         kernel_names: HashSet::new(),
         memo: KernelMemo::new(module),
-        donated: HashMap::new(),
+        donated: HashSet::new(),
         steps: Vec::new(),
         rng_seed,
         rng_state: None,
@@ -89,11 +89,7 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result
         args.push(b.parameter_value(&inst.name, &inst.shape)?);
     }
     let declared = declared_aliases(module);
-    for &(result, parameter) in &declared {
-        if let Some(&buffer) = b.program.parameters.get(parameter) {
-            b.donated.insert(buffer, result);
-        }
-    }
+    b.donated = declared.iter().filter_map(|&(_, p)| b.program.parameters.get(p).copied()).collect();
     let root = b.lower_computation(entry, args)?;
     let leaves = root.leaf_list();
     b.init_rng_state();
@@ -119,9 +115,9 @@ struct Builder<'m> {
     kernel_names: HashSet<String>,
     /// Kernels already lowered, for the computations that repeat.
     memo: KernelMemo,
-    /// Parameter leaves the module lets a result share memory with (`input_output_alias`):
-    /// their buffer and the result leaf.
-    donated: HashMap<BufferId, usize>,
+    /// Buffers of the parameter leaves the module lets a result share memory with
+    /// (`input_output_alias`).
+    donated: HashSet<BufferId>,
     /// The step list being filled: the entry's, or a nested one while a loop or branch is
     /// lowered.
     steps: Vec<Step>,
@@ -546,7 +542,7 @@ impl<'m> Builder<'m> {
     ) -> Option<Result<BufferId, LowerError>> {
         let Some(Value::Array(param)) = values.get(&operand) else { return None };
         let in_entry = std::ptr::eq(comp, self.module.entry_comp()) && self.loop_body.is_none();
-        if !in_entry || !self.donated.contains_key(param) || comp.root == operand {
+        if !in_entry || !self.donated.contains(param) || comp.root == operand {
             return None;
         }
         if inst.shape.as_array() != Some(&self.program.buffers[param.0 as usize].shape) {
@@ -1004,9 +1000,9 @@ fn declared_aliases(module: &Module) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     for alias in aliases {
         let Some(p) = usize::try_from(alias.parameter).ok().filter(|&p| p < params.len()) else { continue };
-        let first_leaf: usize = params[..p].iter().map(|s| leaf_count(s)).sum();
+        let first_leaf: usize = params[..p].iter().map(|s| array_leaves(s).len()).sum();
         let (Some((pi, pshape)), Some((ri, rshape))) =
-            (leaf_at(params[p], &alias.parameter_index), leaf_at(root, &alias.output_index))
+            (array_leaf(params[p], &alias.parameter_index), array_leaf(root, &alias.output_index))
         else {
             continue;
         };
@@ -1018,26 +1014,15 @@ fn declared_aliases(module: &Module) -> Vec<(usize, usize)> {
     out
 }
 
-/// Array leaves of `shape`, depth-first.
-fn leaf_count(shape: &Shape) -> usize {
-    match shape {
-        Shape::Tuple(elems) => elems.iter().map(leaf_count).sum(),
-        Shape::Array(_) => 1,
-        _ => 0,
-    }
+/// The array leaves of `shape` with their index paths, depth-first: the order in which the
+/// program flattens parameters and results (tokens have no buffer).
+fn array_leaves(shape: &Shape) -> Vec<(Vec<i64>, &ArrayShape)> {
+    shape.leaves().into_iter().filter_map(|(path, s)| Some((path, s.as_array()?))).collect()
 }
 
-/// The depth-first leaf number and shape of the array at `index` in `shape`.
-fn leaf_at<'s>(shape: &'s Shape, index: &[i64]) -> Option<(usize, &'s ArrayShape)> {
-    match (shape, index.split_first()) {
-        (Shape::Array(a), None) => Some((0, a)),
-        (Shape::Tuple(elems), Some((&i, rest))) => {
-            let i = usize::try_from(i).ok().filter(|&i| i < elems.len())?;
-            let (leaf, a) = leaf_at(&elems[i], rest)?;
-            Some((elems[..i].iter().map(leaf_count).sum::<usize>() + leaf, a))
-        }
-        _ => None,
-    }
+/// The number among `shape`'s array leaves of the array at `index`, and its shape.
+fn array_leaf<'s>(shape: &'s Shape, index: &[i64]) -> Option<(usize, &'s ArrayShape)> {
+    array_leaves(shape).into_iter().enumerate().find(|(_, (path, _))| path == index).map(|(n, (_, a))| (n, a))
 }
 
 /// Whether result leaf `result` may live in parameter leaf `parameter`'s memory: their

@@ -127,6 +127,39 @@ pub struct Profile {
     pub host: (u64, Duration),
 }
 
+impl RunState {
+    /// Binds parameter `n` (`bytes`, at `address`): its own address when aligned, else an
+    /// aligned staging copy of its bytes.
+    fn bind_parameter(&mut self, n: usize, bytes: &[u8], address: *mut u8) -> Result<(), RuntimeError> {
+        self.bound[n] = if is_aligned(address) {
+            address
+        } else {
+            let staging = staged(&mut self.staging[n], bytes.len())?;
+            staging.as_mut_slice().copy_from_slice(bytes);
+            staging.as_mut_ptr()
+        };
+        Ok(())
+    }
+
+    /// Binds caller buffer `slot` (a result): its own address when aligned, else an aligned
+    /// staging buffer that [`RunState::copy_back`] copies out after the run.
+    fn bind_result(&mut self, slot: usize, result: &mut [u8]) -> Result<(), RuntimeError> {
+        self.bound[slot] = if is_aligned(result.as_ptr()) {
+            result.as_mut_ptr()
+        } else {
+            staged(&mut self.staging[slot], result.len())?.as_mut_ptr()
+        };
+        Ok(())
+    }
+
+    /// Copies a staged result out into the caller's unaligned buffer.
+    fn copy_back(&self, slot: usize, result: &mut [u8]) {
+        if let Some(staging) = self.staging[slot].as_ref().filter(|_| !is_aligned(result.as_ptr())) {
+            result.copy_from_slice(staging.as_slice());
+        }
+    }
+}
+
 // SAFETY: the pointers are into memory the state owns (arenas), the executable owns
 // (constants, read only) or a run borrows from its caller for its duration; a state is used by
 // one run at a time (taken out of the idle list for the run).
@@ -557,28 +590,18 @@ impl Executable {
         let state = taken.state.as_mut().expect("taken above");
         let np = parameters.len();
         for (n, p) in parameters.iter_mut().enumerate() {
-            state.bound[n] = if is_aligned(p.as_ptr()) {
-                p.as_mut_ptr()
-            } else {
-                let staging = staged(&mut state.staging[n], p.len())?;
-                staging.as_mut_slice().copy_from_slice(p);
-                staging.as_mut_ptr()
-            };
+            let address = p.as_mut_ptr();
+            state.bind_parameter(n, p, address)?;
         }
         for (n, r) in results.iter_mut().enumerate() {
-            state.bound[np + n] = match shared(n) {
-                Some(p) => state.bound[p],
-                None if is_aligned(r.as_ptr()) => r.as_mut_ptr(),
-                None => staged(&mut state.staging[np + n], r.len())?.as_mut_ptr(),
-            };
+            match shared(n) {
+                Some(p) => state.bound[np + n] = state.bound[p],
+                None => state.bind_result(np + n, r)?,
+            }
         }
         self.run_bound(state)?;
-        for (n, r) in results.iter_mut().enumerate() {
-            if let Some(staging) =
-                state.staging[np + n].as_ref().filter(|_| shared(n).is_none() && !is_aligned(r.as_ptr()))
-            {
-                r.copy_from_slice(staging.as_slice());
-            }
+        for (n, r) in results.iter_mut().enumerate().filter(|(n, _)| shared(*n).is_none()) {
+            state.copy_back(np + n, r);
         }
         Ok(())
     }
@@ -605,28 +628,16 @@ impl Executable {
         results: &mut [&mut [u8]],
     ) -> Result<(), RuntimeError> {
         let np = parameters.len();
-
         for (n, p) in parameters.iter().enumerate() {
-            state.bound[n] = if is_aligned(p.as_ptr()) {
-                p.as_ptr() as *mut u8
-            } else {
-                let staging = staged(&mut state.staging[n], p.len())?;
-                staging.as_mut_slice().copy_from_slice(p);
-                staging.as_mut_ptr()
-            };
+            // The entry never writes a parameter it was given this way.
+            state.bind_parameter(n, p, p.as_ptr() as *mut u8)?;
         }
         for (n, r) in results.iter_mut().enumerate() {
-            state.bound[np + n] = if is_aligned(r.as_ptr()) {
-                r.as_mut_ptr()
-            } else {
-                staged(&mut state.staging[np + n], r.len())?.as_mut_ptr()
-            };
+            state.bind_result(np + n, r)?;
         }
         self.run_bound(state)?;
         for (n, r) in results.iter_mut().enumerate() {
-            if let Some(staging) = state.staging[np + n].as_ref().filter(|_| !is_aligned(r.as_ptr())) {
-                r.copy_from_slice(staging.as_slice());
-            }
+            state.copy_back(np + n, r);
         }
         Ok(())
     }

@@ -92,7 +92,7 @@ impl<'m> Verifier<'m> {
                 continue;
             };
             let (Some(out), Some(input)) =
-                (subshape(&root.shape, &a.output_index), subshape(&param.shape, &a.parameter_index))
+                (root.shape.subshape(&a.output_index), param.shape.subshape(&a.parameter_index))
             else {
                 let msg =
                     format!("{what}: no such array in the result {} or the parameter {}", root.shape, param.shape);
@@ -311,17 +311,6 @@ impl<'m> Verifier<'m> {
 
 fn join(index: &[i64]) -> String {
     index.iter().map(i64::to_string).collect::<Vec<_>>().join(",")
-}
-
-/// The subshape of `shape` at tuple index `index`.
-fn subshape<'s>(shape: &'s Shape, index: &[i64]) -> Option<&'s Shape> {
-    match index.split_first() {
-        None => Some(shape),
-        Some((&i, rest)) => match shape {
-            Shape::Tuple(elems) => subshape(elems.get(usize::try_from(i).ok()?)?, rest),
-            _ => None,
-        },
-    }
 }
 
 /// A computation's signature: parameter shapes by parameter number, and the root's shape.
