@@ -15,12 +15,33 @@ use std::time::Duration;
 use tessera_hlo::eval::{evaluate_with, CustomCallRegistry, EvalOptions};
 use tessera_hlo::{ArrayShape, LayoutMap, Literal, LiteralError, Module, Shape};
 use tessera_lower::{Program, Timings};
-use tessera_runtime::{HostFunctions, RuntimeError};
+use tessera_runtime::{HostFunctions, Parameter, RuntimeError};
 
 use crate::cache::CacheOutcome;
 use crate::device_buffer::{physical_bytes, shape_text};
 use crate::tiered::Tiered;
 use crate::{Backend, DeviceBuffer, Error};
+
+/// An argument of [`Executable::execute_donating`]: a buffer the caller gives up, which a
+/// result may come back in, or one it lends, which the run only reads.
+#[derive(Debug)]
+// A call holds one per parameter, moved in once: boxing the buffer would only add an
+// allocation per donated argument.
+#[allow(clippy::large_enum_variant)]
+pub enum Argument<'a> {
+    Donated(DeviceBuffer),
+    Lent(&'a DeviceBuffer),
+}
+
+impl Argument<'_> {
+    /// The argument's buffer.
+    pub fn buffer(&self) -> &DeviceBuffer {
+        match self {
+            Argument::Donated(b) => b,
+            Argument::Lent(b) => b,
+        }
+    }
+}
 
 /// The entry computation's parameters and result, with the layouts callers see.
 pub(crate) struct Signature {
@@ -425,25 +446,42 @@ impl Executable {
     /// `input_output_alias` applied: a result the program writes into a parameter's memory
     /// ([`Executable::donated_results`]) comes back in that parameter's buffer, updated in
     /// place, so a `dynamic-update-slice` of a donated cache writes only its window instead of
-    /// copying the cache. The other results are new buffers; the other arguments are dropped.
-    /// The interpreter shares no memory: there every result is a new buffer.
+    /// copying the cache, and an optimizer's update needs no second copy of the weights. The
+    /// other results are new buffers; the other arguments are dropped. The interpreter shares
+    /// no memory: there every result is a new buffer.
     pub fn execute_donated(&self, args: Vec<DeviceBuffer>) -> Result<Vec<DeviceBuffer>, Error> {
-        self.check_arguments(args.iter())?;
+        self.execute_donating(args.into_iter().map(Argument::Donated).collect())
+    }
+
+    /// [`Executable::execute_donated`] with only some arguments given up, as JAX's
+    /// `donate_argnums` (a training step donates its weights and optimizer state and lends its
+    /// batch): a result paired with a lent argument is a new buffer, and lent arguments stay
+    /// the caller's, unchanged.
+    pub fn execute_donating(&self, args: Vec<Argument<'_>>) -> Result<Vec<DeviceBuffer>, Error> {
+        self.check_arguments(args.iter().map(Argument::buffer))?;
         let Some((exe, _)) = self.engine.compiled() else {
-            return self.execute(&args.iter().collect::<Vec<_>>());
+            return self.execute(&args.iter().map(Argument::buffer).collect::<Vec<_>>());
         };
-        let aliases = exe.aliases();
-        let shared = |n: usize| aliases.iter().find(|&&(r, _)| r == n).map(|&(_, p)| p);
-        let mut results: Vec<Option<DeviceBuffer>> = Vec::with_capacity(self.signature.result_leaves.len());
-        for (n, leaf) in self.signature.result_leaves.iter().enumerate() {
-            results.push(match shared(n) {
+        let donated = |p: usize| matches!(args.get(p), Some(Argument::Donated(_)));
+        let shared: Vec<Option<usize>> = (0..self.signature.result_leaves.len())
+            .map(|n| exe.aliases().iter().find(|&&(r, p)| r == n && donated(p)).map(|&(_, p)| p))
+            .collect();
+        let mut results: Vec<Option<DeviceBuffer>> = Vec::with_capacity(shared.len());
+        for (leaf, shared) in self.signature.result_leaves.iter().zip(&shared) {
+            results.push(match shared {
                 Some(_) => None,
                 None => Some(DeviceBuffer::zeroed(&leaf.shape)?),
             });
         }
-        let mut args: Vec<Option<DeviceBuffer>> = args.into_iter().map(Some).collect();
+        let mut args: Vec<Argument<'_>> = args;
         {
-            let mut inputs: Vec<&mut [u8]> = args.iter_mut().flatten().map(|a| a.bytes_mut()).collect();
+            let mut inputs: Vec<Parameter<'_>> = args
+                .iter_mut()
+                .map(|a| match a {
+                    Argument::Donated(b) => Parameter::Donated(b.bytes_mut()),
+                    Argument::Lent(b) => Parameter::Lent(b.bytes()),
+                })
+                .collect();
             let mut outputs: Vec<&mut [u8]> = results
                 .iter_mut()
                 .map(|r| match r {
@@ -454,11 +492,18 @@ impl Executable {
             exe.run_donated(&mut inputs, &mut outputs)?;
         }
         self.last_run_launches.store(exe.last_run_launches(), Ordering::Relaxed);
+        let mut args: Vec<Option<DeviceBuffer>> = args
+            .into_iter()
+            .map(|a| match a {
+                Argument::Donated(b) => Some(b),
+                Argument::Lent(_) => None,
+            })
+            .collect();
         let mut out = Vec::with_capacity(results.len());
         for (n, r) in results.into_iter().enumerate() {
             let buffer = match r {
                 Some(b) => Some(b),
-                None => shared(n).and_then(|p| args[p].take()),
+                None => shared[n].and_then(|p| args[p].take()),
             };
             out.push(buffer.ok_or_else(|| RuntimeError::Invalid(format!("result {n} has no buffer")))?);
         }
@@ -503,6 +548,24 @@ impl Executable {
     /// its layout, `results[i]` receives result leaf `i`. Sizes must match exactly.
     pub fn run_raw(&self, args: &[&[u8]], results: &mut [&mut [u8]]) -> Result<(), Error> {
         self.run_raw_on_tier(args, results).map(|_| ())
+    }
+
+    /// [`Executable::run_raw`] with some parameters donated ([`Parameter::Donated`]): a result
+    /// [`Executable::donated_results`] pairs with a donated parameter is written into that
+    /// parameter's memory, and its slot in `results` must be empty; the others are written
+    /// into their slots. Donated memory must be 64-byte aligned. The interpreter shares no
+    /// memory, so it refuses donated parameters.
+    pub fn run_raw_donating(&self, args: &mut [Parameter<'_>], results: &mut [&mut [u8]]) -> Result<(), Error> {
+        let Some((exe, _)) = self.engine.compiled() else {
+            if args.iter().any(|a| matches!(a, Parameter::Donated(_))) {
+                return Err(RuntimeError::Invalid("the interpreter takes no donated parameters".into()).into());
+            }
+            let lent: Vec<&[u8]> = args.iter().map(Parameter::bytes).collect();
+            return self.run_raw(&lent, results);
+        };
+        exe.run_donated(args, results)?;
+        self.last_run_launches.store(exe.last_run_launches(), Ordering::Relaxed);
+        Ok(())
     }
 
     fn run_raw_on_tier(&self, args: &[&[u8]], results: &mut [&mut [u8]]) -> Result<Backend, Error> {

@@ -31,6 +31,7 @@ pub use cache::{CacheOutcome, CacheSetting};
 pub use client::{Backend, Client, ClientOptions, CompileOptions};
 pub use device_buffer::DeviceBuffer;
 pub use error::Error;
-pub use executable::Executable;
+pub use executable::{Argument, Executable};
 pub use tessera_codegen::CpuTarget;
 pub use tessera_lower::{LowerOptions, Timings};
+pub use tessera_runtime::Parameter;

@@ -468,6 +468,35 @@ int main(void) {{
 }
 
 #[test]
+fn a_donated_argument_may_be_updated_in_place() {
+    let dir = scratch("donation_in_place");
+    // `p - g * 0.5`, read and written element by element: the program honors the alias.
+    let text = "HloModule m, input_output_alias={ {}: (0, {}, may-alias) }\nENTRY e {\n  \
+                p = f32[64,64] parameter(0)\n  g = f32[64,64] parameter(1)\n  \
+                h = f32[] constant(0.5)\n  hs = f32[64,64] broadcast(h), dimensions={}\n  \
+                s = f32[64,64] multiply(g, hs)\n  ROOT u = f32[64,64] subtract(p, s)\n}\n";
+    for tier in [Tier::Cranelift, Tier::Llvm] {
+        let symbol = format!("in_place_{}", tier.name());
+        let main = format!(
+            r#"static _Alignas(64) float p[4096], g[4096];
+int main(void) {{
+  for (int i = 0; i < 4096; i++) {{ p[i] = (float)i; g[i] = (float)(2 * i); }}
+  int32_t a = {symbol}_run(p, g, p, 0);
+  int wrong = 0;
+  for (int i = 0; i < 4096; i++) wrong += p[i] != 0.0f;
+  printf("%d %d\n", a, wrong);
+  return 0;
+}}
+"#
+        );
+        let (stdout, header) = run_c_program(tier, &symbol, text, &main, &dir);
+        assert!(header.contains("result 0 and argument 0 may be one buffer"), "{tier:?}: {header}");
+        assert_eq!(stdout, "0 0", "{tier:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn a_donated_argument_may_be_its_result_buffer() {
     let dir = scratch("donation");
     let text = "HloModule m, input_output_alias={ {}: (0, {}, may-alias) }\nENTRY e {\n  \

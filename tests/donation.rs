@@ -1,10 +1,11 @@
 //! Donation (`input_output_alias`): a result the program may write into a parameter's memory
 //! comes back in that parameter's buffer from `execute_donated`, with the same values as a
 //! run that shares nothing, on every backend; a KV-cache update writes only its window; an
-//! alias the program cannot honor (the parameter is read where the result is written) is
-//! left out, and the results stay right.
+//! optimizer's update `p - lr * g` is written over `p`; an alias the program cannot honor (an
+//! element of the parameter is read after the result's element there is written) is left
+//! out, and the results stay right.
 
-use tessera::{Backend, Client, CompileOptions, DeviceBuffer};
+use tessera::{Argument, Backend, Client, CompileOptions, DeviceBuffer};
 use tessera_hlo::Literal;
 
 const BACKENDS: [Backend; 4] = [Backend::Interp, Backend::Cranelift, Backend::Llvm, Backend::Tiered];
@@ -36,15 +37,71 @@ ENTRY main {
 }
 ";
 
-/// The aliased result reads the parameter in the kernel that writes it: not honored.
-const NEGATE: &str = "\
-HloModule negate, input_output_alias={ {}: (0, {}, may-alias) }
+/// A step of gradient descent with momentum on donated weights and velocity: each update
+/// reads its parameter only where it writes its result, so both are honored. The weights are
+/// 1 MiB, so the update's grid is split across threads.
+const SGD: &str = "\
+HloModule sgd, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }
 
 ENTRY main {
-  x = f32[16,64] parameter(0)
-  ROOT n = f32[16,64] negate(x)
+  w = f32[512,512] parameter(0)
+  v = f32[512,512] parameter(1)
+  g = f32[512,512] parameter(2)
+  mu = f32[] constant(0.9)
+  mus = f32[512,512] broadcast(mu), dimensions={}
+  lr = f32[] constant(0.125)
+  lrs = f32[512,512] broadcast(lr), dimensions={}
+  kept = f32[512,512] multiply(v, mus)
+  v2 = f32[512,512] add(kept, g)
+  step = f32[512,512] multiply(v2, lrs)
+  w2 = f32[512,512] subtract(w, step)
+  ROOT out = (f32[512,512], f32[512,512]) tuple(w2, v2)
 }
 ";
+
+/// Aliased results that read their parameter, in the kernel that writes them, at elements
+/// other than the one written, so an element may be read after it was written: none is
+/// honored. With each, the values a donated run must give, from the parameter `0, 1, 2, ..`.
+const NOT_IN_PLACE: [(&str, &str, fn(usize) -> f32); 3] = [
+    (
+        "transpose",
+        "\
+HloModule transpose, input_output_alias={ {}: (0, {}, may-alias) }
+
+ENTRY main {
+  x = f32[64,64] parameter(0)
+  ROOT t = f32[64,64] transpose(x), dimensions={1,0}
+}
+",
+        |i| ((i % 64) * 64 + i / 64) as f32,
+    ),
+    (
+        "reverse",
+        "\
+HloModule reverse, input_output_alias={ {}: (0, {}, may-alias) }
+
+ENTRY main {
+  x = f32[64,64] parameter(0)
+  ROOT r = f32[64,64] reverse(x), dimensions={0,1}
+}
+",
+        |i| (64 * 64 - 1 - i) as f32,
+    ),
+    (
+        "shift",
+        "\
+HloModule shift, input_output_alias={ {}: (0, {}, may-alias) }
+
+ENTRY main {
+  x = f32[4096] parameter(0)
+  head = f32[1] slice(x), slice={[4095:4096]}
+  rest = f32[4095] slice(x), slice={[0:4095]}
+  ROOT s = f32[4096] concatenate(head, rest), dimensions={0}
+}
+",
+        |i| ((i + 4095) % 4096) as f32,
+    ),
+];
 
 fn compile(backend: Backend, text: &str) -> tessera::Executable {
     Client::new(backend).unwrap().compile_text(text, &CompileOptions::default()).unwrap()
@@ -108,14 +165,55 @@ fn a_donated_cache_is_updated_in_its_own_buffer() {
 }
 
 #[test]
-fn an_alias_the_program_cannot_honor_is_left_out() {
-    let x = cache();
-    let negated: Vec<f32> = x.to_vec::<f32>().unwrap().iter().map(|v| -v).collect();
+fn an_update_in_place_is_written_over_its_donated_parameters() {
+    let square = |seed: f32| {
+        Literal::from_vec(&[512, 512], (0..512 * 512).map(|i| ((i % 97) as f32 - 48.0) * seed).collect()).unwrap()
+    };
+    let (w, v, g) = (square(0.01), square(0.002), square(0.03));
+    let expected = compile(Backend::Interp, SGD).run(&[w.clone(), v.clone(), g.clone()]).unwrap();
     for backend in BACKENDS {
-        let exe = compile(backend, NEGATE);
-        assert_eq!(exe.donated_results(), vec![], "{backend}");
-        let arg = exe.transfer_argument(0, &x).unwrap();
-        let out = exe.execute_donated(vec![arg]).unwrap();
-        assert!(values(&out[0]) == negated, "{backend}");
+        let exe = compile(backend, SGD);
+        let compiled = backend != Backend::Interp;
+        assert_eq!(exe.donated_results(), if compiled { vec![(0, 0), (1, 1)] } else { vec![] }, "{backend}");
+        let args: Vec<DeviceBuffer> =
+            [&w, &v, &g].iter().enumerate().map(|(i, lit)| exe.transfer_argument(i, lit).unwrap()).collect();
+        let addresses = [args[0].bytes().as_ptr(), args[1].bytes().as_ptr()];
+        let out = exe.execute_donated(args).unwrap();
+        for (i, (got, want)) in out.iter().zip(&expected).enumerate() {
+            assert_eq!(got.bytes().as_ptr() == addresses[i], compiled, "{backend}: result {i}'s buffer");
+            assert!(values(got) == want.to_vec::<f32>().unwrap(), "{backend}: result {i}");
+        }
+        // Donating the weights alone, lending the velocity and the gradient: only the weights
+        // come back in their buffer, and what was lent is unchanged.
+        let (wb, vb, gb) = (
+            exe.transfer_argument(0, &w).unwrap(),
+            exe.transfer_argument(1, &v).unwrap(),
+            exe.transfer_argument(2, &g).unwrap(),
+        );
+        let w_address = wb.bytes().as_ptr();
+        let out = exe.execute_donating(vec![Argument::Donated(wb), Argument::Lent(&vb), Argument::Lent(&gb)]).unwrap();
+        assert_eq!(out[0].bytes().as_ptr() == w_address, compiled, "{backend}: the weights' buffer");
+        assert!(out[1].bytes().as_ptr() != vb.bytes().as_ptr(), "{backend}: a lent buffer is never written");
+        for (i, (got, want)) in out.iter().zip(&expected).enumerate() {
+            assert!(values(got) == want.to_vec::<f32>().unwrap(), "{backend}: result {i}, weights donated");
+        }
+        assert!(values(&vb) == v.to_vec::<f32>().unwrap(), "{backend}: the lent velocity is unchanged");
+        assert!(values(&gb) == g.to_vec::<f32>().unwrap(), "{backend}: the lent gradient is unchanged");
+    }
+}
+
+#[test]
+fn an_alias_the_program_cannot_honor_is_left_out() {
+    for (name, text, expected) in NOT_IN_PLACE {
+        let want: Vec<f32> = (0..64 * 64).map(expected).collect();
+        for backend in BACKENDS {
+            let exe = compile(backend, text);
+            let values_in = (0..64 * 64).map(|i| i as f32).collect();
+            let x = Literal::from_vec_with_shape(exe.parameter_shapes()[0].clone(), values_in).unwrap();
+            let arg = exe.transfer_argument(0, &x).unwrap();
+            let out = exe.execute_donated(vec![arg]).unwrap();
+            assert!(values(&out[0]) == want, "{name} on {backend}");
+            assert_eq!(exe.donated_results(), vec![], "{name} on {backend}");
+        }
     }
 }

@@ -1028,8 +1028,10 @@ fn array_leaf<'s>(shape: &'s Shape, index: &[i64]) -> Option<(usize, &'s ArraySh
 /// Whether result leaf `result` may live in parameter leaf `parameter`'s memory: their
 /// buffers alike, and in the entry's step list no step after the first one touching the
 /// result touches the parameter, and that first step touches the parameter only as a
-/// `Copy` of it into the result. Then every read of the parameter sees the caller's values
-/// whether or not the two share memory.
+/// `Copy` of it into the result, or as a launch that reads each element of the parameter
+/// only where and before it writes the result's (`kernel::updates_in_place`: an optimizer's
+/// `p - lr * g`). Then every read of the parameter sees the caller's values whether or not
+/// the two share memory.
 fn may_share(program: &Program, result: usize, parameter: usize) -> bool {
     let (Some(&r), Some(&p)) = (program.results.get(result), program.parameters.get(parameter)) else {
         return false;
@@ -1044,8 +1046,31 @@ fn may_share(program: &Program, result: usize, parameter: usize) -> bool {
         found
     };
     let Some(first) = program.steps.iter().position(|s| touches(s, r)) else { return false };
-    let copies_in = matches!(program.steps[first], Step::Copy { src, dst } if src == p && dst == r);
-    (copies_in || !touches(&program.steps[first], p)) && !program.steps[first + 1..].iter().any(|s| touches(s, p))
+    let in_place = match &program.steps[first] {
+        Step::Copy { src, dst } => *src == p && *dst == r,
+        Step::Launch(launch) => updates_in_place(program, launch, p, r),
+        _ => false,
+    };
+    (in_place || !touches(&program.steps[first], p)) && !program.steps[first + 1..].iter().any(|s| touches(s, p))
+}
+
+/// Whether `launch` may write buffer `r` in the memory of buffer `p`, which it reads: `r` is
+/// one writable buffer of the kernel, `p` only read, and the kernel updates in place
+/// (`kernel::updates_in_place`).
+fn updates_in_place(program: &Program, launch: &Launch, p: BufferId, r: BufferId) -> bool {
+    let Some(kernel) = program.kernels.get(launch.kernel) else { return false };
+    let slots = |id: BufferId| {
+        launch.args.iter().enumerate().filter(move |(_, &a)| a == id).map(|(i, _)| crate::kernel::BufId(i as u32))
+    };
+    let reads: Vec<_> = slots(p).collect();
+    let writes: Vec<_> = slots(r).collect();
+    let read_only = reads.iter().all(|b| kernel.buffers.get(b.0 as usize).is_some_and(|k| !k.writable));
+    match writes.as_slice() {
+        [write] if read_only && launch.args.len() == kernel.buffers.len() => {
+            crate::kernel::updates_in_place(kernel, &reads, *write)
+        }
+        _ => false,
+    }
 }
 
 /// Every kernel leaves the lowering verified (ids, types, and indices proved inside their

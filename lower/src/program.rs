@@ -203,9 +203,11 @@ pub struct Program {
     pub arenas: Vec<(i64, u64)>,
     /// `(result, parameter)`: entry result leaves a caller may write into a parameter leaf's
     /// memory (the module's `input_output_alias`, when the caller donates the parameter). The
-    /// program touches such a parameter only before it first touches the result, or in a
-    /// `Copy` into the result as that first step (a copy onto itself, which the entries skip),
-    /// so it computes the same with the two in one memory or in two.
+    /// program touches such a parameter only before it first touches the result, or in that
+    /// first step: a `Copy` into the result (a copy onto itself, which the entries skip), or a
+    /// launch that reads each element of the parameter only where and before it writes the
+    /// result's (`kernel::updates_in_place`; the launch is not disjoint). So it computes the
+    /// same with the two in one memory or in two.
     pub aliases: Vec<(usize, usize)>,
 }
 
@@ -253,11 +255,15 @@ impl Program {
     /// For each kernel, whether every launch of it passes buffers such that each buffer the
     /// kernel writes shares no byte with any other buffer of that launch: what lets a tier
     /// compile the kernel with its buffers known apart. Parameters, results and constants are
-    /// allocations of their own (a result aliases nothing: the caller's contract, checked by
-    /// every API that takes caller memory); two temps share bytes where their arena ranges
-    /// overlap, which buffer assignment allows only for temps not live at one step. A temp
-    /// without an offset yet (before buffer assignment) may share bytes with any temp.
+    /// allocations of their own (a result aliases nothing but, when donated, the parameter
+    /// `aliases` pairs it with: the caller's contract, checked by every API that takes caller
+    /// memory); two temps share bytes where their arena ranges overlap, which buffer
+    /// assignment allows only for temps not live at one step. A temp without an offset yet
+    /// (before buffer assignment) may share bytes with any temp.
     pub fn disjoint_launches(&self) -> Vec<bool> {
+        let pairs: Vec<(BufferId, BufferId)> =
+            self.aliases.iter().filter_map(|&(r, p)| Some((*self.results.get(r)?, *self.parameters.get(p)?))).collect();
+        let aliased = |a: BufferId, b: BufferId| pairs.iter().any(|&(r, p)| (a, b) == (r, p) || (a, b) == (p, r));
         let mut disjoint = vec![true; self.kernels.len()];
         for launch in self.launches() {
             let Some(kernel) = self.kernels.get(launch.kernel) else { continue };
@@ -265,7 +271,9 @@ impl Program {
             let writes = |i: usize| kernel.buffers.get(i).is_none_or(|b| b.writable);
             let clash = kernel.buffers.len() != args.len()
                 || (0..args.len()).any(|i| {
-                    (i + 1..args.len()).any(|j| (writes(i) || writes(j)) && self.share_bytes(args[i], args[j]))
+                    (i + 1..args.len()).any(|j| {
+                        (writes(i) || writes(j)) && (self.share_bytes(args[i], args[j]) || aliased(args[i], args[j]))
+                    })
                 });
             if clash {
                 disjoint[launch.kernel] = false;

@@ -165,6 +165,23 @@ impl RunState {
 // one run at a time (taken out of the idle list for the run).
 unsafe impl Send for RunState {}
 
+/// A parameter of [`Executable::run_donated`]: memory the run only reads, or memory the caller
+/// gives up, which a result [`Executable::aliases`] pairs with it is written into.
+pub enum Parameter<'a> {
+    Lent(&'a [u8]),
+    Donated(&'a mut [u8]),
+}
+
+impl Parameter<'_> {
+    /// The parameter's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Parameter::Lent(bytes) => bytes,
+            Parameter::Donated(bytes) => bytes,
+        }
+    }
+}
+
 /// The run states: idle ones, and how many exist.
 struct States {
     idle: Vec<RunState>,
@@ -557,20 +574,23 @@ impl Executable {
         &self.aliases
     }
 
-    /// [`Executable::run`] for a caller that donates its parameters: each result that
-    /// [`Executable::aliases`] pairs with a parameter is written into that parameter's memory
-    /// (its `results` slot must be empty), which may save the copy of it (an in-place update
-    /// of a donated cache writes only its window). A donated parameter must be 64-byte
+    /// [`Executable::run`] for a caller that donates some of its parameters: each result that
+    /// [`Executable::aliases`] pairs with a [`Parameter::Donated`] one is written into that
+    /// parameter's memory (its `results` slot must be empty), which may save the copy of it
+    /// (an in-place update of a donated cache writes only its window); a result paired with a
+    /// [`Parameter::Lent`] one gets its slot, as in `run`. A donated parameter must be 64-byte
     /// aligned; afterwards it holds the result.
-    pub fn run_donated(&self, parameters: &mut [&mut [u8]], results: &mut [&mut [u8]]) -> Result<(), RuntimeError> {
-        self.check("parameters", parameters.len(), &self.parameters, parameters.iter().map(|p| p.len()))?;
-        let shared = |n: usize| self.aliases.iter().find(|&&(r, _)| r == n).map(|&(_, p)| p);
+    pub fn run_donated(&self, parameters: &mut [Parameter<'_>], results: &mut [&mut [u8]]) -> Result<(), RuntimeError> {
+        self.check("parameters", parameters.len(), &self.parameters, parameters.iter().map(|p| p.bytes().len()))?;
+        let donated = |p: usize| matches!(parameters.get(p), Some(Parameter::Donated(_)));
+        let shared = |n: usize| self.aliases.iter().find(|&&(r, p)| r == n && donated(p)).map(|&(_, p)| p);
+        let shared: Vec<Option<usize>> = (0..self.results.len()).map(shared).collect();
         if results.len() != self.results.len() {
             return Err(RuntimeError::Count { what: "results", expected: self.results.len(), found: results.len() });
         }
         for (n, r) in results.iter().enumerate() {
             let b = &self.buffers[self.results[n]];
-            let expected = if shared(n).is_some() { 0 } else { b.bytes };
+            let expected = if shared[n].is_some() { 0 } else { b.bytes };
             if r.len() as u64 != expected {
                 return Err(RuntimeError::Size {
                     what: "result",
@@ -581,8 +601,8 @@ impl Executable {
                 });
             }
         }
-        for &(_, p) in &self.aliases {
-            if !is_aligned(parameters[p].as_ptr()) {
+        for &p in shared.iter().flatten() {
+            if !is_aligned(parameters[p].bytes().as_ptr()) {
                 return Err(RuntimeError::Invalid(format!("donated parameter {p} is not 64-byte aligned")));
             }
         }
@@ -590,17 +610,24 @@ impl Executable {
         let state = taken.state.as_mut().expect("taken above");
         let np = parameters.len();
         for (n, p) in parameters.iter_mut().enumerate() {
-            let address = p.as_mut_ptr();
-            state.bind_parameter(n, p, address)?;
+            match p {
+                Parameter::Donated(bytes) => {
+                    let address = bytes.as_mut_ptr();
+                    state.bind_parameter(n, bytes, address)?;
+                }
+                // The entry never writes a parameter it was given this way: no donated result
+                // shares its memory.
+                Parameter::Lent(bytes) => state.bind_parameter(n, bytes, bytes.as_ptr() as *mut u8)?,
+            }
         }
         for (n, r) in results.iter_mut().enumerate() {
-            match shared(n) {
+            match shared[n] {
                 Some(p) => state.bound[np + n] = state.bound[p],
                 None => state.bind_result(np + n, r)?,
             }
         }
         self.run_bound(state)?;
-        for (n, r) in results.iter_mut().enumerate().filter(|(n, _)| shared(*n).is_none()) {
+        for (n, r) in results.iter_mut().enumerate().filter(|(n, _)| shared[*n].is_none()) {
             state.copy_back(np + n, r);
         }
         Ok(())

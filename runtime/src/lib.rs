@@ -22,7 +22,9 @@ pub use abi::KernelFn;
 pub use buffer::AlignedBuffer;
 pub use entry::{entry_symbols, EntryFn, RunContext};
 pub use error::RuntimeError;
-pub use executable::{BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, Profile, SharedQueues};
+pub use executable::{
+    BufferEntry, BufferRole, Executable, ExecutableParts, LaunchEntry, Parameter, Profile, SharedQueues,
+};
 pub use memory_space::{MemorySpace, MemorySpaces};
 pub use step::{HostEntry, HostFunctions, HostValueEntry};
 pub use thread_pool::ThreadPool;

@@ -39,6 +39,7 @@ mod byte_copy;
 pub mod fft_call;
 /// The f16 casts as integer sequences, for tiers without conversion instructions.
 pub mod half_casts;
+mod in_place;
 /// The reference interpreter (kernels and whole programs).
 pub mod interp;
 /// Random valid kernels for differential tests of the tiers.
@@ -51,6 +52,7 @@ pub mod verify;
 
 pub use builder::{KernelBuilder, NanFacts};
 pub use byte_copy::is_byte_copy;
+pub use in_place::updates_in_place;
 pub use interp::{run_kernel, run_program, run_program_with, Fault, KernelRunError};
 pub use verify::{verify_kernel, KernelVerifyError, VerifyErrorKind};
 
