@@ -16,7 +16,7 @@ use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
 use tessera::aot::{self, Tier};
-use tessera::{Backend, Client, ClientOptions, CompileOptions, CpuTarget, LowerOptions};
+use tessera::{Backend, Client, ClientOptions, CompileOptions, CpuTarget, LowerOptions, Parameter};
 use tessera_codegen::aot::AotOptions;
 use tessera_hlo::{ArrayShape, LayoutMap, Literal, Shape};
 
@@ -111,8 +111,19 @@ impl Executable {
         self.inner.cache_outcome().name()
     }
 
+    /// The (result, parameter) leaf pairs the program may write into one memory (the module's
+    /// `input_output_alias`, where the program honors it): a result given the very buffer of
+    /// its parameter is then updated in place.
+    #[getter]
+    fn donated_results(&self) -> Vec<(usize, usize)> {
+        self.inner.donated_results()
+    }
+
     /// Runs on `args` (one readable C-contiguous buffer per parameter leaf, its row-major
-    /// bytes) into `results` (one writable C-contiguous buffer per result leaf).
+    /// bytes) into `results` (one writable C-contiguous buffer per result leaf). A result may be
+    /// the very buffer of an argument (the caller donates it): it then holds the result after
+    /// the run, written in place when the program honors the pair (`donated_results`), else
+    /// written there after the run. Any other overlap is refused.
     fn run(&self, py: Python<'_>, args: Vec<Bound<'_, PyAny>>, results: Vec<Bound<'_, PyAny>>) -> PyResult<()> {
         let parameters: Vec<&ArrayShape> = self.inner.parameter_leaves().collect();
         let result_leaves: Vec<&ArrayShape> = self.inner.result_leaves().collect();
@@ -132,37 +143,86 @@ impl Executable {
         }
         let arg_buffers = buffers(&args, &parameters, &self.parameter_bytes, "parameter", false)?;
         let result_buffers = buffers(&results, &result_leaves, &self.result_bytes, "result", true)?;
-        // A result buffer shared with another buffer would be written while read.
         let span = |b: &PyUntypedBuffer| (b.buf_ptr() as usize, b.buf_ptr() as usize + b.len_bytes());
+        // The argument whose very buffer each result is (donated), if any.
+        let shares: Vec<Option<usize>> = result_buffers
+            .iter()
+            .map(|r| match r.len_bytes() {
+                0 => None,
+                _ => arg_buffers.iter().position(|a| span(a) == span(r)),
+            })
+            .collect();
+        // A result buffer overlapping any other buffer would be written while read.
         for (i, r) in result_buffers.iter().enumerate() {
             let (start, end) = span(r);
-            let others =
-                arg_buffers.iter().chain(result_buffers.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, b)| b));
+            let args = arg_buffers.iter().enumerate().filter(|&(j, _)| shares[i] != Some(j)).map(|(_, b)| b);
+            let others = args.chain(result_buffers.iter().enumerate().filter(|&(j, _)| j != i).map(|(_, b)| b));
             if start < end && others.map(span).any(|(s, e)| s < end && start < e) {
                 return Err(PyValueError::new_err(format!(
                     "result {i}: the buffer overlaps another argument or result"
                 )));
             }
         }
-        // SAFETY: `buffers` checked that each is a C-contiguous buffer of exactly the leaf's
-        // byte size (and writable for results), and no result overlaps another buffer; the
-        // buffer views keep their objects alive and their memory in place until they drop,
-        // after the run. Empty buffers become empty slices (their pointer may be null).
-        let inputs: Vec<&[u8]> = arg_buffers
+        // In place where the program honors the pair and nothing needs relaying: the entry
+        // then gets one 64-byte aligned address for both.
+        let honored = self.inner.donated_results();
+        let in_place: Vec<Option<usize>> = shares
             .iter()
-            .map(|b| match b.len_bytes() {
-                0 => &[][..],
-                n => unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, n) },
+            .enumerate()
+            .map(|(r, share)| {
+                share.filter(|&p| {
+                    honored.contains(&(r, p))
+                        && self.results_row_major[r]
+                        && self.parameters_row_major[p]
+                        && arg_buffers[p].buf_ptr() as usize % 64 == 0
+                })
             })
             .collect();
+        let donated = |p: usize| in_place.contains(&Some(p));
+        // SAFETY: `buffers` checked that each is a C-contiguous buffer of exactly the leaf's
+        // byte size (and writable for results), and no result overlaps a buffer but the
+        // argument it shares exactly. Each memory gets one slice for the run: a donated
+        // argument a mutable one (its result's slot stays empty), another argument a shared
+        // one, a result that shares an argument's buffer without donation none (it is written
+        // into scratch and copied there after the run, once the arguments' slices are gone),
+        // any other result a mutable one. The buffer views keep their objects alive and their
+        // memory in place until they drop, after the run. Empty buffers become empty slices
+        // (their pointer may be null).
+        let mut inputs: Vec<Parameter<'_>> = arg_buffers
+            .iter()
+            .enumerate()
+            .map(|(p, b)| match (b.len_bytes(), donated(p)) {
+                (0, _) => Parameter::Lent(&[][..]),
+                (n, true) => Parameter::Donated(unsafe { std::slice::from_raw_parts_mut(b.buf_ptr() as *mut u8, n) }),
+                (n, false) => Parameter::Lent(unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, n) }),
+            })
+            .collect();
+        let mut scratch: Vec<Vec<u8>> =
+            shares.iter().zip(&self.result_bytes).map(|(s, &n)| vec![0u8; if s.is_some() { n } else { 0 }]).collect();
         let mut outputs: Vec<&mut [u8]> = result_buffers
             .iter()
-            .map(|b| match b.len_bytes() {
-                0 => &mut [][..],
-                n => unsafe { std::slice::from_raw_parts_mut(b.buf_ptr() as *mut u8, n) },
+            .zip(&shares)
+            .zip(&in_place)
+            .zip(scratch.iter_mut())
+            .map(|(((b, share), in_place), scratch)| match (share, in_place, b.len_bytes()) {
+                (_, Some(_), _) | (_, _, 0) => &mut [][..],
+                (Some(_), None, _) => scratch.as_mut_slice(),
+                (None, _, n) => unsafe { std::slice::from_raw_parts_mut(b.buf_ptr() as *mut u8, n) },
             })
             .collect();
-        py.detach(|| self.run_row_major(&parameters, &result_leaves, &inputs, &mut outputs)).map_err(RunError::new_err)
+        let donating = in_place.iter().any(Option::is_some);
+        py.detach(|| self.run_row_major(&parameters, &result_leaves, &mut inputs, &mut outputs, donating))
+            .map_err(RunError::new_err)?;
+        drop((inputs, outputs));
+        for (r, share) in shares.iter().enumerate() {
+            if share.is_some() && in_place[r].is_none() {
+                let b = &result_buffers[r];
+                // SAFETY: as above; no other slice of this memory is alive any more.
+                unsafe { std::slice::from_raw_parts_mut(b.buf_ptr() as *mut u8, b.len_bytes()) }
+                    .copy_from_slice(&scratch[r]);
+            }
+        }
+        Ok(())
     }
 }
 
@@ -186,29 +246,32 @@ impl Executable {
         })
     }
 
-    /// Runs on row-major bytes, relaying out the leaves whose module layout is another.
+    /// Runs on row-major bytes, relaying out the leaves whose module layout is another; with
+    /// `donating`, some parameters are donated (row-major ones, whose results' slots are
+    /// empty).
     fn run_row_major(
         &self,
         parameters: &[&ArrayShape],
         results: &[&ArrayShape],
-        inputs: &[&[u8]],
+        inputs: &mut [Parameter<'_>],
         outputs: &mut [&mut [u8]],
+        donating: bool,
     ) -> Result<(), String> {
         let relaid: Vec<Option<Vec<u8>>> = inputs
             .iter()
             .zip(parameters)
             .zip(&self.parameters_row_major)
-            .map(|((bytes, shape), &row_major_already)| -> Result<Option<Vec<u8>>, String> {
+            .map(|((input, shape), &row_major_already)| -> Result<Option<Vec<u8>>, String> {
                 if row_major_already {
                     return Ok(None);
                 }
-                let logical = Literal::from_physical_bytes(Shape::Array(row_major(shape)), bytes.to_vec())
+                let bytes = input.bytes().to_vec();
+                let logical = Literal::from_physical_bytes(Shape::Array(row_major(shape)), bytes)
                     .and_then(|l| l.relayout_like(&Shape::Array((*shape).clone())))
                     .map_err(|e| e.to_string())?;
                 Ok(Some(logical.physical_bytes().map_err(|e| e.to_string())?.to_vec()))
             })
             .collect::<Result<_, _>>()?;
-        let args: Vec<&[u8]> = inputs.iter().zip(&relaid).map(|(b, r)| r.as_deref().unwrap_or(b)).collect();
         // Row-major results are written in place; the others into scratch in their module
         // layout, then relaid.
         let mut scratch: Vec<Vec<u8>> = results
@@ -226,7 +289,22 @@ impl Executable {
                 .zip(&self.results_row_major)
                 .map(|((out, s), &row_major_already)| if row_major_already { &mut **out } else { s.as_mut_slice() })
                 .collect();
-            self.inner.run_raw(&args, &mut targets).map_err(|e| e.to_string())?;
+            if donating {
+                let mut args: Vec<Parameter<'_>> = inputs
+                    .iter_mut()
+                    .zip(&relaid)
+                    .map(|(input, relaid)| match (input, relaid) {
+                        (_, Some(r)) => Parameter::Lent(r.as_slice()),
+                        (Parameter::Donated(bytes), None) => Parameter::Donated(&mut **bytes),
+                        (Parameter::Lent(bytes), None) => Parameter::Lent(bytes),
+                    })
+                    .collect();
+                self.inner.run_raw_donating(&mut args, &mut targets).map_err(|e| e.to_string())?;
+            } else {
+                let args: Vec<&[u8]> =
+                    inputs.iter().zip(&relaid).map(|(input, r)| r.as_deref().unwrap_or(input.bytes())).collect();
+                self.inner.run_raw(&args, &mut targets).map_err(|e| e.to_string())?;
+            }
         }
         for (i, shape) in results.iter().enumerate() {
             if self.results_row_major[i] {

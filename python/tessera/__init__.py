@@ -26,7 +26,7 @@ import numpy as np
 from . import _tessera
 from ._tessera import CompileError, RunError, TesseraError
 
-__all__ = ["compile", "jit", "export", "Executable", "TesseraError", "CompileError", "RunError"]
+__all__ = ["compile", "jit", "export", "empty", "Executable", "TesseraError", "CompileError", "RunError"]
 
 _NUMPY_DTYPES = {
     "pred": np.bool_,
@@ -115,23 +115,51 @@ class Executable:
         # A C-contiguous array is read where it is; anything else is copied once.
         return np.ascontiguousarray(array)
 
-    def __call__(self, *arrays: Any) -> np.ndarray | tuple[np.ndarray, ...]:
-        leaves = self.call_flat(arrays)
+    @property
+    def donated_results(self) -> list[tuple[int, int]]:
+        """The (result, parameter) pairs the program can write into one array (the module's
+        `input_output_alias`, as `jax.jit(..., donate_argnums=...)` writes it, where the
+        program honors it); empty on the interpreter."""
+        return list(self._native.donated_results)
+
+    def __call__(self, *arrays: Any, donate: Sequence[int] = ()) -> np.ndarray | tuple[np.ndarray, ...]:
+        leaves = self.call_flat(arrays, donate)
         return tuple(leaves) if self._native.result_is_tuple else leaves[0]
 
-    def call_flat(self, arrays: Sequence[Any]) -> list[np.ndarray]:
-        """Runs on one array per parameter and returns every result leaf, as a list."""
+    def call_flat(self, arrays: Sequence[Any], donate: Sequence[int] = ()) -> list[np.ndarray]:
+        """Runs on one array per parameter and returns every result leaf, as a list. The
+        arrays at the positions `donate` names are given up, as JAX's `donate_argnums`: a
+        result the program pairs with one (`donated_results`) comes back as that very array,
+        updated in place; its old values are gone."""
         if len(arrays) != len(self._parameters):
             raise ValueError(f"the executable takes {len(self._parameters)} arguments, got {len(arrays)}")
         inputs = [self._argument(i, a) for i, a in enumerate(arrays)]
-        outputs = [np.empty(shape, dtype) for shape, dtype in self._results]
-        self._native.run([_bytes(a) for a in inputs], [_bytes(o) for o in outputs])
-        return outputs
+        outputs: list[np.ndarray | None] = [None] * len(self._results)
+        for r, p in self._native.donated_results:
+            # Only a writable array given as it is can hold its result (a copy would be lost).
+            if p in donate and inputs[p] is arrays[p] and inputs[p].flags.writeable and outputs[r] is None:
+                outputs[r] = inputs[p]
+        results = [o if o is not None else empty(s, d) for o, (s, d) in zip(outputs, self._results)]
+        self._native.run([_bytes(a) for a in inputs], [_bytes(o) for o in results])
+        return results
 
     def __repr__(self) -> str:
         params = ", ".join(f"{d}{list(s)}" for s, d in self._parameters)
         results = ", ".join(f"{d}{list(s)}" for s, d in self._results)
         return f"<tessera.Executable ({params}) -> ({results}) on {self.backend}>"
+
+
+def empty(shape: Sequence[int], dtype: Any) -> np.ndarray:
+    """An uninitialized C-order array whose data starts on a 64-byte boundary. Tessera's
+    kernels read and write such memory where it is; other memory (numpy's large arrays start
+    16 bytes past one) is copied through aligned scratch on the way in and out. Results come
+    back in such arrays, so feeding them to the next call costs no copy, and a donated one
+    can take its result in place."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape, dtype=np.int64))
+    raw = np.empty(count * dtype.itemsize + 64, np.uint8)
+    start = -raw.ctypes.data % 64
+    return raw[start : start + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 def _bytes(array: np.ndarray) -> memoryview:
@@ -152,11 +180,12 @@ def compile(hlo: str | os.PathLike, backend: str = "llvm", threads: int | None =
     return Executable(_tessera.compile(text, backend, threads))
 
 
-def _lower(fn: Callable, args: Sequence[Any], static_argnums: Sequence[int]):
+def _lower(fn: Callable, args: Sequence[Any], static_argnums: Sequence[int], donate_argnums: Sequence[int] = ()):
     """(HLO text, input tree, output tree, dynamic leaves) of `fn` traced by JAX on `args`."""
     import jax
 
-    lowered = jax.jit(fn, static_argnums=tuple(static_argnums), keep_unused=True).lower(*args)
+    jitted = jax.jit(fn, static_argnums=tuple(static_argnums), donate_argnums=tuple(donate_argnums), keep_unused=True)
+    lowered = jitted.lower(*args)
     dynamic = [a for i, a in enumerate(args) if i not in static_argnums]
     leaves, tree = jax.tree_util.tree_flatten(dynamic)
     return lowered.as_text(dialect="hlo"), tree, lowered.out_tree, leaves
@@ -171,29 +200,49 @@ def _leaf_array(leaf: Any) -> np.ndarray:
     return array.astype(jax.dtypes.canonicalize_dtype(array.dtype), copy=False)
 
 
-def jit(fn: Callable, backend: str = "llvm", static_argnums: int | Sequence[int] = (), threads: int | None = None):
+def jit(
+    fn: Callable,
+    backend: str = "llvm",
+    static_argnums: int | Sequence[int] = (),
+    threads: int | None = None,
+    donate_argnums: int | Sequence[int] = (),
+):
     """Compiles a JAX-traceable function with Tessera, once per signature of argument shapes,
     dtypes and static arguments, as `jax.jit` does. Calls take what `jax.jit(fn)` takes
     (pytrees of arrays, static Python values at `static_argnums`) and return what it returns,
-    as numpy arrays."""
+    as numpy arrays. The arrays of the arguments at `donate_argnums` are given up: an output
+    JAX pairs with one (same shape and dtype) may come back as that very numpy array, updated
+    in place (an optimizer step then writes its new weights over the old ones)."""
     import jax
 
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     static_argnums = tuple(static_argnums)
+    if isinstance(donate_argnums, int):
+        donate_argnums = (donate_argnums,)
+    donate_argnums = tuple(donate_argnums)
     compiled: dict[Any, tuple[Executable, Any]] = {}
 
     def call(*args: Any):
-        dynamic = [a for i, a in enumerate(args) if i not in static_argnums]
-        leaves, tree = jax.tree_util.tree_flatten(dynamic)
+        positions = [i for i in range(len(args)) if i not in static_argnums]
+        leaves, tree = jax.tree_util.tree_flatten([args[i] for i in positions])
+        # The leaves of each donated argument, by their index among all leaves.
+        donated, start = [], 0
+        for i in positions:
+            count = len(jax.tree_util.tree_leaves(args[i]))
+            if i in donate_argnums:
+                donated.extend(range(start, start + count))
+            start += count
+        # A leaf that is already an array of JAX's dtype is passed as it is, so a donated one's
+        # result can come back in it.
         arrays = [_leaf_array(leaf) for leaf in leaves]
         static = tuple(args[i] for i in static_argnums if i < len(args))
         key = (tree, tuple((a.shape, a.dtype) for a in arrays), static)
         if key not in compiled:
-            text, _, out_tree, _ = _lower(fn, args, static_argnums)
+            text, _, out_tree, _ = _lower(fn, args, static_argnums, donate_argnums)
             compiled[key] = (compile(text, backend, threads), out_tree)
         exe, out_tree = compiled[key]
-        return jax.tree_util.tree_unflatten(out_tree, exe.call_flat(arrays))
+        return jax.tree_util.tree_unflatten(out_tree, exe.call_flat(arrays, donated))
 
     call.__wrapped__ = fn  # type: ignore[attr-defined]
     call.__doc__ = fn.__doc__
