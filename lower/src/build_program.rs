@@ -557,9 +557,10 @@ impl<'m> Builder<'m> {
 
     /// Whether the only user of `operand` (an instruction of `comp`, already lowered) may
     /// overwrite its buffer: a temp nothing else reads afterwards. That holds for the result
-    /// of a kernel whose one user this is, and, in a while body, for a loop-state element
-    /// read once (the body's result replaces the state anyway). Parameters of other
-    /// computations (calls, branches) alias their caller's values, so they never qualify.
+    /// of a kernel whose one user this is (an element of a multi-output kernel's results
+    /// included), and, in a while body, for a loop-state element read once (the body's
+    /// result replaces the state anyway). Parameters of other computations (calls, branches)
+    /// alias their caller's values, so they never qualify.
     fn may_overwrite(&self, comp: &Computation, values: &HashMap<InstId, Value>, operand: InstId) -> bool {
         let Some(Value::Array(b)) = values.get(&operand) else { return false };
         if self.program.buffers[b.0 as usize].kind != BufferKind::Temp || comp.root == operand {
@@ -575,9 +576,11 @@ impl<'m> Builder<'m> {
                 let in_body = self.loop_body.is_some_and(|body| std::ptr::eq(body, comp));
                 let Some(&tuple) = inst.operands.first() else { return false };
                 let index = inst.attr_int("index");
-                // The state tuple is only taken apart, and element `index` is read here alone.
-                in_body
-                    && comp.inst(tuple).opcode == Opcode::Parameter
+                // The tuple (a while body's state, or a multi-output kernel's results, each in
+                // a buffer the kernel wrote) is only taken apart, and element `index` is read
+                // here alone.
+                let source = comp.inst(tuple).opcode;
+                (source == Opcode::Fusion || (in_body && source == Opcode::Parameter))
                     && comp.root != tuple
                     && comp.instructions.iter().filter(|i| i.operands.contains(&tuple)).all(|i| {
                         i.opcode == Opcode::GetTupleElement && (i.attr_int("index") != index || std::ptr::eq(i, inst))

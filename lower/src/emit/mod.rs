@@ -11,7 +11,6 @@ pub(crate) mod column_reduce;
 mod complex;
 mod conv;
 mod dot;
-mod dus_in_place;
 mod elemental;
 mod fft;
 mod gather;
@@ -34,6 +33,7 @@ mod sort;
 mod staging;
 mod stochastic;
 mod types;
+mod update_in_place;
 mod window;
 mod window_scan;
 
@@ -44,11 +44,11 @@ use tessera_hlo::{ArrayShape, Computation, ElementType, InstId, LayoutMap, Modul
 
 use crate::kernel::{BufId, CmpOp, Const, IndexExpr, Kernel, KernelBuilder, MemType, Op, Tail, ValueId};
 use crate::LowerError;
-pub use dus_in_place::{emit_in_place_kernel, in_place_operand};
 use index::Bounds;
 use nest::Digit;
 pub(crate) use reduce::has_lane_form;
 pub(crate) use sort::is_topk_custom_call;
+pub use update_in_place::{emit_in_place_kernel, in_place_operand};
 
 /// Lowers one fused computation to a kernel. `comp`'s parameters become the kernel's input
 /// buffers 0..n (in parameter-number order, read-only) and its root's value is written to

@@ -1,7 +1,9 @@
 //! `scatter` (variadic) as one kernel: copy every input to its output, then walk the scatter
 //! positions of the start indices in row-major order and, for each position whose whole
 //! update window fits in the operand (XLA skips the others entirely), combine every window
-//! element of the outputs with the updates through the inlined `to_apply` computation.
+//! element of the outputs with the updates through the inlined `to_apply` computation. A
+//! single-input scatter whose operand dies at it skips the copy: its output is the operand's
+//! own buffer (`update_in_place`).
 //!
 //! Positions run sequentially on one grid index: two positions may hit the same operand
 //! element, and XLA's result is the updates applied in order. Within one window the operand
@@ -36,10 +38,22 @@ struct Plan {
 
 impl<'m> Emitter<'m> {
     pub(crate) fn emit_scatter(&mut self) -> Result<(), LowerError> {
+        self.scatter(true)
+    }
+
+    /// The scatter without its copy: the output buffer already holds the operand (it is the
+    /// operand's own buffer, `update_in_place`), so only the windows are combined.
+    pub(crate) fn emit_scatter_updates(&mut self) -> Result<(), LowerError> {
+        self.scatter(false)
+    }
+
+    fn scatter(&mut self, copy_inputs: bool) -> Result<(), LowerError> {
         let f = self.fused_frame();
         let plan = self.scatter_plan(&f)?;
-        for (o, &input) in plan.inputs.iter().enumerate() {
-            self.copy_into_output(&f, input, o)?;
+        if copy_inputs {
+            for (o, &input) in plan.inputs.iter().enumerate() {
+                self.copy_into_output(&f, input, o)?;
+            }
         }
         // A window larger than the operand never fits: every update is skipped.
         if plan.extent.iter().zip(&plan.op_dims).any(|(&e, &d)| e > d)

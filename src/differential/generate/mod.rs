@@ -748,6 +748,40 @@ mod tests {
         assert!(blocks > 0, "no generated program splits a column reduction into blocks");
     }
 
+    /// Some generated programs update a dying operand in place, with a `dynamic-update-slice`
+    /// (which writes its window) and with a `scatter` (which reads what it combines with), so
+    /// the differential tests check both kinds of in-place kernel against the interpreter.
+    #[test]
+    fn updates_in_place_are_generated() {
+        use tessera_lower::kernel::{Op, Stmt};
+        fn loads_from(body: &[Stmt], buf: tessera_lower::kernel::BufId) -> bool {
+            body.iter().any(|s| match s {
+                Stmt::Let(_, Op::Load { buf: b, .. }) => *b == buf,
+                Stmt::Loop(l) => loads_from(&l.body, buf),
+                Stmt::If { then_body, else_body, .. } => loads_from(then_body, buf) || loads_from(else_body, buf),
+                _ => false,
+            })
+        }
+        let (mut windows, mut scatters) = (0, 0);
+        for seed in 0..400 {
+            let program = generate(seed, &Options::default()).unwrap();
+            let lowered = tessera_lower::lower_module(&program.module, &Default::default())
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            for launch in lowered.launches() {
+                let kernel = &lowered.kernels[launch.kernel];
+                let Some(out) = launch.args.iter().rposition(|_| true).filter(|&o| kernel.buffers[o].writable) else {
+                    continue;
+                };
+                if launch.args[..out].contains(&launch.args[out]) {
+                    let reads = loads_from(&kernel.body, tessera_lower::kernel::BufId(out as u32));
+                    *(if reads { &mut scatters } else { &mut windows }) += 1;
+                }
+            }
+        }
+        println!("in 400 programs: {windows} updates in place writing a window, {scatters} combining (scatter)");
+        assert!(windows > 0 && scatters > 0, "{windows} window updates, {scatters} scatters in place");
+    }
+
     /// Some generated programs declare `input_output_alias`, and the lowering honors some of
     /// their pairs and not others, so the runner's donated mode checks both kinds.
     #[test]

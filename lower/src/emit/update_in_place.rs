@@ -1,12 +1,14 @@
-//! A `dynamic-update-slice` that updates its operand's buffer in place: when the program
-//! binds the kernel's output to the operand's own buffer (the operand dies at the update; see
-//! `build_program`), the kernel writes only the update window, over the update's elements,
-//! instead of copying the whole operand around it. This is what makes a scan's per-step
-//! output write cost the step's slice rather than the whole sequence.
+//! Updates that write into their operand's buffer in place: when the program binds the
+//! kernel's output to the operand's own buffer (the operand dies at the update; see
+//! `build_program`), a `dynamic-update-slice` writes only the update window, over the update's
+//! elements, and a `scatter` only combines its windows, instead of first copying the whole
+//! operand around them. This is what makes a scan's per-step output write cost the step's
+//! slice rather than the whole sequence, and an `x.at[i].add(u)` of a large `x` cost its
+//! updates (the fresh scatter kernel copies its operand on one thread first).
 //!
 //! The root is the update (a lone op or a fusion's root) whose operand is a parameter used by
-//! nothing else, so the kernel never reads the buffer it writes; the update's own producers
-//! fuse as usual.
+//! nothing else, so the kernel reads the buffer it writes only where the update combines
+//! with what is there (a scatter's `to_apply`); the update's own producers fuse as usual.
 
 use tessera_hlo::ir::Payload;
 use tessera_hlo::{ArrayShape, Computation, ElementType, Layout, LayoutMap, Module, Opcode};
@@ -16,12 +18,18 @@ use crate::kernel::{IndexExpr, Kernel};
 use crate::LowerError;
 
 /// The parameter number of the operand `comp`'s root updates in place, when the root is a
-/// `dynamic-update-slice` this emitter handles: its operand a parameter nothing else uses,
-/// laid out as the result, an untiled output of a byte-addressed element type (not complex:
-/// those are interleaved pairs).
+/// `dynamic-update-slice` or a single-input `scatter`: its operand a parameter nothing else
+/// uses, laid out as the result, an untiled output of a byte-addressed element type (not
+/// complex: those are interleaved pairs).
 pub fn in_place_operand(comp: &Computation) -> Option<usize> {
     let root = comp.root_inst();
-    if root.opcode != Opcode::DynamicUpdateSlice {
+    let updates = match root.opcode {
+        Opcode::DynamicUpdateSlice => true,
+        // Operand, indices, updates: one result.
+        Opcode::Scatter => root.operands.len() == 3,
+        _ => false,
+    };
+    if !updates {
         return None;
     }
     let &operand = root.operands.first()?;
@@ -48,11 +56,14 @@ pub fn in_place_operand(comp: &Computation) -> Option<usize> {
 /// window into its output buffer, which the program binds to the operand's buffer.
 pub fn emit_in_place_kernel(module: &Module, comp: &Computation, name: &str, fma: bool) -> Result<Kernel, LowerError> {
     if in_place_operand(comp).is_none() {
-        return Err(LowerError::invalid(&comp.root_inst().name, "not a dynamic-update-slice that updates in place"));
+        return Err(LowerError::invalid(&comp.root_inst().name, "not an update in place"));
     }
     let mut em = Emitter::new(module, comp, name)?;
     em.b.use_fused_multiply_add(fma);
-    em.emit_update_window()?;
+    match comp.root_inst().opcode {
+        Opcode::Scatter => em.emit_scatter_updates()?,
+        _ => em.emit_update_window()?,
+    }
     Ok(em.into_kernel())
 }
 
