@@ -202,6 +202,44 @@ fn an_update_in_place_is_written_over_its_donated_parameters() {
     }
 }
 
+/// A training step JAX wrote: every update is elementwise over its parameter (the gradients
+/// come from GEMMs and reductions into temporaries first), so every declared pair is honored,
+/// and the donated run gives the interpreter's values.
+#[test]
+fn a_jax_training_step_updates_every_donated_parameter_in_place() {
+    let text = include_str!("donation/mlp_momentum_step.hlo");
+    let interp = compile(Backend::Interp, text);
+    let args: Vec<Literal> = interp
+        .parameter_shapes()
+        .iter()
+        .enumerate()
+        .map(|(i, shape)| {
+            let n: i64 = shape.dims().iter().product();
+            let values = (0..n).map(|j| ((j * 7 + i as i64 * 13) % 23) as f32 / 23.0 - 0.5).collect();
+            Literal::from_vec_with_shape(shape.clone(), values).unwrap()
+        })
+        .collect();
+    let expected = interp.run(&args).unwrap();
+    for backend in [Backend::Cranelift, Backend::Llvm, Backend::Tiered] {
+        let exe = compile(backend, text);
+        assert_eq!(exe.donated_results(), (0..8).map(|i| (i, i)).collect::<Vec<_>>(), "{backend}");
+        let mut donated: Vec<DeviceBuffer> =
+            args.iter().enumerate().map(|(i, a)| exe.transfer_argument(i, a).unwrap()).collect();
+        let lent = donated.split_off(8);
+        let addresses: Vec<*const u8> = donated.iter().map(|b| b.bytes().as_ptr()).collect();
+        let mut step: Vec<Argument> = donated.into_iter().map(Argument::Donated).collect();
+        step.extend(lent.iter().map(Argument::Lent));
+        let out = exe.execute_donating(step).unwrap();
+        assert_eq!(out.len(), expected.len());
+        for (i, (got, want)) in out.iter().zip(&expected).enumerate() {
+            assert_eq!(got.bytes().as_ptr(), addresses[i], "{backend}: result {i} in its parameter's buffer");
+            let (got, want) = (values(got), want.to_vec::<f32>().unwrap());
+            let close = got.iter().zip(&want).all(|(g, w)| (g - w).abs() <= 1e-5 + 1e-4 * w.abs());
+            assert!(close, "{backend}: result {i}");
+        }
+    }
+}
+
 #[test]
 fn an_alias_the_program_cannot_honor_is_left_out() {
     for (name, text, expected) in NOT_IN_PLACE {
