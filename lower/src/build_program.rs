@@ -796,12 +796,13 @@ impl<'m> Builder<'m> {
             Value::Array(p) if self.program.buffers[p.0 as usize].shape.rank() == 0 => p,
             _ => return Err(LowerError::invalid(&inst.name, "the while condition does not return a scalar")),
         };
-        let (body_steps, ()) = self.nested(|b| {
+        let (mut body_steps, ()) = self.nested(|b| {
             let outer = b.loop_body.replace(body as *const Computation);
             let next = b.lower_computation(body, vec![state.clone()]);
             b.loop_body = outer;
             b.write_back(&next?, &state, &inst.name)
         })?;
+        update_state_in_place(&self.program, &mut body_steps, &state.leaf_list());
         self.steps.push(Step::While { cond: cond_steps, pred, body: body_steps });
         Ok(state)
     }
@@ -1055,6 +1056,46 @@ fn may_share(program: &Program, result: usize, parameter: usize) -> bool {
         _ => false,
     };
     (in_place || !touches(&program.steps[first], p)) && !program.steps[first + 1..].iter().any(|s| touches(s, p))
+}
+
+/// Folds a while body's copies back into the loop state (`state`, its leaves' buffers) into
+/// the launches computing them, where a launch may write the new value over the old one: the
+/// first step touching the copy's source writes it and reads the state leaf only element by
+/// element, where and before it writes (`updates_in_place`), and no step after it but the
+/// copy touches either buffer. The launch then writes the state leaf and the copy goes: an
+/// elementwise update of a large loop state no longer costs a second pass over it per
+/// iteration. A state leaf the body reads after computing its new value (a swap) keeps its
+/// copy.
+fn update_state_in_place(program: &Program, body: &mut Vec<Step>, state: &[BufferId]) {
+    let touches = |step: &Step, id: BufferId| {
+        let mut found = false;
+        crate::program::walk_steps(std::slice::from_ref(step), &mut |s| found |= s.own_buffers().contains(&id));
+        found
+    };
+    let mut c = 0;
+    while c < body.len() {
+        let Step::Copy { src: t, dst: s } = body[c] else {
+            c += 1;
+            continue;
+        };
+        let first = body.iter().position(|step| touches(step, t));
+        let folded = first.filter(|&l| {
+            l < c
+                && state.contains(&s)
+                && matches!(&body[l], Step::Launch(launch) if updates_in_place(program, launch, s, t))
+                && !body[l + 1..c].iter().any(|step| touches(step, s) || touches(step, t))
+                && !body[c + 1..].iter().any(|step| touches(step, t))
+        });
+        match folded {
+            Some(l) => {
+                if let Step::Launch(launch) = &mut body[l] {
+                    launch.args.iter_mut().filter(|a| **a == t).for_each(|a| *a = s);
+                }
+                body.remove(c);
+            }
+            None => c += 1,
+        }
+    }
 }
 
 /// Whether `launch` may write buffer `r` in the memory of buffer `p`, which it reads: `r` is

@@ -749,12 +749,14 @@ mod tests {
     }
 
     /// Some generated programs update a dying operand in place, with a `dynamic-update-slice`
-    /// (which writes its window) and with a `scatter` (which reads what it combines with), so
-    /// the differential tests check both kinds of in-place kernel against the interpreter.
+    /// (which writes its window) and with a `scatter` (which reads what it combines with), and
+    /// some update a while loop's state in place (a kernel writing the new value over the old,
+    /// element by element), so the differential tests check these kinds of in-place kernel
+    /// against the interpreter.
     #[test]
     fn updates_in_place_are_generated() {
-        use tessera_lower::kernel::{Op, Stmt};
-        fn loads_from(body: &[Stmt], buf: tessera_lower::kernel::BufId) -> bool {
+        use tessera_lower::kernel::{BufId, Op, Stmt};
+        fn loads_from(body: &[Stmt], buf: BufId) -> bool {
             body.iter().any(|s| match s {
                 Stmt::Let(_, Op::Load { buf: b, .. }) => *b == buf,
                 Stmt::Loop(l) => loads_from(&l.body, buf),
@@ -762,7 +764,7 @@ mod tests {
                 _ => false,
             })
         }
-        let (mut windows, mut scatters) = (0, 0);
+        let (mut windows, mut scatters, mut states) = (0, 0, 0);
         for seed in 0..400 {
             let program = generate(seed, &Options::default()).unwrap();
             let lowered = tessera_lower::lower_module(&program.module, &Default::default())
@@ -772,14 +774,32 @@ mod tests {
                 let Some(out) = launch.args.iter().rposition(|_| true).filter(|&o| kernel.buffers[o].writable) else {
                     continue;
                 };
-                if launch.args[..out].contains(&launch.args[out]) {
-                    let reads = loads_from(&kernel.body, tessera_lower::kernel::BufId(out as u32));
-                    *(if reads { &mut scatters } else { &mut windows }) += 1;
+                let same: Vec<BufId> =
+                    (0..out).filter(|&i| launch.args[i] == launch.args[out]).map(|i| BufId(i as u32)).collect();
+                if same.is_empty() {
+                    continue;
+                }
+                // Only a loop's state is passed to a kernel as both an input and its output
+                // where the kernel reads it element by element (donated memory is two
+                // buffers of the program).
+                let out = BufId(out as u32);
+                if loads_from(&kernel.body, out) {
+                    scatters += 1;
+                } else if tessera_lower::kernel::updates_in_place(kernel, &same, out) {
+                    states += 1;
+                } else {
+                    windows += 1;
                 }
             }
         }
-        println!("in 400 programs: {windows} updates in place writing a window, {scatters} combining (scatter)");
-        assert!(windows > 0 && scatters > 0, "{windows} window updates, {scatters} scatters in place");
+        println!(
+            "in 400 programs: {windows} updates in place writing a window, {scatters} combining (scatter), \
+             {states} loop-state updates in place"
+        );
+        assert!(
+            windows > 0 && scatters > 0 && states > 0,
+            "{windows} window updates, {scatters} scatters, {states} loop-state updates in place"
+        );
     }
 
     /// Some generated programs declare `input_output_alias`, and the lowering honors some of
