@@ -103,7 +103,8 @@ pub(crate) fn build_program(module: &Module, rng_seed: u64, fma: bool) -> Result
         b.program.results.push(result);
     }
     b.program.steps = std::mem::take(&mut b.steps);
-    b.program.aliases = declared.into_iter().filter(|&(r, p)| may_share(&b.program, r, p)).collect();
+    let ranges = touch_ranges(&b.program.steps);
+    b.program.aliases = declared.into_iter().filter(|&(r, p)| may_share(&b.program, &ranges, r, p)).collect();
     Ok(b.program)
 }
 
@@ -1035,8 +1036,8 @@ fn array_leaf<'s>(shape: &'s Shape, index: &[i64]) -> Option<(usize, &'s ArraySh
 /// `Copy` of it into the result, or as a launch that reads each element of the parameter
 /// only where and before it writes the result's (`kernel::updates_in_place`: an optimizer's
 /// `p - lr * g`). Then every read of the parameter sees the caller's values whether or not
-/// the two share memory.
-fn may_share(program: &Program, result: usize, parameter: usize) -> bool {
+/// the two share memory. `ranges` are the steps' [`touch_ranges`].
+fn may_share(program: &Program, ranges: &HashMap<BufferId, (usize, usize)>, result: usize, parameter: usize) -> bool {
     let (Some(&r), Some(&p)) = (program.results.get(result), program.parameters.get(parameter)) else {
         return false;
     };
@@ -1044,18 +1045,14 @@ fn may_share(program: &Program, result: usize, parameter: usize) -> bool {
     if rb.shape != pb.shape || rb.bytes != pb.bytes || rb.memory_space != pb.memory_space {
         return false;
     }
-    let touches = |step: &Step, id: BufferId| {
-        let mut found = false;
-        crate::program::walk_steps(std::slice::from_ref(step), &mut |s| found |= s.own_buffers().contains(&id));
-        found
-    };
-    let Some(first) = program.steps.iter().position(|s| touches(s, r)) else { return false };
+    let Some(&(first, _)) = ranges.get(&r) else { return false };
+    let Some(&(_, last_p)) = ranges.get(&p) else { return true };
     let in_place = match &program.steps[first] {
         Step::Copy { src, dst } => *src == p && *dst == r,
         Step::Launch(launch) => updates_in_place(program, launch, p, r),
         _ => false,
     };
-    (in_place || !touches(&program.steps[first], p)) && !program.steps[first + 1..].iter().any(|s| touches(s, p))
+    last_p < first || (last_p == first && in_place)
 }
 
 /// Folds a while body's copies back into the loop state (`state`, its leaves' buffers) into
@@ -1067,11 +1064,7 @@ fn may_share(program: &Program, result: usize, parameter: usize) -> bool {
 /// iteration. A state leaf the body reads after computing its new value (a swap) keeps its
 /// copy.
 fn update_state_in_place(program: &Program, body: &mut Vec<Step>, state: &[BufferId]) {
-    let touches = |step: &Step, id: BufferId| {
-        let mut found = false;
-        crate::program::walk_steps(std::slice::from_ref(step), &mut |s| found |= s.own_buffers().contains(&id));
-        found
-    };
+    // A body holds a few dozen steps: each copy back scans it.
     let mut c = 0;
     while c < body.len() {
         let Step::Copy { src: t, dst: s } = body[c] else {
@@ -1096,6 +1089,27 @@ fn update_state_in_place(program: &Program, body: &mut Vec<Step>, state: &[Buffe
             None => c += 1,
         }
     }
+}
+
+/// Whether `step` (or a step nested in it) reads or writes buffer `id`.
+fn touches(step: &Step, id: BufferId) -> bool {
+    let mut found = false;
+    crate::program::walk_steps(std::slice::from_ref(step), &mut |s| found |= s.own_buffers().contains(&id));
+    found
+}
+
+/// For each buffer the steps touch (read or write, nested steps included), the first and the
+/// last index in `steps` of a step touching it.
+fn touch_ranges(steps: &[Step]) -> HashMap<BufferId, (usize, usize)> {
+    let mut ranges: HashMap<BufferId, (usize, usize)> = HashMap::new();
+    for (i, step) in steps.iter().enumerate() {
+        crate::program::walk_steps(std::slice::from_ref(step), &mut |s| {
+            for id in s.own_buffers() {
+                ranges.entry(id).and_modify(|r| r.1 = i).or_insert((i, i));
+            }
+        });
+    }
+    ranges
 }
 
 /// Whether `launch` may write buffer `r` in the memory of buffer `p`, which it reads: `r` is
