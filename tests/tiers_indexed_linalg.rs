@@ -207,6 +207,38 @@ fn check_module_text(text: &str, kind: Args, rtol: f64) {
     }
 }
 
+/// Scatters whose operand dies at them run in the operand's buffer (`update_in_place`): on
+/// a kernel's result, and on one of a multi-output kernel's results. One whose operand is
+/// read again after it must not: the later reader would see the updated rows.
+#[test]
+fn scatters_in_place_agree_with_the_interpreter() {
+    let head = "p = f32[64,32]{1,0} parameter(0)\n  i = s32[6,1]{1,0} parameter(1)\n  ";
+    let scatter = "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add";
+    check_with(
+        ADD_F32,
+        &format!(
+            "{head}u = f32[6,32]{{1,0}} parameter(2)\n  x = f32[64,32]{{1,0}} multiply(p, p)\n  \
+             ROOT s = f32[64,32]{{1,0}} scatter(x, i, u), {scatter}"
+        ),
+    );
+    check_with(
+        ADD_F32,
+        &format!(
+            "{head}u = f32[6,32]{{1,0}} parameter(2)\n  x = f32[64,32]{{1,0}} multiply(p, p)\n  \
+             y = f32[64,32]{{1,0}} negate(p)\n  s = f32[64,32]{{1,0}} scatter(x, i, u), {scatter}\n  \
+             ROOT t = (f32[64,32]{{1,0}}, f32[64,32]{{1,0}}) tuple(s, y)"
+        ),
+    );
+    check_with(
+        ADD_F32,
+        &format!(
+            "{head}u = f32[6,32]{{1,0}} parameter(2)\n  x = f32[64,32]{{1,0}} multiply(p, p)\n  \
+             s = f32[64,32]{{1,0}} scatter(x, i, u), {scatter}\n  y = f32[64,32]{{1,0}} negate(x)\n  \
+             ROOT t = (f32[64,32]{{1,0}}, f32[64,32]{{1,0}}) tuple(s, y)"
+        ),
+    );
+}
+
 #[test]
 fn scatter_layouts_index_types_and_order() {
     // Adds into a tiled operand from column-major updates, s64 indices (out-of-bounds windows
