@@ -457,7 +457,7 @@ impl Executable {
     /// `donate_argnums` (a training step donates its weights and optimizer state and lends its
     /// batch): a result paired with a lent argument is a new buffer, and lent arguments stay
     /// the caller's, unchanged.
-    pub fn execute_donating(&self, args: Vec<Argument<'_>>) -> Result<Vec<DeviceBuffer>, Error> {
+    pub fn execute_donating(&self, mut args: Vec<Argument<'_>>) -> Result<Vec<DeviceBuffer>, Error> {
         self.check_arguments(args.iter().map(Argument::buffer))?;
         let Some((exe, _)) = self.engine.compiled() else {
             return self.execute(&args.iter().map(Argument::buffer).collect::<Vec<_>>());
@@ -473,7 +473,6 @@ impl Executable {
                 None => Some(DeviceBuffer::zeroed(&leaf.shape)?),
             });
         }
-        let mut args: Vec<Argument<'_>> = args;
         {
             let mut inputs: Vec<Parameter<'_>> = args
                 .iter_mut()
