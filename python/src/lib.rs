@@ -197,8 +197,10 @@ impl Executable {
                 (n, false) => Parameter::Lent(unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const u8, n) }),
             })
             .collect();
-        let mut scratch: Vec<Vec<u8>> =
-            shares.iter().zip(&self.result_bytes).map(|(s, &n)| vec![0u8; if s.is_some() { n } else { 0 }]).collect();
+        // Scratch only for a result that shares an argument's buffer but is not written in it.
+        let scratch_bytes =
+            |r: usize| if shares[r].is_some() && in_place[r].is_none() { self.result_bytes[r] } else { 0 };
+        let mut scratch: Vec<Vec<u8>> = (0..shares.len()).map(|r| vec![0u8; scratch_bytes(r)]).collect();
         let mut outputs: Vec<&mut [u8]> = result_buffers
             .iter()
             .zip(&shares)

@@ -771,7 +771,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             for launch in lowered.launches() {
                 let kernel = &lowered.kernels[launch.kernel];
-                let Some(out) = launch.args.iter().rposition(|_| true).filter(|&o| kernel.buffers[o].writable) else {
+                let Some(out) = launch.args.len().checked_sub(1).filter(|&o| kernel.buffers[o].writable) else {
                     continue;
                 };
                 let same: Vec<BufId> =
