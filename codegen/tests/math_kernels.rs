@@ -89,9 +89,18 @@ fn inputs(n: usize, salt: u32) -> Vec<f32> {
         -87.336_55,
         -95.5,
         -103.28,
+        // exp: the edge routine's clamps, beyond which the normal routine selects its constants
+        -104.0,
+        -104.000_01,
+        89.0,
+        89.000_01,
     ];
     // Whole vectors of moderate values, where the trig functions skip their slow reduction.
     v.extend((0..256).map(|i| (i as f32 - 128.0) * 0.73 + salt as f32 * 1e-3));
+    // Whole vectors of ordinary and far-out values alone (a masked softmax's lanes), which exp
+    // computes without its edge routine.
+    let far = [-1e30, f32::NEG_INFINITY, -150.0, -104.5, 89.5, 1e4, 0.25, -3.0];
+    v.extend((0..32).map(|i| far[i % far.len()] * (1.0 + salt as f32 * 1e-3)));
     let mut x: u32 = 0x9e37_79b9 ^ salt;
     while v.len() < n {
         x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);

@@ -42,10 +42,7 @@ impl<'m> Emitter<'m> {
                 format!("a fused computation needing more than {GENERATED_LIMIT} inlined element computations (fusion should split it)"),
             ));
         }
-        let staged = match self.staging.staged {
-            Some(s) if s == id && f.id == 0 => self.staged_elem(f, id, idx)?,
-            _ => None,
-        };
+        let staged = if f.id == 0 && self.staging.staged.contains(&id) { self.staged_elem(f, id, idx)? } else { None };
         let v = match staged {
             Some(v) => v,
             None => self.elem_uncached(f, id, idx)?,

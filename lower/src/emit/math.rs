@@ -472,27 +472,51 @@ fn exp_full<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let xn = m.select(tiny, lo, xn);
     let edge = m.ne(xn, x);
     let normal = m.not_p(edge);
+    let (p, ki) = exp_lean(m, xn);
+    let s = pow2i(m, ki);
+    let r = m.mul(p, s);
     let [r] = m.choose(
         normal,
+        |_| [r],
         |m| {
-            let (p, ki) = exp_lean(m, xn);
-            let s = pow2i(m, ki);
-            [m.mul(p, s)]
-        },
-        |m| {
-            // Beyond 89 the result is inf and below -104 it rounds to 0; clamping keeps k in
-            // what the scalings encode.
-            let top = m.f(89.0);
+            // Beyond the edge routine's own clamps its result is a constant, selected here
+            // without running it: a masked logit (`where(mask, s, -inf)` before a softmax)
+            // lies there, and vectors holding one would otherwise all run it.
+            let top = m.f(EXP_TOP);
+            let bottom = m.f(EXP_BOTTOM);
             let above = m.gt(x, top);
-            let xt = m.select(above, top, x);
-            let bottom = m.f(-104.0);
-            let below = m.lt(xt, bottom);
-            let xt = m.select(below, bottom, xt);
-            let (p, ki) = exp_lean(m, xt);
-            [scale2_tiny(m, p, ki)]
+            let below = m.lt(x, bottom);
+            let inf = m.f(EXP_ABOVE);
+            let r = m.select(above, inf, r);
+            let zero = m.f(EXP_BELOW);
+            let r = m.select(below, zero, r);
+            let far = m.or_p(above, below);
+            m.choose(far, |_| [r], |m| [exp_edge(m, x)])
         },
     );
     r
+}
+
+/// Where [`exp_edge`] clamps its argument: beyond `EXP_TOP` e^x is inf, below `EXP_BOTTOM` it
+/// rounds to 0, and clamping keeps k in what the scalings encode.
+const EXP_TOP: f32 = 89.0;
+const EXP_BOTTOM: f32 = -104.0;
+/// `exp_edge(EXP_TOP)` and `exp_edge(EXP_BOTTOM)`, its result for every argument beyond them
+/// (checked by `exp_far_edges_are_constants`).
+const EXP_ABOVE: f32 = INF;
+const EXP_BELOW: f32 = 0.0;
+
+/// e^x for any x (NaN included) with subnormal, zero and infinite results exact: the routine
+/// for arguments outside the normal routine's range.
+fn exp_edge<M: MathOps>(m: &mut M, x: M::F) -> M::F {
+    let top = m.f(EXP_TOP);
+    let above = m.gt(x, top);
+    let xt = m.select(above, top, x);
+    let bottom = m.f(EXP_BOTTOM);
+    let below = m.lt(xt, bottom);
+    let xt = m.select(below, bottom, xt);
+    let (p, ki) = exp_lean(m, xt);
+    scale2_tiny(m, p, ki)
 }
 
 /// e^x: overflows to inf above ~88.72 and underflows gradually down to 2^-149.
@@ -1577,6 +1601,21 @@ mod tests {
             }
         }
         assert!(scale2_tiny(&mut e, f32::NAN, -140).is_nan());
+    }
+
+    /// The edge routine's result beyond its clamps is the constant the normal routine selects
+    /// there, with FMA or without.
+    #[test]
+    fn exp_far_edges_are_constants() {
+        for fma in [false, true] {
+            let mut e = Eval { fma };
+            for x in [EXP_TOP, 89.000_01, 1e4, f32::MAX, INF] {
+                assert_eq!(exp_edge(&mut e, x).to_bits(), EXP_ABOVE.to_bits(), "exp_edge({x:e})");
+            }
+            for x in [EXP_BOTTOM, -104.000_01, -1e30, f32::MIN, -INF] {
+                assert_eq!(exp_edge(&mut e, x).to_bits(), EXP_BELOW.to_bits(), "exp_edge({x:e})");
+            }
+        }
     }
 
     /// `exp` gives the bits it gave when every lane clamped at -104 and scaled by the plain

@@ -290,7 +290,7 @@ impl<'m> Emitter<'m> {
         if let [OutVal::Inst(f, id)] = values.as_slice() {
             let plain = !self.outputs[0].et.is_complex() && !matches!(self.outputs[0].mem, MemType::Packed { .. });
             if f.id == 0 && *id == self.comp.root && plain {
-                self.staging.staged = staging::candidate(self.comp);
+                self.staging.staged = staging::candidates(self.comp);
             }
             if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Dot && self.try_gemm(*id)? {
                 return Ok(());

@@ -50,7 +50,8 @@ impl<'m> Emitter<'m> {
         }
         self.evaluate_reduce_input_rows(f, id, idx)?;
         let outer = self.mark();
-        self.staging_reduction(outer, |em| em.reduce_values_here(f, id, idx, key))
+        let dims = f.comp.inst(id).attr_ints("dimensions").unwrap_or_default().to_vec();
+        self.staging_reduction(outer, &dims, |em| em.reduce_values_here(f, id, idx, key))
     }
 
     /// [`Emitter::reduce_values`] once the row values of its inputs are evaluated.

@@ -1,7 +1,8 @@
-//! Staging: an expensive value that a kernel's row reduction reads and that its other users
-//! read again at the same index (softmax's `exp(x - max)`, summed and then divided by the sum)
-//! is computed once per element. The reduction's loop, running before the loop over the row
-//! (`emit::rows`), stores each value it computes into the kernel's output at that element;
+//! Staging: a value too costly to compute twice (expensive, or deep) that a kernel's row
+//! reduction reads and that its other users read again at the same index (softmax's
+//! `exp(x - max)`, summed and then divided by the sum) is computed once per element. The
+//! reduction's loop, running before the loop over the row (`emit::rows`), stores each value
+//! it computes into the kernel's output at that element;
 //! the loop over the row then loads it back instead of computing it again, and overwrites it
 //! with the output's own value. So the whole computation stays one kernel that reads its
 //! input rows from memory once, with no intermediate array (`passes::fusion` inlines such a
@@ -15,55 +16,49 @@
 //! thread writes those elements meanwhile. The reduction runs in the lane form, a vector loop
 //! along the row, so the staged value is computed a vector at a time. A value the kernel
 //! cannot stage this way is computed where it is used, as any inlined value.
+//!
+//! A kernel may stage a chain of values, each computed from the one before (a masked
+//! softmax's scaled and masked scores, read by its max, and their `exp(s - max)`, read by its
+//! sum): a later reduction over the same dimensions loads the value the buffer holds and
+//! stores the next one over it, so each is computed once. The buffer holds one value at a
+//! time, so a reduction stores at most one, never one earlier in the chain than the one held,
+//! and loads the held one only before it stores.
 
-use tessera_hlo::{Computation, InstId, Opcode};
+use tessera_hlo::{Computation, ElementType, InstId, LayoutMap, Opcode};
 
 use super::{Emitter, Frame, Mark};
 use crate::emit::types;
-use crate::kernel::{IndexExpr, ValueId};
-use crate::passes::fusion::{is_expensive, reduces_input, walk_index_uses, Use};
+use crate::kernel::{BufId, IndexExpr, ValueId};
+use crate::passes::fusion::{not_duplicable, reduces_input, walk_index_uses, Use};
 use crate::LowerError;
 
-/// The instruction of `comp` to stage, if one qualifies (module doc): the first, in post
-/// order, that is expensive, has the root's exact shape, is read by a reduction, and reaches
-/// the root only through elementwise ops over its dimensions.
-pub(crate) fn candidate(comp: &Computation) -> Option<InstId> {
+/// The instructions of `comp` to stage (module doc), in post order: those fusion would not
+/// duplicate into several users (`fusion::not_duplicable`: expensive, or deep), that have
+/// the root's exact shape, are read by a reduction, and reach the root only through
+/// elementwise ops over their dimensions.
+pub(crate) fn candidates(comp: &Computation) -> Vec<InstId> {
     let root = comp.root_inst();
-    root.shape.as_array()?;
-    let users = comp.users();
-    comp.post_order().into_iter().find(|&p| {
-        let inst = comp.inst(p);
-        p != comp.root
-            && inst.shape == root.shape
-            && expensive(comp, p)
-            && users[p.index()].iter().any(|&u| reduces_input(comp.inst(u), p))
-            && walk_index_uses(
-                comp,
-                &users,
-                p,
-                |_, u| if u.opcode == Opcode::Reduce { Use::Stop } else { Use::Through },
-            )
-    })
-}
-
-/// Whether `p` holds an expensive op, up to the row values it reads (broadcasts) and the
-/// reductions and parameters it starts from.
-fn expensive(comp: &Computation, p: InstId) -> bool {
-    let mut stack = vec![p];
-    let mut seen = std::collections::HashSet::new();
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n) {
-            continue;
-        }
-        let inst = comp.inst(n);
-        if is_expensive(inst.opcode) {
-            return true;
-        }
-        if !matches!(inst.opcode, Opcode::Broadcast | Opcode::Reduce | Opcode::Parameter) {
-            stack.extend(inst.operands.iter().copied());
-        }
+    if root.shape.as_array().is_none() {
+        return Vec::new();
     }
-    false
+    let users = comp.users();
+    let costly = not_duplicable(comp);
+    comp.post_order()
+        .into_iter()
+        .filter(|&p| {
+            let inst = comp.inst(p);
+            p != comp.root
+                && inst.shape == root.shape
+                && costly[p.index()]
+                && users[p.index()].iter().any(|&u| reduces_input(comp.inst(u), p))
+                && walk_index_uses(
+                    comp,
+                    &users,
+                    p,
+                    |_, u| if u.opcode == Opcode::Reduce { Use::Stop } else { Use::Through },
+                )
+        })
+        .collect()
 }
 
 impl<'m> Emitter<'m> {
@@ -79,6 +74,7 @@ impl<'m> Emitter<'m> {
     ) -> Result<Option<ValueId>, LowerError> {
         let Some(out) = self.outputs.first() else { return Ok(None) };
         let (buf, map, et) = (out.buf, out.map.clone(), out.et);
+        let held = self.staging.held.as_ref().filter(|h| self.staging.ready.is_some() && h.0 == id);
         if self.staging.reducing > 0 {
             // In a serial reduction's loop the value would be computed an element at a time;
             // fusion stages only where the lane form runs (`reduce::has_lane_form`).
@@ -86,36 +82,66 @@ impl<'m> Emitter<'m> {
             if !(self.staging.lane && self.staging.evaluating_rows && one_grid_index) {
                 return Ok(None);
             }
+            // Once this reduction stored a value, the buffer no longer holds the one before.
+            if self.staging.stored.is_some() {
+                return Ok(None);
+            }
+            // The held value covers the rows of the reduction that stored it: this one reads
+            // the same elements when it reduces the same dimensions.
+            if held.is_some_and(|h| Some(&h.1) == self.staging.reducing_dims.as_ref()) {
+                return Ok(Some(self.load_staged(buf, &map, et, idx)));
+            }
+            let order = |x: InstId| self.staging.staged.iter().position(|&s| s == x);
+            if let Some(h) = &self.staging.held {
+                if self.staging.ready.is_some() && order(h.0) >= order(id) {
+                    return Ok(None);
+                }
+            }
             let v = self.elem_uncached(f, id, idx)?;
+            if self.staging.stored.is_some() {
+                return Ok(Some(v));
+            }
             let addr = self.layout_offset(&map, idx);
             let m = types::to_mem(&mut self.b, et, v);
             self.b.store(buf, addr, m);
-            self.staging.stored = true;
+            self.staging.stored = Some(id);
             return Ok(Some(v));
         }
-        if self.staging.ready.is_none() {
+        if held.is_none() {
             return Ok(None);
         }
-        let addr = self.layout_offset(&map, idx);
-        let v = self.b.load(buf, addr);
-        Ok(Some(types::from_mem(&mut self.b, et, v)))
+        Ok(Some(self.load_staged(buf, &map, et, idx)))
     }
 
-    /// Runs `reduce` (generating a reduction's loops), noting whether it staged values: then
-    /// they are readable in the scope the reduction began in, `outer`.
+    fn load_staged(&mut self, buf: BufId, map: &LayoutMap, et: ElementType, idx: &[IndexExpr]) -> ValueId {
+        let addr = self.layout_offset(map, idx);
+        let v = self.b.load(buf, addr);
+        types::from_mem(&mut self.b, et, v)
+    }
+
+    /// Runs `reduce` (generating the loops of a reduction over `dims`), noting what it
+    /// staged: that value is then readable in the scope the reduction began in, `outer`.
     pub(crate) fn staging_reduction<T>(
         &mut self,
         outer: Mark,
+        dims: &[i64],
         reduce: impl FnOnce(&mut Self) -> Result<T, LowerError>,
     ) -> Result<T, LowerError> {
-        let stored_before = std::mem::replace(&mut self.staging.stored, false);
+        // Reductions nested in one share its store.
+        if self.staging.reducing == 0 {
+            self.staging.stored = None;
+            self.staging.reducing_dims = Some(dims.to_vec());
+        }
         self.staging.reducing += 1;
         let result = reduce(self);
         self.staging.reducing -= 1;
-        if self.staging.stored && self.staging.reducing == 0 {
-            self.staging.ready = Some(outer);
+        if self.staging.reducing == 0 {
+            if let Some(id) = self.staging.stored.take() {
+                self.staging.held = self.staging.reducing_dims.take().map(|d| (id, d));
+                self.staging.ready = Some(outer);
+            }
+            self.staging.reducing_dims = None;
         }
-        self.staging.stored |= stored_before;
         result
     }
 
@@ -124,6 +150,7 @@ impl<'m> Emitter<'m> {
     pub(crate) fn staging_forget(&mut self, m: Mark) {
         if self.staging.ready.is_some_and(|r| m.0 <= r.0 && m.1 <= r.1) {
             self.staging.ready = None;
+            self.staging.held = None;
         }
     }
 }
@@ -131,8 +158,8 @@ impl<'m> Emitter<'m> {
 /// The staging state of a kernel's emission (module doc).
 #[derive(Default)]
 pub(crate) struct Staging {
-    /// The fused computation's instruction being staged, if any.
-    pub staged: Option<InstId>,
+    /// The fused computation's instructions that may be staged, in post order.
+    pub staged: Vec<InstId>,
     /// Reductions whose loops are being generated, and whether the innermost of them runs in
     /// the lane form (a vector loop along its row).
     pub reducing: usize,
@@ -142,9 +169,12 @@ pub(crate) struct Staging {
     /// Whether the output nest may use a grid, and whether its grid index is fixed here.
     pub grid_allowed: bool,
     pub in_grid: bool,
-    /// Whether the reduction being generated stored staged values.
-    pub stored: bool,
-    /// Where stored staged values became readable: the start of the scope of the reduction
-    /// that stored them.
+    /// The dimensions the outermost reduction being generated reduces, and the staged value
+    /// it stored, if any.
+    pub reducing_dims: Option<Vec<i64>>,
+    pub stored: Option<InstId>,
+    /// The staged value the output holds and the dimensions of the reduction that stored it,
+    /// and where it became readable: the start of the scope of that reduction.
+    pub held: Option<(InstId, Vec<i64>)>,
     pub ready: Option<Mark>,
 }

@@ -33,13 +33,15 @@
 //! consumer of a row value (a transpose, a tuple, a non-row reduce) keeps the reduce in a
 //! kernel of its own, as for every other reduce.
 //!
-//! An expensive value with several users, some row reductions reading it and the others
-//! elementwise ops over its dimensions (softmax's `exp(x - max)`, summed and divided by the
-//! sum), is *staged* rather than materialized when it would end in one kernel with those
-//! reductions and a root of its exact shape over more than one row (`staged_kernel`): the
-//! kernel stores it in its output as the reduction computes it and reads it back in the loop
-//! over the row (`emit::staging`), so softmax is one kernel that makes one pass over memory.
-//! Where it would not, it is decided again as materialized.
+//! A value with several users that is too costly to duplicate (expensive, or deeper than
+//! `MAX_DUPLICATED_DEPTH`), some row reductions reading it and the others elementwise ops over
+//! its dimensions (softmax's `exp(x - max)`, summed and divided by the sum; a masked
+//! softmax's scaled and masked scores, read by its max and by that `exp`), is *staged* rather
+//! than materialized when it would end in one kernel with those reductions and a root of its
+//! exact shape over more than one row (`staged_kernel`): the kernel stores it in its output
+//! as the reduction computes it and reads it back in the loop over the row (`emit::staging`),
+//! so softmax is one kernel that makes one pass over memory. Where it would not, it is
+//! decided again as materialized.
 //!
 //! A materialized instruction with inlined operands becomes a `fusion` (kind=kLoop, or kInput
 //! for a reduce root) calling a fused computation that holds it and its inlined producers;
@@ -213,30 +215,15 @@ impl Fusion {
             control.extend(inst.control_predecessors.iter().copied());
         }
         let mut inlined = vec![false; comp.instructions.len()];
-        let mut depth = vec![0usize; comp.instructions.len()];
-        // Whether an instruction, with what is inlined into it, contains an expensive op.
-        let mut expensive = vec![false; comp.instructions.len()];
-        let mut rows = vec![Rows::No; comp.instructions.len()];
+        let mut costs = vec![Cost::default(); comp.instructions.len()];
         for id in comp.post_order() {
             let p = comp.inst(id);
             if !computes(p) && !is_scalar_constant(p) {
                 continue;
             }
             let own_users = &users[id.index()];
-            let operand_rows: Vec<Rows> =
-                p.operands.iter().filter(|o| inlined[o.index()]).map(|o| rows[o.index()]).collect();
-            rows[id.index()] = row_kind(comp, p, &operand_rows);
-            // An expanding broadcast evaluates its row value once per row (the emitter hoists
-            // it out of the row's loop): what it holds is neither deep nor expensive per element.
-            let expands = rows[id.index()] == Rows::Expanded && !operand_rows.contains(&Rows::Expanded);
-            let fused_depth = if expands {
-                1
-            } else {
-                1 + p.operands.iter().filter(|o| inlined[o.index()]).map(|o| depth[o.index()]).max().unwrap_or(0)
-            };
-            depth[id.index()] = fused_depth;
-            expensive[id.index()] = !expands
-                && (is_expensive(p.opcode) || p.operands.iter().any(|o| inlined[o.index()] && expensive[o.index()]));
+            costs[id.index()] = Cost::of(comp, p, &inlined, &costs);
+            let Cost { rows: kind, depth: fused_depth, expensive } = costs[id.index()];
             let blocker: Option<&'static str> = if id == comp.root {
                 Some(if is_entry {
                     "the entry result is materialized"
@@ -244,7 +231,7 @@ impl Fusion {
                     "a computation's result is materialized"
                 })
             } else if let Some(reason) =
-                producer_blocker(p).filter(|_| rows[id.index()] != Rows::Value && !is_small_full_reduce(comp, p))
+                producer_blocker(p).filter(|_| kind != Rows::Value && !is_small_full_reduce(comp, p))
             {
                 Some(reason)
             } else if !p.control_predecessors.is_empty() || control.contains(&id) {
@@ -256,8 +243,8 @@ impl Fusion {
             for &u in own_users {
                 let verdict = match blocker {
                     Some(reason) => Err(reason),
-                    None => match rows[id.index()] {
-                        Rows::No => consumer_accepts(comp.inst(u), p, expensive[id.index()]),
+                    None => match kind {
+                        Rows::No => consumer_accepts(comp.inst(u), p, expensive),
                         kind => row_consumer_accepts(comp, comp.inst(u), id, kind),
                     },
                 };
@@ -266,19 +253,15 @@ impl Fusion {
             let all_accept = !own_users.is_empty() && verdicts.iter().all(|(_, v)| v.is_ok());
             let (inline, shared_reason) = if !all_accept {
                 (false, "another user cannot fuse it: materialized once")
-            } else if own_users.len() == 1 && rows[id.index()] == Rows::Value {
+            } else if own_users.len() == 1 && kind == Rows::Value {
                 (true, "single user (a row value: evaluated once per row)")
             } else if own_users.len() == 1 {
                 (true, "single user")
-            } else if rows[id.index()] == Rows::Value {
+            } else if kind == Rows::Value {
                 (true, "a row value costs one element per row: duplicated into every user")
-            } else if !expensive[id.index()] && is_cheap(p, fused_depth) {
+            } else if !expensive && is_cheap(p, fused_depth) {
                 (true, "cheap: duplicated into every user")
-            } else if rows[id.index()] != Rows::Value
-                && expensive[id.index()]
-                && !unstaged.contains(&id)
-                && stages(comp, id, own_users)
-            {
+            } else if !unstaged.contains(&id) && stages(comp, id, own_users) {
                 staged.push(id);
                 (true, "staged: its row kernel stores it in the output as its row reduction reads it, and its other users read it back")
             } else {
@@ -302,7 +285,50 @@ impl Fusion {
     }
 }
 
-/// Whether `p`, an expensive value with several users, can be staged
+/// What fusion weighs about an instruction, given which of its operands are inlined into it:
+/// its row kind, its fused depth (the longest chain of inlined ops ending in it, itself
+/// included) and whether it holds an expensive op.
+#[derive(Clone, Copy, Default)]
+struct Cost {
+    rows: Rows,
+    depth: usize,
+    expensive: bool,
+}
+
+impl Cost {
+    fn of(comp: &Computation, p: &Instruction, inlined: &[bool], costs: &[Cost]) -> Cost {
+        let inlined_operands = || p.operands.iter().filter(|o| inlined[o.index()]).map(|o| costs[o.index()]);
+        let operand_rows: Vec<Rows> = inlined_operands().map(|c| c.rows).collect();
+        let rows = row_kind(comp, p, &operand_rows);
+        // An expanding broadcast evaluates its row value once per row (the emitter hoists it
+        // out of the row's loop): what it holds is neither deep nor expensive per element.
+        let expands = rows == Rows::Expanded && !operand_rows.contains(&Rows::Expanded);
+        let depth = if expands { 1 } else { 1 + inlined_operands().map(|c| c.depth).max().unwrap_or(0) };
+        let expensive = !expands && (is_expensive(p.opcode) || inlined_operands().any(|c| c.expensive));
+        Cost { rows, depth, expensive }
+    }
+}
+
+/// The instructions of fused computation `comp` (every one inlined into its users) that
+/// fusion would not duplicate into several users: expensive, or too deep to be cheap. Where
+/// one is read by several users inside the fusion, fusion staged it (`emit::staging`).
+pub(crate) fn not_duplicable(comp: &Computation) -> Vec<bool> {
+    let all = vec![true; comp.instructions.len()];
+    let mut costs = vec![Cost::default(); comp.instructions.len()];
+    let mut out = vec![false; comp.instructions.len()];
+    for id in comp.post_order() {
+        let p = comp.inst(id);
+        if !computes(p) && !is_scalar_constant(p) {
+            continue;
+        }
+        let c = Cost::of(comp, p, &all, &costs);
+        costs[id.index()] = c;
+        out[id.index()] = c.expensive || !is_cheap(p, c.depth);
+    }
+    out
+}
+
+/// Whether `p`, a value with several users that fusion would not duplicate, can be staged
 /// (`emit::staging`): some user is a row reduction reading it, and the others are elementwise
 /// ops over its own dimensions, which read it at the index they compute.
 fn stages(comp: &Computation, p: InstId, users: &[InstId]) -> bool {
@@ -455,8 +481,9 @@ fn producer_blocker(p: &Instruction) -> Option<&'static str> {
 /// elementwise ops and further row reductions. The emitter evaluates a row value once per row,
 /// before the loop over the row's elements (`emit::rows`), so such a kernel reads each row from
 /// memory once and from cache after that.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 enum Rows {
+    #[default]
     No,
     Value,
     Expanded,

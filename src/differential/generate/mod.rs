@@ -719,16 +719,44 @@ mod tests {
         assert!(seen.iter().all(|&n| n > 0), "a rule never rewrote: {}", tally.join(", "));
     }
 
-    /// Some generated programs hold a row kernel that fusion stages (`emit::staging`), some a
+    /// Some generated programs hold a row kernel that fusion stages (`emit::staging`), some
+    /// one staging a chain of values (a lane reduction loading one staged value and storing
+    /// the next over it), some a
     /// kernel of merged sibling loops and some one of merged sibling column reductions
     /// (`multi_output_fusion`), some a column reduction split into blocks of rows
     /// (`tree_reduction`), so the differential tests check these kinds of kernel against the
     /// interpreter.
     #[test]
     fn staged_and_multi_output_kernels_are_generated() {
-        let (mut staged, mut siblings, mut reductions, mut blocks) = (0, 0, 0, 0);
+        use tessera_lower::kernel::{BufId, Op, Stmt};
+        /// Whether a lane reduction in `body` both loads and stores `buf`.
+        fn chains(body: &[Stmt], buf: BufId) -> bool {
+            fn touches(body: &[Stmt], buf: BufId) -> (bool, bool) {
+                body.iter().fold((false, false), |(l, s), st| {
+                    let (l2, s2) = match st {
+                        Stmt::Let(_, Op::Load { buf: b, .. }) => (*b == buf, false),
+                        Stmt::Store { buf: b, .. } => (false, *b == buf),
+                        Stmt::Loop(lp) => touches(&lp.body, buf),
+                        Stmt::If { then_body, else_body, .. } => {
+                            let (a, b) = (touches(then_body, buf), touches(else_body, buf));
+                            (a.0 || b.0, a.1 || b.1)
+                        }
+                        _ => (false, false),
+                    };
+                    (l || l2, s || s2)
+                })
+            }
+            body.iter().any(|st| match st {
+                Stmt::Loop(lp) if !lp.reductions.is_empty() => touches(&lp.body, buf) == (true, true),
+                Stmt::Loop(lp) => chains(&lp.body, buf),
+                Stmt::If { then_body, else_body, .. } => chains(then_body, buf) || chains(else_body, buf),
+                _ => false,
+            })
+        }
+        let (mut staged, mut chained, mut siblings, mut reductions, mut blocks) = (0, 0, 0, 0, 0);
         for seed in 0..400 {
-            let mut module = generate(seed, &Options::default()).unwrap().module;
+            let program = generate(seed, &Options::default()).unwrap();
+            let mut module = program.module.clone();
             let mut pipeline = tessera_lower::passes::standard_pipeline(true, true);
             pipeline.run(&mut module).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
             let reports = pipeline.reports();
@@ -737,12 +765,20 @@ mod tests {
             siblings += usize::from(says("(sibling:"));
             reductions += usize::from(says("(sibling reduction:"));
             blocks += usize::from(says("(a grid over the blocks)"));
+            if says("(staged:") {
+                let lowered = tessera_lower::lower_module(&program.module, &Default::default())
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                chained += usize::from(lowered.kernels.iter().any(|k| {
+                    k.buffers.iter().enumerate().any(|(i, b)| b.writable && chains(&k.body, BufId(i as u32)))
+                }));
+            }
         }
         println!(
-            "of 400 programs: {staged} with a staged row kernel, {siblings} with merged sibling loops, \
-             {reductions} with merged sibling reductions, {blocks} with a column reduction in blocks"
+            "of 400 programs: {staged} with a staged row kernel ({chained} staging a chain), {siblings} with merged \
+             sibling loops, {reductions} with merged sibling reductions, {blocks} with a column reduction in blocks"
         );
         assert!(staged > 0, "no generated program stages a row kernel");
+        assert!(chained > 0, "no generated program stages a chain of values");
         assert!(siblings > 0, "no generated program merges sibling loops");
         assert!(reductions > 0, "no generated program merges sibling reductions");
         assert!(blocks > 0, "no generated program splits a column reduction into blocks");

@@ -491,7 +491,7 @@ impl Gen {
         let Kind::Float(w) = kind(ty) else { return None };
         let kept = self.rng.range(1, dims.len() as i64 - 1) as usize;
         let n: i64 = dims[kept..].iter().product();
-        if self.rng.chance(0.3) {
+        if self.rng.chance(0.5) {
             return self.staged_row_pattern();
         }
         let (op, init, rf) = if self.rng.chance(0.5) {
@@ -533,6 +533,9 @@ impl Gen {
     /// reads and its other user reads again, which fusion stages in the row kernel's output
     /// (`emit::staging`) when the kernel's root has its shape.
     fn staged_row_pattern(&mut self) -> Option<usize> {
+        if self.rng.chance(0.5) {
+            return self.staged_chain_pattern();
+        }
         let ty = ElementType::F32;
         // Rows of 32 to 60 elements in [-2, 0] (softmax's `x - max` range): sums of their
         // exps stay within a noisy value's magnitude.
@@ -555,6 +558,83 @@ impl Gen {
         let (sum, b) = self.reduce_rows(e, kept, "add", "0", sf);
         let out = self.push_op(ty, dims, qf, format!("divide({}, {})", self.name(e), self.name(b)));
         self.used(&[a, e, sum, b]);
+        Some(out)
+    }
+
+    /// Softmax with its max over scores scaled by a constant that is not a power of two (as
+    /// attention's `s / sqrt(d)`), `a` a new f32 parameter; sometimes masked to -200 past the
+    /// row's index plus half a row (a causal mask's shape), whose exps are 0 without `exp`'s
+    /// edge routine. The scores (read by the max) and their exps (read by the sum) are both
+    /// expensive, so the row kernel stages them in turn (`emit::staging`).
+    fn staged_chain_pattern(&mut self) -> Option<usize> {
+        let ty = ElementType::F32;
+        let (rows, n) = (self.rng.range(2, 5), self.rng.range(32, 60));
+        let dims = vec![rows, n];
+        let number = self.params_len();
+        let dist = ArgDist::Uniform { lo: -2.0, hi: 2.0 };
+        let a = self.param_with(ty, dims.clone(), dist, Facts::exact(-2.0, 2.0), number);
+        let three = self.constant(ty, "3");
+        let threes =
+            self.push_op(ty, dims.clone(), Facts::exact(3.0, 3.0), format!("broadcast({three}), dimensions={{}}"));
+        let k = kind(ty);
+        let sf = facts::binary("divide", k, self.vals[a].facts, Facts::exact(3.0, 3.0))?;
+        let mut scores = self.push_op(ty, dims.clone(), sf, format!("divide({}, {})", self.name(a), self.name(threes)));
+        let mut used = vec![a, threes, scores];
+        let mut lo = sf.lo;
+        if self.rng.chance(0.5) {
+            let s32 = ElementType::S32;
+            let row = self.push_op(
+                s32,
+                dims.clone(),
+                Facts::exact(0.0, (rows - 1) as f64),
+                "iota(), iota_dimension=0".into(),
+            );
+            let col =
+                self.push_op(s32, dims.clone(), Facts::exact(0.0, (n - 1) as f64), "iota(), iota_dimension=1".into());
+            let half = self.constant(s32, &(n / 2).to_string());
+            let halves = self.push_op(
+                s32,
+                dims.clone(),
+                Facts::exact((n / 2) as f64, (n / 2) as f64),
+                format!("broadcast({half}), dimensions={{}}"),
+            );
+            let limit_f = Facts::exact((n / 2) as f64, (rows - 1 + n / 2) as f64);
+            let limit =
+                self.push_op(s32, dims.clone(), limit_f, format!("add({}, {})", self.name(row), self.name(halves)));
+            let keep = self.push_op(
+                ElementType::Pred,
+                dims.clone(),
+                Facts::exact(0.0, 1.0),
+                format!("compare({}, {}), direction=LE", self.name(col), self.name(limit)),
+            );
+            let masked = self.constant(ty, "-200");
+            let fill = self.push_op(
+                ty,
+                dims.clone(),
+                Facts::exact(-200.0, -200.0),
+                format!("broadcast({masked}), dimensions={{}}"),
+            );
+            lo = -200.0;
+            let mf = Facts { lo, hi: sf.hi, exact: false };
+            let select = format!("select({}, {}, {})", self.name(keep), self.name(scores), self.name(fill));
+            let m = self.push_op(ty, dims.clone(), mf, select);
+            used.extend([row, col, halves, limit, keep, fill, m]);
+            scores = m;
+        }
+        let kept = 1;
+        let rf = Facts { lo, hi: sf.hi, exact: false };
+        let (max, mb) = self.reduce_rows(scores, kept, "maximum", "-inf", rf);
+        let df = Facts { lo: lo - sf.hi, hi: 0.0, exact: false };
+        let d = self.push_op(ty, dims.clone(), df, format!("subtract({}, {})", self.name(scores), self.name(mb)));
+        let ef = facts::unary("exponential", k, df)?;
+        let e = self.push_op(ty, dims.clone(), ef, format!("exponential({})", self.name(d)));
+        // The row's max contributes exp(0) = 1, so every sum is at least 1.
+        let sum_f = Facts { lo: 1.0, hi: ef.hi * n as f64, exact: false };
+        let (sum, sb) = self.reduce_rows(e, kept, "add", "0", sum_f);
+        let qf = facts::binary("divide", k, ef, sum_f)?;
+        let out = self.push_op(ty, dims, qf, format!("divide({}, {})", self.name(e), self.name(sb)));
+        used.extend([max, mb, d, e, sum, sb]);
+        self.used(&used);
         Some(out)
     }
 

@@ -10,6 +10,9 @@
 //! changes nothing, a broadcast onto the same dimensions, a full slice, a zero pad, a
 //! concatenate or reverse of nothing, a select on a constant predicate.
 //!
+//! `x / c` becomes `x * (1 / c)` for a constant power of two whose reciprocal the type holds:
+//! the same bits (both round one exact quotient), a multiply instead of a divide.
+//!
 //! Chains merged: reshape of reshape, transpose of transpose, broadcast of broadcast, slice of
 //! slice, and convert of an exact widening convert (`convert(convert(x: bf16 -> f32) -> f64)`
 //! is `convert(x -> f64)`; a narrowing inner convert rounds, so it stays, and an integer
@@ -28,9 +31,9 @@ use std::collections::HashMap;
 
 use tessera_hlo::corpus::tolerance::values;
 use tessera_hlo::ir::{AttrList, AttrValue, SliceRange};
-use tessera_hlo::{CompId, Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{become_op, forward, rewrite_each, Forwards};
+use super::rewrite::{add_constant, become_op, forward, rewrite_each, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -83,6 +86,7 @@ fn simplify(
         }
     }
     merge_chain(comp, id)
+        .or_else(|| divide_by_power_of_two(comp, id))
         .or_else(|| data_movement::fold(comp, id))
         .or_else(|| compare_select::canonical(comp, id))
         .or_else(|| match comp.inst(id).opcode {
@@ -190,6 +194,49 @@ fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'static str)> {
         },
         _ => return None,
     })
+}
+
+/// `x / c` as `x * (1 / c)` where `c` is a constant power of two whose reciprocal the type
+/// holds exactly. Both compute the same exact quotient and round it once, so the bits are the
+/// same for every `x` (XLA's rule inverts every constant divisor, rounding the reciprocal; this
+/// keeps only the exact case), and a multiply costs a fraction of a divide: attention scales
+/// its scores by `1 / sqrt(64)` as `s / 8`.
+fn divide_by_power_of_two(comp: &mut Computation, id: InstId) -> Option<&'static str> {
+    let inst = comp.inst(id);
+    let (Opcode::Divide, &[x, c]) = (inst.opcode, inst.operands.as_slice()) else { return None };
+    let et = inst.shape.element_type();
+    let v = splat(comp, c)?;
+    // A normal f64 with no fraction bits is a power of two; every narrower float's is normal
+    // as an f64.
+    if !v.is_normal() || v.to_bits() & ((1u64 << 52) - 1) != 0 {
+        return None;
+    }
+    let reciprocal = exact_float(et, 1.0 / v)?;
+    let (name, c_shape) = (inst.name.clone(), comp.inst(c).shape.clone());
+    let r = add_constant(comp, &format!("{name}.reciprocal"), reciprocal);
+    let r = if c_shape.rank() == 0 {
+        r
+    } else {
+        comp.add(
+            Instruction::new(comp.unique_name(&format!("{name}.reciprocals")), Opcode::Broadcast, c_shape, vec![r])
+                .with_attr("dimensions", AttrValue::Ints(vec![])),
+        )
+    };
+    become_op(comp, id, Opcode::Multiply, vec![x, r]);
+    Some("x / 2^k = x * 2^-k (the reciprocal exact)")
+}
+
+/// `v` as a scalar float literal of type `et`, if `et` holds it exactly.
+fn exact_float(et: ElementType, v: f64) -> Option<Literal> {
+    let bits: u128 = match et {
+        ElementType::F64 => u128::from(v.to_bits()),
+        ElementType::F32 => u128::from((v as f32).to_bits()),
+        ElementType::F16 => u128::from(half::f16::from_f64(v).to_bits()),
+        ElementType::BF16 => u128::from(half::bf16::from_f64(v).to_bits()),
+        _ => return None,
+    };
+    let lit = Literal::from_bits_vec(Shape::scalar(et), vec![bits]).ok()?;
+    (values(&lit).ok()?.first() == Some(&v)).then_some(lit)
 }
 
 /// Merges `id` with its operand when both are of one kind, in place.
