@@ -239,6 +239,23 @@ fn scatters_in_place_agree_with_the_interpreter() {
     );
 }
 
+/// An embedding gradient's shape: many updates into a few rows (rows repeat, and their
+/// updates add in order), each window a contiguous row that runs in lanes with a peeled tail
+/// (40 f32 or bf16, 12 f64), in the operand's buffer.
+#[test]
+fn scatter_rows_in_lanes_add_repeated_rows_in_order() {
+    for (t, w) in [("f32", 40), ("f64", 12), ("bf16", 40)] {
+        let add =
+            format!("add {{\n  a = {t}[] parameter(0)\n  b = {t}[] parameter(1)\n  ROOT r = {t}[] add(a, b)\n}}\n\n");
+        let body = format!(
+            "p = {t}[20,{w}]{{1,0}} parameter(0)\n  i = s32[48,1]{{1,0}} parameter(1)\n  u = {t}[48,{w}]{{1,0}} parameter(2)\n  \
+             x = {t}[20,{w}]{{1,0}} negate(p)\n  ROOT s = {t}[20,{w}]{{1,0}} scatter(x, i, u), update_window_dims={{1}}, \
+             inserted_window_dims={{0}}, scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=add"
+        );
+        check_with(&add, &body);
+    }
+}
+
 #[test]
 fn scatter_layouts_index_types_and_order() {
     // Adds into a tiled operand from column-major updates, s64 indices (out-of-bounds windows

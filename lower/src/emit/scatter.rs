@@ -7,14 +7,15 @@
 //!
 //! Positions run sequentially on one grid index: two positions may hit the same operand
 //! element, and XLA's result is the updates applied in order. Within one window the operand
-//! elements are distinct, but a window is usually small, so splitting it across threads would
-//! not pay for the launch.
+//! elements are distinct, so the window's innermost loop runs in lanes where it is contiguous
+//! (an embedding gradient's rows); a window is usually small, so splitting it across threads
+//! would not pay for the launch.
 
 use tessera_hlo::InstId;
 
 use super::gather::{dims_attr, DimNumbers, StartIndices};
 use super::{index, types, Emitter, Frame};
-use crate::kernel::{CmpOp, Const, IndexExpr, Op, Ty, ValueId};
+use crate::kernel::{CmpOp, Const, IndexExpr, Op, Tail, Ty, ValueId};
 use crate::LowerError;
 
 /// What the update phase needs, checked once.
@@ -253,9 +254,28 @@ impl<'m> Emitter<'m> {
         ui[u] = index::var(v);
         let r = self.scatter_window(f, plan, base, ui, w);
         w.pop();
-        self.b.end_loop();
+        // A window's elements are distinct operand elements, so its innermost loop may run in
+        // lanes; along the outputs' contiguous dimension (an embedding row) it does.
+        let width = if t + 1 == plan.window_shape.len() { self.window_lanes(plan, n) } else { 1 };
+        let tail = if width > 1 && n % i64::from(width) != 0 { Tail::Peel } else { Tail::None };
+        self.b.end_loop_vectorized(width, tail);
         self.forget_since(mark);
         r
+    }
+
+    /// The vector width of the innermost window loop (`n` iterations over the last window
+    /// dimension): 1 unless that dimension is contiguous in every output (row-major, untiled,
+    /// and the operand's last dimension).
+    fn window_lanes(&self, plan: &Plan, n: i64) -> u32 {
+        let Some(&d) = plan.dn.window_dims.last() else { return 1 };
+        let contiguous = self.outputs.iter().all(|o| o.map.is_identity() && d + 1 == o.map.dims().len());
+        if !contiguous {
+            return 1;
+        }
+        let update_bits =
+            plan.updates.iter().filter_map(|&u| self.comp.inst(u).shape.as_array()).map(|a| a.element_type.bit_width());
+        let bits = self.outputs.iter().map(|o| o.mem.bits()).chain(update_bits).max().unwrap_or(0);
+        super::nest::vector_width(bits, n)
     }
 
     fn scatter_element(
