@@ -8,7 +8,6 @@
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::text::parse_module;
 use tessera_hlo::Literal;
-use tessera_lower::kernel::{BufId, Op, Stmt};
 use tessera_lower::{lower_module, LowerOptions};
 
 mod tier_support;
@@ -41,38 +40,12 @@ fn masked_softmax(dims: &str, scale: &str, fill: &str, root: &str) -> String {
     )
 }
 
-/// Whether some kernel of `text`'s program has a lane reduction that loads its output and
-/// stores it: a staged value loaded and the next one stored over it.
+/// Whether some kernel of `text`'s program stages a chain: a lane reduction that loads its
+/// output and stores it (a staged value loaded and the next one stored over it).
 fn stages_a_chain(text: &str) -> bool {
-    fn touches(body: &[Stmt], buf: BufId) -> (bool, bool) {
-        body.iter().fold((false, false), |(l, s), st| {
-            let (l2, s2) = match st {
-                Stmt::Let(_, Op::Load { buf: b, .. }) => (*b == buf, false),
-                Stmt::Store { buf: b, .. } => (false, *b == buf),
-                Stmt::Loop(lp) => touches(&lp.body, buf),
-                Stmt::If { then_body, else_body, .. } => {
-                    let (a, b) = (touches(then_body, buf), touches(else_body, buf));
-                    (a.0 || b.0, a.1 || b.1)
-                }
-                _ => (false, false),
-            };
-            (l || l2, s || s2)
-        })
-    }
-    fn chains(body: &[Stmt], buf: BufId) -> bool {
-        body.iter().any(|st| match st {
-            Stmt::Loop(lp) if !lp.reductions.is_empty() => touches(&lp.body, buf) == (true, true),
-            Stmt::Loop(lp) => chains(&lp.body, buf),
-            Stmt::If { then_body, else_body, .. } => chains(then_body, buf) || chains(else_body, buf),
-            _ => false,
-        })
-    }
     let module = parse_module(text).unwrap();
     let program = lower_module(&module, &LowerOptions::default()).unwrap();
-    program
-        .kernels
-        .iter()
-        .any(|k| k.buffers.iter().enumerate().any(|(i, b)| b.writable && chains(&k.body, BufId(i as u32))))
+    program.kernels.iter().any(tessera::differential::kernel_kinds::stages_a_chain)
 }
 
 /// Runs `text` on the interpreter and both tiers: the tiers bit for bit alike, and within f32's

@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod generate;
 pub mod inputs;
+pub mod kernel_kinds;
 pub mod rng;
 pub mod run;
 

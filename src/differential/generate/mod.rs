@@ -728,31 +728,6 @@ mod tests {
     /// interpreter.
     #[test]
     fn staged_and_multi_output_kernels_are_generated() {
-        use tessera_lower::kernel::{BufId, Op, Stmt};
-        /// Whether a lane reduction in `body` both loads and stores `buf`.
-        fn chains(body: &[Stmt], buf: BufId) -> bool {
-            fn touches(body: &[Stmt], buf: BufId) -> (bool, bool) {
-                body.iter().fold((false, false), |(l, s), st| {
-                    let (l2, s2) = match st {
-                        Stmt::Let(_, Op::Load { buf: b, .. }) => (*b == buf, false),
-                        Stmt::Store { buf: b, .. } => (false, *b == buf),
-                        Stmt::Loop(lp) => touches(&lp.body, buf),
-                        Stmt::If { then_body, else_body, .. } => {
-                            let (a, b) = (touches(then_body, buf), touches(else_body, buf));
-                            (a.0 || b.0, a.1 || b.1)
-                        }
-                        _ => (false, false),
-                    };
-                    (l || l2, s || s2)
-                })
-            }
-            body.iter().any(|st| match st {
-                Stmt::Loop(lp) if !lp.reductions.is_empty() => touches(&lp.body, buf) == (true, true),
-                Stmt::Loop(lp) => chains(&lp.body, buf),
-                Stmt::If { then_body, else_body, .. } => chains(then_body, buf) || chains(else_body, buf),
-                _ => false,
-            })
-        }
         let (mut staged, mut chained, mut siblings, mut reductions, mut blocks) = (0, 0, 0, 0, 0);
         for seed in 0..400 {
             let program = generate(seed, &Options::default()).unwrap();
@@ -768,9 +743,7 @@ mod tests {
             if says("(staged:") {
                 let lowered = tessera_lower::lower_module(&program.module, &Default::default())
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-                chained += usize::from(lowered.kernels.iter().any(|k| {
-                    k.buffers.iter().enumerate().any(|(i, b)| b.writable && chains(&k.body, BufId(i as u32)))
-                }));
+                chained += usize::from(lowered.kernels.iter().any(crate::differential::kernel_kinds::stages_a_chain));
             }
         }
         println!(
