@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Benchmark programs JAX makes that the corpus lacks: loop-heavy ones (many small steps) and
 model blocks (a GPT-2 style transformer block, forward and training step; a ResNet block with
-batch norm, forward and backward; a bf16 attention block), as HLO text plus arguments.
+batch norm, forward and backward; a bf16 attention block; causal f32 attention; an embedding
+lookup's gradient), as HLO text plus arguments.
 
 usage: python3 benches/models/programs.py OUT_DIR [NAME...]
 writes OUT_DIR/NAME/module.hlo and OUT_DIR/NAME/args/{0,1,...}.npy for every program (or the
@@ -225,6 +226,35 @@ def mha_bf16():
     return f, [p, x]
 
 
+def attention_causal():
+    """Causal self-attention in f32 (2 x 8 heads x 512 tokens, head dim 128) as decoders write
+    it: scores scaled by 1/sqrt(128) (not a power of two), masked to -inf above the diagonal,
+    softmax, then the weighted values."""
+    rng = np.random.default_rng(8)
+    q, k, v = (rng.standard_normal((2, 8, 512, 128)).astype(np.float32) for _ in range(3))
+
+    def f(q, k, v):
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / jnp.sqrt(jnp.float32(128))
+        mask = jnp.tril(jnp.ones((512, 512), bool))
+        p = jax.nn.softmax(jnp.where(mask, s, -jnp.inf), axis=-1)
+        return jnp.einsum("bhqk,bhkd->bhqd", p, v)
+
+    return f, [q, k, v]
+
+
+def embedding_grad():
+    """An embedding lookup (a 32000 x 512 f32 table, 8 x 512 token ids) and its gradient: a
+    gather, then a scatter-add of 4096 rows into a zero table."""
+    rng = np.random.default_rng(9)
+    table = (rng.standard_normal((32000, 512)) * 0.02).astype(np.float32)
+    ids = rng.integers(0, 32000, (8, 512)).astype(np.int32)
+
+    def f(table, ids):
+        return jax.value_and_grad(lambda t: jnp.sum(jnp.tanh(jnp.take(t, ids, axis=0)) ** 2))(table)
+
+    return f, [table, ids]
+
+
 PROGRAMS = {
     "binary_search_loop": binary_search_loop,
     "ds_scan_bf16": ds_scan_bf16,
@@ -234,6 +264,8 @@ PROGRAMS = {
     "gpt2_train_step": gpt2_train_step,
     "resnet_block_train": resnet_block_train,
     "mha_bf16": mha_bf16,
+    "attention_causal": attention_causal,
+    "embedding_grad": embedding_grad,
 }
 
 
