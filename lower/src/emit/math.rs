@@ -462,8 +462,8 @@ fn exp_full<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     // scale2_tiny assembles subnormals from their bits without a microcode assist per lane.
     // Kernels run the normal routine on every lane, so its argument is clamped into the range
     // (no subnormal products there); a lane whose clamp moved it, or a NaN, takes the edge
-    // routine's result. The clamps are compare-selects, which vector code does in one min or
-    // max each.
+    // routine's result (or, beyond that routine's own clamps, its constant result). The clamps
+    // are compare-selects, which vector code does in one min or max each.
     let hi = m.f(88.0);
     let lo = m.f(-86.6);
     let big = m.gt(x, hi);
@@ -1603,8 +1603,8 @@ mod tests {
         assert!(scale2_tiny(&mut e, f32::NAN, -140).is_nan());
     }
 
-    /// The edge routine's result beyond its clamps is the constant the normal routine selects
-    /// there, with FMA or without.
+    /// The edge routine's result beyond its clamps is the constant `exp` selects there without
+    /// running it, with FMA or without.
     #[test]
     fn exp_far_edges_are_constants() {
         for fma in [false, true] {
