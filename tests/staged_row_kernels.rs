@@ -3,7 +3,7 @@
 //! them, each computed once. Both JIT tiers must agree with each other bit for bit and with
 //! the interpreter within f32's tolerance, including where the output reads a value after the
 //! buffer stopped holding it (it must compute it again). Masked lanes hold -inf and finite
-//! fills far below `exp`'s range, which its normal routine turns into 0.
+//! fills far below `exp`'s range, whose 0 `exp` selects without running its edge routine.
 
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::text::parse_module;
