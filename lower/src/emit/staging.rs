@@ -74,7 +74,7 @@ impl<'m> Emitter<'m> {
     ) -> Result<Option<ValueId>, LowerError> {
         let Some(out) = self.outputs.first() else { return Ok(None) };
         let (buf, map, et) = (out.buf, out.map.clone(), out.et);
-        let held = self.staging.held.as_ref().filter(|h| self.staging.ready.is_some() && h.0 == id);
+        let held = self.staging.held.as_ref().filter(|h| h.value == id);
         if self.staging.reducing > 0 {
             // In a serial reduction's loop the value would be computed an element at a time;
             // fusion stages only where the lane form runs (`reduce::has_lane_form`).
@@ -88,14 +88,12 @@ impl<'m> Emitter<'m> {
             }
             // The held value covers the rows of the reduction that stored it: this one reads
             // the same elements when it reduces the same dimensions.
-            if held.is_some_and(|h| Some(&h.1) == self.staging.reducing_dims.as_ref()) {
+            if held.is_some_and(|h| Some(&h.dims) == self.staging.reducing_dims.as_ref()) {
                 return Ok(Some(self.load_staged(buf, &map, et, idx)));
             }
             let order = |x: InstId| self.staging.staged.iter().position(|&s| s == x);
-            if let Some(h) = &self.staging.held {
-                if self.staging.ready.is_some() && order(h.0) >= order(id) {
-                    return Ok(None);
-                }
+            if self.staging.held.as_ref().is_some_and(|h| order(h.value) >= order(id)) {
+                return Ok(None);
             }
             let v = self.elem_uncached(f, id, idx)?;
             if self.staging.stored.is_some() {
@@ -136,11 +134,10 @@ impl<'m> Emitter<'m> {
         let result = reduce(self);
         self.staging.reducing -= 1;
         if self.staging.reducing == 0 {
-            if let Some(id) = self.staging.stored.take() {
-                self.staging.held = self.staging.reducing_dims.take().map(|d| (id, d));
-                self.staging.ready = Some(outer);
+            let dims = self.staging.reducing_dims.take().unwrap_or_default();
+            if let Some(value) = self.staging.stored.take() {
+                self.staging.held = Some(Held { value, dims, since: outer });
             }
-            self.staging.reducing_dims = None;
         }
         result
     }
@@ -148,8 +145,7 @@ impl<'m> Emitter<'m> {
     /// Called as the scope that began at `m` ends: staged values stored in it are no longer
     /// known to be there for the code that follows.
     pub(crate) fn staging_forget(&mut self, m: Mark) {
-        if self.staging.ready.is_some_and(|r| m.0 <= r.0 && m.1 <= r.1) {
-            self.staging.ready = None;
+        if self.staging.held.as_ref().is_some_and(|h| m.0 <= h.since.0 && m.1 <= h.since.1) {
             self.staging.held = None;
         }
     }
@@ -173,8 +169,15 @@ pub(crate) struct Staging {
     /// it stored, if any.
     pub reducing_dims: Option<Vec<i64>>,
     pub stored: Option<InstId>,
-    /// The staged value the output holds and the dimensions of the reduction that stored it,
-    /// and where it became readable: the start of the scope of that reduction.
-    pub held: Option<(InstId, Vec<i64>)>,
-    pub ready: Option<Mark>,
+    /// The staged value the output holds, if any.
+    pub held: Option<Held>,
+}
+
+/// A staged value the kernel's output holds: which one, the dimensions of the reduction that
+/// stored it (the rows it covers), and where it became readable: the start of the scope of
+/// that reduction, which it stays readable in.
+pub(crate) struct Held {
+    pub value: InstId,
+    pub dims: Vec<i64>,
+    pub since: Mark,
 }
