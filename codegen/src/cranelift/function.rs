@@ -39,7 +39,7 @@ pub(crate) fn mem_flags() -> MemFlagsData {
 pub(crate) struct Translator<'a, 'f> {
     pub b: FunctionBuilder<'f>,
     pub kernel: &'a Kernel,
-    module: &'a mut dyn Module,
+    pub(crate) module: &'a mut dyn Module,
     symbols: &'a [&'static str],
     values: Vec<Option<(Value, Ty)>>,
     locals: Vec<Option<(Variable, Ty)>>,
@@ -56,6 +56,8 @@ pub(crate) struct Translator<'a, 'f> {
     /// Set while a vector body is translated as one of two halves sharing 16-bit accesses
     /// (`vector::Halves`).
     pub(crate) halves: Option<super::vector::Halves>,
+    /// The function's vector constants loaded from memory (`vector_consts`).
+    pub(crate) consts: super::vector_consts::ConstTable,
 }
 
 fn slot<'t, T>(table: &'t mut Vec<Option<T>>, id: u32, what: &str) -> Result<&'t mut Option<T>> {
@@ -92,11 +94,13 @@ pub(crate) fn translate(
         hoisted: HashMap::new(),
         imports: HashMap::new(),
         halves: None,
+        consts: Default::default(),
     };
     t.entry()?;
     let config = t.module.target_config();
-    t.b.finalize(config);
-    Ok(())
+    let Translator { b, module, consts, .. } = t;
+    b.finalize(config);
+    consts.define(module)
 }
 
 impl Translator<'_, '_> {

@@ -13,6 +13,7 @@ mod index;
 mod memory;
 mod ops;
 mod vector;
+mod vector_consts;
 
 use cranelift_codegen::ir::{types, AbiParam, Signature};
 use cranelift_codegen::isa::TargetIsa;

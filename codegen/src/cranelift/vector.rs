@@ -426,7 +426,7 @@ fn uniform_type(t: &Translator, op: &Op) -> Option<Ty> {
 }
 
 /// Every value `op` reads, index sources included.
-fn operands(op: &Op) -> Vec<ValueId> {
+pub(crate) fn operands(op: &Op) -> Vec<ValueId> {
     let sources = |index: &IndexExpr| {
         index
             .terms
@@ -488,8 +488,11 @@ impl Translator<'_, '_> {
         // One preheader for all loops, so the hoisted index parts dominate the tail too.
         self.hoist(&l.body)?;
         self.hoist_uniform(l, &plan)?;
+        let is_varying = |id: ValueId| plan.varying.contains_key(&id);
+        let consts = self.constants_before(&l.body, &is_varying)?;
         if paired_end > l.start {
             let (var, body, exit) = self.open_rotated_loop(l.start);
+            self.constants_enter(consts);
             for upper in [false, true] {
                 self.bind_var_at(l.var, var, if upper { plan.lanes } else { 0 })?;
                 self.enter_half(upper);
@@ -498,15 +501,18 @@ impl Translator<'_, '_> {
                 done.inspect_err(|_| self.halves = None)?;
             }
             self.halves = None;
+            self.constants_latch();
             self.latch(var, pair, paired_end, body, exit);
             self.undefine_lets(l);
         }
         // The four lanes left over from the pairs (at most one iteration), or the whole loop.
         if main_end > paired_end {
             let (var, body, exit) = self.open_rotated_loop(paired_end);
+            self.constants_enter(consts);
             self.bind_var(l.var, var)?;
             self.vector_body(l, &plan, &HashMap::new())?;
             self.unbind_var(l.var);
+            self.constants_latch();
             self.latch(var, plan.lanes, main_end, body, exit);
             self.undefine_lets(l);
         }
@@ -585,7 +591,12 @@ impl Translator<'_, '_> {
                 self.hoist_uniform(l, plan)?;
             }
             let paired = copies % 2 == 0 && plan.as_ref().is_some_and(|p| pairs_halves(l, p, |b| self.writable(b)));
+            let consts = match &plan {
+                Some(plan) => self.constants_before(&l.body, &|id| plan.varying.contains_key(&id))?,
+                None => None,
+            };
             let (var, body, exit) = self.open_rotated_loop(l.start);
+            self.constants_enter(consts);
             for c in 0..copies {
                 self.bind_var_at(l.var, var, c * native)?;
                 match &plan {
@@ -613,6 +624,7 @@ impl Translator<'_, '_> {
                 }
                 self.unbind_var(l.var);
             }
+            self.constants_latch();
             self.latch(var, w, main_end, body, exit);
             self.undefine_lets(l);
             for (r, a) in l.reductions.iter().zip(&accs) {
@@ -797,7 +809,7 @@ impl Translator<'_, '_> {
         } else {
             s
         };
-        Ok(self.b.ins().splat(vt, lane))
+        Ok(self.splat_lanes(vt, lane))
     }
 
     /// Whether `v` is a splat of a zero constant (all bits clear).
@@ -888,7 +900,7 @@ impl Translator<'_, '_> {
                     } else {
                         self.b.ins().f32const(Ieee32::with_bits(bits as u32))
                     };
-                    let mask = self.b.ins().splat(vt, lane);
+                    let mask = self.splat_lanes(vt, lane);
                     return Ok(if *op == UnOp::Neg { self.b.ins().bxor(x, mask) } else { self.b.ins().band(x, mask) });
                 }
                 let ins = self.b.ins();
