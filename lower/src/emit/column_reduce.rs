@@ -70,7 +70,7 @@ pub(crate) fn contiguous_dim(map: &LayoutMap) -> Option<(usize, Vec<i64>)> {
 
 /// Whether two arrays (of any element types) have their elements at the same places: the
 /// same dimensions and plain strides, so one index expression addresses both.
-fn same_places(a: &LayoutMap, b: &LayoutMap) -> bool {
+pub(crate) fn same_places(a: &LayoutMap, b: &LayoutMap) -> bool {
     a.dims() == b.dims() && super::plain_strides(a).is_some_and(|s| super::plain_strides(b) == Some(s))
 }
 
@@ -85,17 +85,36 @@ struct ColumnRoot {
     how: Accumulate,
 }
 
+/// One result of a column reduction kernel.
+#[derive(Clone, Copy)]
+pub(crate) enum ColumnResult {
+    /// Output `.1` of reduce `.0`.
+    Reduce(InstId, usize),
+    /// A value over the reduced input's dimensions, which the sweep computes and stores as it
+    /// goes (a producer multi-output fusion merged into the reduction).
+    Value(InstId),
+}
+
 impl<'m> Emitter<'m> {
-    /// Emits the kernel's results `results` (in output order: each a reduce and which of its
-    /// outputs; one reduce, all or one output of a variadic one, or the sibling reductions
-    /// multi-output fusion merged, which share one input shape and reduced dimensions) as a
+    /// Emits the kernel's results `results` (in output order: one reduce, all or one output
+    /// of a variadic one, or the sibling reductions multi-output fusion merged, which share
+    /// one input shape and reduced dimensions; and values over that input's dimensions) as a
     /// column reduction (module doc): one sweep over the rows updates every reduce's
-    /// accumulators, so inputs they share are read once. False when they are not one.
-    pub(crate) fn try_column_reduce(&mut self, results: &[(InstId, usize)]) -> Result<bool, LowerError> {
+    /// accumulators and stores every value, so inputs they share are read once. False when
+    /// they are not one.
+    pub(crate) fn try_column_reduce(&mut self, results: &[ColumnResult]) -> Result<bool, LowerError> {
         let comp = self.comp;
-        let Some(&(first, _)) = results.first() else { return Ok(false) };
+        let reduce_results: Vec<(usize, InstId, usize)> = results
+            .iter()
+            .enumerate()
+            .filter_map(|(k, r)| match *r {
+                ColumnResult::Reduce(id, output) => Some((k, id, output)),
+                ColumnResult::Value(_) => None,
+            })
+            .collect();
+        let Some(&(first_k, first, _)) = reduce_results.first() else { return Ok(false) };
         let name = comp.inst(first).name.clone();
-        let mut ids: Vec<InstId> = results.iter().map(|r| r.0).collect();
+        let mut ids: Vec<InstId> = reduce_results.iter().map(|r| r.1).collect();
         ids.dedup();
         let mut roots = Vec::with_capacity(ids.len());
         for &id in &ids {
@@ -131,7 +150,7 @@ impl<'m> Emitter<'m> {
         let is_root = |i: usize| ids.iter().any(|r| r.index() == i);
         let simple = comp.instructions.iter().enumerate().all(|(i, x)| {
             is_root(i)
-                || (ids.len() > 1 && i == comp.root.index() && x.opcode == Opcode::Tuple)
+                || (results.len() > 1 && i == comp.root.index() && x.opcode == Opcode::Tuple)
                 || (i == comp.root.index() && x.opcode == Opcode::GetTupleElement)
                 || x.opcode == Opcode::Parameter
                 || is_input_op(x.opcode)
@@ -140,7 +159,7 @@ impl<'m> Emitter<'m> {
             return Ok(false);
         }
         let in_map = layout_map(&comp.inst(roots[0].inputs[0]).shape, &name)?;
-        let out_map = self.outputs[0].map.clone();
+        let Some(out_map) = self.outputs.get(first_k).map(|o| o.map.clone()) else { return Ok(false) };
         let reduced_attr = comp.inst(first).attr_ints("dimensions").unwrap_or(&[]).to_vec();
         for r in &roots {
             let alike = r.ets == roots[0].ets
@@ -155,7 +174,12 @@ impl<'m> Emitter<'m> {
                 return Ok(false);
             }
         }
-        if self.outputs.len() != results.len() || self.outputs.iter().any(|o| !same_places(&o.map, &out_map)) {
+        // Reduce results are laid out alike; values have their elements where the input has.
+        let places_fit = self.outputs.iter().zip(results).all(|(o, r)| match r {
+            ColumnResult::Reduce(..) => same_places(&o.map, &out_map),
+            ColumnResult::Value(_) => same_places(&o.map, &in_map),
+        });
+        if self.outputs.len() != results.len() || !places_fit {
             return Ok(false);
         }
         let how = roots[0].how;
@@ -308,6 +332,14 @@ impl<'m> Emitter<'m> {
                 self.b.store(buf, at.clone(), v);
             }
         }
+        for (k, r) in results.iter().enumerate() {
+            let &ColumnResult::Value(id) = r else { continue };
+            let v = self.elem(&f, id, &full)?;
+            let (buf, et, map) = (self.outputs[k].buf, self.outputs[k].et, self.outputs[k].map.clone());
+            let m = types::to_mem(&mut self.b, et, v);
+            let addr = self.layout_offset(&map, &full);
+            self.b.store(buf, addr, m);
+        }
         self.b.end_loop_vectorized(width, tail);
         for _ in 0..rows_opened {
             self.b.end_loop();
@@ -318,7 +350,7 @@ impl<'m> Emitter<'m> {
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        for (k, &(id, output)) in results.iter().enumerate() {
+        for &(k, id, output) in &reduce_results {
             let r = ids.iter().position(|&x| x == id).ok_or_else(|| LowerError::invalid(&name, "column result"))?;
             let (buf, et) = match (scratch[r].get(output), roots[r].ets.get(output)) {
                 (Some(&buf), Some(&et)) => (buf, et),

@@ -44,6 +44,7 @@ use tessera_hlo::{ArrayShape, Computation, ElementType, InstId, LayoutMap, Modul
 
 use crate::kernel::{BufId, CmpOp, Const, IndexExpr, Kernel, KernelBuilder, MemType, Op, Tail, ValueId};
 use crate::LowerError;
+use column_reduce::ColumnResult;
 use index::Bounds;
 use nest::Digit;
 pub(crate) use reduce::has_lane_form;
@@ -307,7 +308,10 @@ impl<'m> Emitter<'m> {
             if f.id == 0 && self.try_conv_call(*id)? {
                 return Ok(());
             }
-            if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce && self.try_column_reduce(&[(*id, 0)])? {
+            if f.id == 0
+                && self.comp.inst(*id).opcode == Opcode::Reduce
+                && self.try_column_reduce(&[ColumnResult::Reduce(*id, 0)])?
+            {
                 return Ok(());
             }
             // One output of a variadic reduce (`passes::narrow_reduce_fusions`).
@@ -316,22 +320,25 @@ impl<'m> Emitter<'m> {
             if let (true, Opcode::GetTupleElement, Some((reduce, Opcode::Reduce)), Some(Ok(i))) =
                 (f.id == 0, inst.opcode, of, tessera_hlo::ir::AttrList::attr_int(inst, "index").map(usize::try_from))
             {
-                if self.try_column_reduce(&[(reduce, i)])? {
+                if self.try_column_reduce(&[ColumnResult::Reduce(reduce, i)])? {
                     return Ok(());
                 }
             }
         }
-        // Sibling reductions multi-output fusion merged, or a variadic reduce's outputs: one
-        // sweep when they are columns.
-        let reduces: Vec<(InstId, usize)> = values
+        // Sibling reductions multi-output fusion merged (with the values of producers merged
+        // into them), or a variadic reduce's outputs: one sweep when they are columns.
+        let columns: Vec<ColumnResult> = values
             .iter()
             .filter_map(|v| match v {
-                OutVal::Inst(f, id) if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce => Some((*id, 0)),
-                OutVal::ReduceElem(f, id, i) if f.id == 0 => Some((*id, *i)),
+                OutVal::Inst(f, id) if f.id == 0 && self.comp.inst(*id).opcode == Opcode::Reduce => {
+                    Some(ColumnResult::Reduce(*id, 0))
+                }
+                OutVal::Inst(f, id) if f.id == 0 => Some(ColumnResult::Value(*id)),
+                OutVal::ReduceElem(f, id, i) if f.id == 0 => Some(ColumnResult::Reduce(*id, *i)),
                 _ => None,
             })
             .collect();
-        if values.len() > 1 && reduces.len() == values.len() && self.try_column_reduce(&reduces)? {
+        if values.len() > 1 && columns.len() == values.len() && self.try_column_reduce(&columns)? {
             return Ok(());
         }
         let same = self.outputs.iter().all(|o| o.map == self.outputs[0].map);

@@ -642,7 +642,9 @@ impl Gen {
     /// last, `a` a new f32 parameter, combined elementwise. With the last dimension contiguous
     /// they are column reductions of one input shape that read `a`, which multi-output fusion
     /// merges into one kernel; sometimes `a` is large enough (64K elements) for
-    /// `tree_reduction` to split them into blocks of rows first.
+    /// `tree_reduction` to split them into blocks of rows first. Half the time `a` is the sum
+    /// of two parameters, left for other ops or the results to read: a loop kernel of its
+    /// own, which multi-output fusion merges into the sums' sweep, writing it as it goes.
     fn column_siblings(&mut self) -> Option<usize> {
         let ty = ElementType::F32;
         // The large form's values are small, so their column sums stay within a noisy value's
@@ -652,10 +654,23 @@ impl Gen {
         } else {
             (vec![self.rng.range(2, 5), self.rng.range(2, 4), self.rng.range(8, 40)], 1.0)
         };
-        let number = self.params_len();
+        let sum_of_two = self.rng.chance(0.5);
+        // A sum of two parameters keeps the bound of one.
+        let bound = if sum_of_two { bound / 2.0 } else { bound };
         let dist = ArgDist::Uniform { lo: -bound, hi: bound };
-        let a = self.param_with(ty, dims.clone(), dist, Facts::exact(-bound, bound), number);
+        let number = self.params_len();
+        let p = self.param_with(ty, dims.clone(), dist, Facts::exact(-bound, bound), number);
         let k = kind(ty);
+        let a = if sum_of_two {
+            let number = self.params_len();
+            let q = self.param_with(ty, dims.clone(), dist, Facts::exact(-bound, bound), number);
+            let f = facts::binary("add", k, self.vals[p].facts, self.vals[q].facts)?;
+            self.used(&[p, q]);
+            self.push_op(ty, dims.clone(), f, format!("add({}, {})", self.name(p), self.name(q)))
+        } else {
+            self.used(&[p]);
+            p
+        };
         let f = self.vals[a].facts;
         let sq = facts::binary("multiply", k, f, f)?;
         let n = (dims[0] * dims[1]) as f64;
@@ -676,7 +691,7 @@ impl Gen {
         let s1 = column_sum(self, a, sum_f);
         let s2 = column_sum(self, aa, sq_sum_f);
         let out = self.push_op(ty, vec![dims[2]], out_f, format!("subtract({}, {})", self.name(s2), self.name(s1)));
-        self.used(&[a, aa, s1, s2]);
+        self.used(&[aa, s1, s2]);
         Some(out)
     }
 

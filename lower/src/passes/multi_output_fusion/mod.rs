@@ -14,6 +14,9 @@
 //!   input's contiguous dimension, over elementwise ops and data movement
 //!   (`column_reduce::is_input_op`); the merged fusion is `kInput` too.
 //!
+//! Then, in each computation, producers merge into the column reductions that read them
+//! (`producer`, XLA's producer-consumer multi-output fusion).
+//!
 //! Runs after [`super::Fusion`], on the same computations. A candidate writes one array of
 //! more than one element in an untiled layout, of a type that is neither complex nor narrower
 //! than a byte, is not its computation's root and has no control dependencies. Only
@@ -36,6 +39,8 @@ use crate::emit::reduce::is_plain_add;
 use crate::pass::Pass;
 use crate::LowerError;
 
+mod producer;
+
 /// The most results one merged kernel writes: each is a store stream of the loop, and the
 /// kernel's body grows with every member.
 const MAX_OUTPUTS: usize = 8;
@@ -56,9 +61,7 @@ impl Pass for MultiOutputFusion {
         let mut names = UniqueNames::of_computations(module);
         for comp_id in sequenced_computations(module) {
             let groups = sibling_groups(module, module.comp(comp_id));
-            if groups.is_empty() {
-                continue;
-            }
+            let merged_siblings = !groups.is_empty();
             for (group, kind) in groups {
                 let merged = merge(module, &mut names, comp_id, &group, kind);
                 for &m in &group {
@@ -70,8 +73,11 @@ impl Pass for MultiOutputFusion {
                     });
                 }
             }
-            module.comp_mut(comp_id).order_operands_first();
-            changed = true;
+            if merged_siblings {
+                module.comp_mut(comp_id).order_operands_first();
+                changed = true;
+            }
+            changed |= producer::merge_producers(module, &mut names, comp_id, &mut self.decisions);
         }
         Ok(changed)
     }
@@ -178,20 +184,7 @@ fn kernel_kind<'a>(module: &'a Module, comp: &Computation, inst: &'a Instruction
 fn sibling_groups(module: &Module, comp: &Computation) -> Vec<(Vec<InstId>, FusionKind)> {
     let order = comp.post_order();
     let position: HashMap<InstId, usize> = order.iter().enumerate().map(|(i, &id)| (id, i)).collect();
-    // Instructions another one must follow, and those with predecessors, keep their own place
-    // in the sequence.
-    let mut pinned: HashSet<InstId> = HashSet::new();
-    for inst in &comp.instructions {
-        pinned.extend(inst.control_predecessors.iter().copied());
-    }
-    // Fusion leaves the producers it inlined in place, dead; only what the root reads runs.
-    let mut live: HashSet<InstId> = HashSet::new();
-    let mut stack = vec![comp.root];
-    while let Some(id) = stack.pop() {
-        if live.insert(id) {
-            stack.extend(comp.inst(id).operands.iter().copied());
-        }
-    }
+    let movable = movable(comp);
     let mut groups: Vec<Vec<InstId>> = Vec::new();
     // Per group: its kind, and whether a member already runs a math sequence.
     let mut kinds: Vec<(Kind, bool)> = Vec::new();
@@ -200,7 +193,7 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<(Vec<InstId>, Fusi
     let mut readers: HashMap<InstId, Vec<usize>> = HashMap::new();
     for &id in &order {
         let inst = comp.inst(id);
-        if id == comp.root || !live.contains(&id) || pinned.contains(&id) || !inst.control_predecessors.is_empty() {
+        if !movable(id) {
             continue;
         }
         let Some(kind) = kernel_kind(module, comp, inst) else { continue };
@@ -238,6 +231,27 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<(Vec<InstId>, Fusi
         Kind::Columns(..) => FusionKind::Input,
     };
     groups.into_iter().zip(kinds.iter().map(fusion_kind)).filter(|(g, _)| g.len() > 1).collect()
+}
+
+/// Which instructions of `comp` may move into a merged kernel: live (fusion leaves the
+/// producers it inlined in place, dead; only what the root reads runs), not the root, and
+/// neither following nor followed by another through control dependencies (those keep their
+/// own place in the sequence).
+fn movable(comp: &Computation) -> impl Fn(InstId) -> bool + '_ {
+    let mut pinned: HashSet<InstId> = HashSet::new();
+    for inst in &comp.instructions {
+        pinned.extend(inst.control_predecessors.iter().copied());
+    }
+    let mut live: HashSet<InstId> = HashSet::new();
+    let mut stack = vec![comp.root];
+    while let Some(id) = stack.pop() {
+        if live.insert(id) {
+            stack.extend(comp.inst(id).operands.iter().copied());
+        }
+    }
+    move |id| {
+        id != comp.root && live.contains(&id) && !pinned.contains(&id) && comp.inst(id).control_predecessors.is_empty()
+    }
 }
 
 /// Whether a loop kernel runs one of the math sequences of `emit::math` (exp, tan, ...). Two
@@ -293,6 +307,10 @@ struct Merged {
 }
 
 impl Merged {
+    fn new(name: String) -> Merged {
+        Merged { fused: Computation::new(name), outside: Vec::new(), params: HashMap::new(), taken: HashSet::new() }
+    }
+
     fn param(&mut self, o: InstId, shape: &Shape) -> InstId {
         if let Some(&p) = self.params.get(&o) {
             return p;
@@ -325,47 +343,59 @@ impl Merged {
         inst.control_predecessors.clear();
         self.fused.add(inst)
     }
+
+    /// Copies kernel `member` of `comp` (a fusion's computation, or a lone op) in, its
+    /// operands read as parameters but for those `inside` maps to an instruction already
+    /// copied; returns the copies of its results (a tuple root's operands, or its root).
+    fn copy(
+        &mut self,
+        module: &Module,
+        comp: &Computation,
+        member: InstId,
+        inside: &HashMap<InstId, InstId>,
+    ) -> Vec<InstId> {
+        let inst = comp.inst(member);
+        let operand = |m: &mut Merged, o: InstId| match inside.get(&o) {
+            Some(&copied) => copied,
+            None => m.param(o, &comp.inst(o).shape),
+        };
+        let body = (inst.opcode == Opcode::Fusion).then(|| inst.called("calls").and_then(|c| module.get(c))).flatten();
+        let Some(body) = body else {
+            let operands = inst.operands.iter().map(|&o| operand(self, o)).collect();
+            return vec![self.add(inst.clone(), operands)];
+        };
+        let mut map: HashMap<InstId, InstId> = HashMap::new();
+        let tuple_root = body.root_inst().opcode == Opcode::Tuple;
+        for id in body.post_order() {
+            if tuple_root && id == body.root {
+                continue;
+            }
+            let i = body.inst(id);
+            let new = match (i.opcode, &i.payload) {
+                (Opcode::Parameter, Payload::Parameter(n)) => operand(self, inst.operands[*n as usize]),
+                _ => {
+                    let operands = i.operands.iter().map(|o| map[o]).collect();
+                    self.add(i.clone(), operands)
+                }
+            };
+            map.insert(id, new);
+        }
+        if tuple_root {
+            body.root_inst().operands.iter().map(|o| map[o]).collect()
+        } else {
+            vec![map[&body.root]]
+        }
+    }
 }
 
 /// Replaces `group`'s members by one fusion returning a tuple of their results and a
 /// `get-tuple-element` per member under the member's name; returns the fusion's name.
 fn merge(module: &mut Module, names: &mut UniqueNames, comp_id: CompId, group: &[InstId], kind: FusionKind) -> String {
     let comp = module.comp(comp_id);
-    let mut m = Merged {
-        fused: Computation::new(names.fresh("fused_computation")),
-        outside: Vec::new(),
-        params: HashMap::new(),
-        taken: HashSet::new(),
-    };
+    let mut m = Merged::new(names.fresh("fused_computation"));
     let mut roots = Vec::with_capacity(group.len());
     for &member in group {
-        let inst = comp.inst(member);
-        let body = (inst.opcode == Opcode::Fusion).then(|| inst.called("calls").and_then(|c| module.get(c))).flatten();
-        let root = match body {
-            Some(body) => {
-                let mut map: HashMap<InstId, InstId> = HashMap::new();
-                for id in body.post_order() {
-                    let i = body.inst(id);
-                    let new = match (i.opcode, &i.payload) {
-                        (Opcode::Parameter, Payload::Parameter(n)) => {
-                            let o = inst.operands[*n as usize];
-                            m.param(o, &comp.inst(o).shape)
-                        }
-                        _ => {
-                            let operands = i.operands.iter().map(|o| map[o]).collect();
-                            m.add(i.clone(), operands)
-                        }
-                    };
-                    map.insert(id, new);
-                }
-                map[&body.root]
-            }
-            None => {
-                let operands = inst.operands.iter().map(|&o| m.param(o, &comp.inst(o).shape)).collect();
-                m.add(inst.clone(), operands)
-            }
-        };
-        roots.push(root);
+        roots.extend(m.copy(module, comp, member, &HashMap::new()));
     }
     let shapes: Vec<Shape> = roots.iter().map(|&r| m.fused.inst(r).shape.clone()).collect();
     let tuple = Instruction::new(m.name("tuple"), Opcode::Tuple, Shape::Tuple(shapes.clone()), roots);
