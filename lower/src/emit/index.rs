@@ -214,6 +214,22 @@ pub fn div(e: &IndexExpr, d: i64, bounds: &Bounds, materialize: &mut dyn FnMut(&
             }
         }
     }
+    // A coarse part of multiples of some `q` dividing `d` plus a fine part in [0, q): the fine
+    // part never carries the sum past a multiple of `q`, so e/d = (coarse/q)/(d/q). A row of
+    // whole trailing dimensions in a reshape: (r*2048 + j)/65536 = r/32 for j < 2048, where
+    // the quotient would otherwise read the row's own index `j`.
+    if llo >= 0 {
+        let mut scales: Vec<i64> = low.terms.iter().map(|t| t.scale).filter(|&s| s > 1 && d % s == 0).collect();
+        scales.sort_unstable_by(|a, b| b.cmp(a));
+        scales.dedup();
+        for q in scales {
+            let (coarse, fine) = split_multiples(e, q);
+            let (flo, fhi) = bounds.range(&fine);
+            if flo >= 0 && fhi < q {
+                return div(&coarse, d / q, bounds, materialize);
+            }
+        }
+    }
     let v = materialize(if llo >= 0 { &low } else { e });
     let q = IndexExpr { terms: vec![Term { src: IndexSrc::Value(v), div: d, modulo: None, scale: 1 }], offset: 0 };
     if llo >= 0 {
@@ -330,6 +346,30 @@ mod tests {
         let e = add_const(&linear(&[(var(a), 8), (var(c), 1)]), 16);
         assert_eq!(div(&e, 8, &b, &mut no_materialize), add_const(&var(a), 2));
         assert_eq!(rem(&e, 8, &b, &mut no_materialize), var(c));
+    }
+
+    #[test]
+    fn fine_part_below_a_dividing_scale_drops_out_of_the_quotient() {
+        let mut b = Bounds::default();
+        let (g, r, j) = (VarId(1), VarId(2), VarId(3));
+        b.set_var(g, 0, 15);
+        b.set_var(r, 0, 15);
+        b.set_var(j, 0, 2047);
+        // (g*32768 + r*2048 + j) / 65536 = g/2: r*2048 + j < 32768.
+        let e = linear(&[(var(g), 32768), (var(r), 2048), (var(j), 1)]);
+        let want = IndexExpr { terms: vec![Term { src: IndexSrc::Var(g), div: 2, modulo: None, scale: 1 }], offset: 0 };
+        assert_eq!(div(&e, 65536, &b, &mut no_materialize), want);
+        // (r*2048 + j) / 4096 = r/2, and with j reaching past 2048 nothing drops out.
+        let e = linear(&[(var(r), 2048), (var(j), 1)]);
+        let want = IndexExpr { terms: vec![Term { src: IndexSrc::Var(r), div: 2, modulo: None, scale: 1 }], offset: 0 };
+        assert_eq!(div(&e, 4096, &b, &mut no_materialize), want);
+        b.set_var(j, 0, 2048);
+        let mut seen = 0;
+        div(&e, 4096, &b, &mut |_: &IndexExpr| {
+            seen += 1;
+            ValueId(7)
+        });
+        assert_eq!(seen, 1);
     }
 
     #[test]

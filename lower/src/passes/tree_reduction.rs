@@ -19,7 +19,8 @@
 //! the total.
 //!
 //! A full reduction's input is viewed as rows with a reshape, which is free only in the
-//! row-major order (the reduce reads its input through the reshape's index map); other layouts
+//! row-major order (the reduce reads its input through the reshape's index map), in rows that
+//! split no dimension but the first where the range below allows; other layouts
 //! are left alone, as are sizes with no row length in the range below (padding with the init
 //! value would cost a copy of the whole input). A column reduction's blocks are the index
 //! combinations of its input's leading dimensions, so its partials are a reduce of the same
@@ -157,9 +158,20 @@ fn plan(module: &Module, comp: &Computation, inst: &Instruction) -> Option<Split
         return None;
     }
     let divides = |m: &i64| elements % m == 0;
+    let enough = |m: &i64| divides(m) && elements / m >= MIN_ROWS;
+    // A row should split no dimension but the first: whole slices of the first dimension, or
+    // whole trailing dimensions. Its index is then one stride-1 run; a row splitting an inner
+    // dimension reads its elements at div/mod offsets, which the Cranelift tier does not
+    // vectorize (an f32[8,32,32,64] in rows of 8192, which split its second dimension: 1.7 ms
+    // there against 0.2 ms on LLVM; in rows of its last two dimensions, 0.14 ms).
+    let dims = &input_shape.dims;
+    let slice: i64 = dims.iter().skip(1).product();
+    let trailing = (1..dims.len()).map(|k| dims[k..].iter().product::<i64>());
     let row = (MIN_ROW..=MAX_ROW)
         .rev()
-        .find(|m| divides(m) && elements / m >= MIN_ROWS)
+        .find(|m| m % slice == 0 && enough(m))
+        .or_else(|| trailing.filter(|m| (MIN_ROW..=MAX_ROW).contains(m) && enough(m)).max())
+        .or_else(|| (MIN_ROW..=MAX_ROW).rev().find(enough))
         .or_else(|| (MIN_ROW..=MAX_ROW).rev().find(divides))?;
     Some(Split { element_type: result.element_type, elements, rows: elements / row, row, reducer })
 }
