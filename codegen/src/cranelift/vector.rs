@@ -6,8 +6,10 @@
 //!   body declares, one vector variable each), and branches on uniform conditions, which all
 //!   lanes take together (`AnyLane`, one `vany_true` of a mask, makes one);
 //! - every value either *uniform* (does not depend on the loop variable: computed as a scalar
-//!   once per vector iteration and splatted where a vector needs it) or *varying* of type
-//!   F32, I32 or F64 (or a `Pred` mask from comparing those), all with the same lane count;
+//!   before the loop where it can be, and splatted where a vector needs it; in a loop using
+//!   many distinct constants, those are loaded from a table instead, `vector_consts`) or
+//!   *varying* of type F32, I32 or F64 (or a `Pred` mask from comparing those), all with the
+//!   same lane count;
 //! - varying loads and all stores contiguous: exactly one term over the loop variable, with
 //!   scale 1 and no div/mod; uniform loads do not use the loop variable at all;
 //! - varying ops in the set Cranelift vectorizes (arithmetic, fused multiply-add, min/max,
