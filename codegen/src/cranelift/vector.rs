@@ -427,6 +427,21 @@ fn uniform_type(t: &Translator, op: &Op) -> Option<Ty> {
     })
 }
 
+/// The lane bits of the mask a float negation (the sign bit, xored) or absolute value (every
+/// other bit, anded) takes as one bit op; `None` for other ops and types.
+pub(crate) fn sign_mask(op: UnOp, ty: Ty) -> Option<u64> {
+    let sign = match ty {
+        Ty::F64 => 1u64 << 63,
+        Ty::F32 => 1 << 31,
+        _ => return None,
+    };
+    match op {
+        UnOp::Neg => Some(sign),
+        UnOp::Abs => Some(sign - 1),
+        _ => None,
+    }
+}
+
 /// Every value `op` reads, index sources included.
 pub(crate) fn operands(op: &Op) -> Vec<ValueId> {
     let sources = |index: &IndexExpr| {
@@ -819,13 +834,7 @@ impl Translator<'_, '_> {
         let dfg = &self.b.func.dfg;
         let Some(inst) = dfg.value_def(v).inst() else { return false };
         let InstructionData::Unary { opcode: Opcode::Splat, arg } = dfg.insts[inst] else { return false };
-        let Some(lane) = dfg.value_def(arg).inst() else { return false };
-        match dfg.insts[lane] {
-            InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } => imm.bits() == 0,
-            InstructionData::UnaryIeee32 { opcode: Opcode::F32const, imm } => imm.bits() == 0,
-            InstructionData::UnaryIeee64 { opcode: Opcode::F64const, imm } => imm.bits() == 0,
-            _ => false,
-        }
+        super::vector_consts::constant_bits(self, arg) == Some(0)
     }
 
     /// The value of the integer constant `v`, if it is one.
@@ -894,9 +903,7 @@ impl Translator<'_, '_> {
                 // x64 lowers a vector fneg or fabs to three ops, making the sign mask from all
                 // ones each time; one bit op with the mask as a (loop-invariant) constant
                 // does the same.
-                if ty.is_float() && matches!(op, UnOp::Neg | UnOp::Abs) {
-                    let sign = if *ty == Ty::F64 { 1u64 << 63 } else { 1 << 31 };
-                    let bits = if *op == UnOp::Neg { sign } else { !sign };
+                if let Some(bits) = sign_mask(*op, *ty) {
                     let lane = if *ty == Ty::F64 {
                         self.b.ins().f64const(Ieee64::with_bits(bits))
                     } else {

@@ -25,7 +25,7 @@ use std::collections::{HashMap, HashSet};
 use cranelift_codegen::ir::{types, GlobalValue, InstBuilder, InstructionData, MemFlagsData, Opcode, Type, Value};
 use cranelift_frontend::Variable;
 use cranelift_module::{DataDescription, DataId, Module};
-use tessera_lower::kernel::{Op, Stmt, Ty, UnOp, ValueId};
+use tessera_lower::kernel::{Op, Stmt, ValueId};
 
 use super::function::Translator;
 use super::{Failure, Result};
@@ -58,7 +58,7 @@ impl ConstTable {
 }
 
 /// The bits of `v` when an integer or float constant defines it.
-fn constant_bits(t: &Translator, v: Value) -> Option<u64> {
+pub(crate) fn constant_bits(t: &Translator, v: Value) -> Option<u64> {
     let dfg = &t.b.func.dfg;
     match dfg.insts[dfg.value_def(v).inst()?] {
         InstructionData::UnaryImm { opcode: Opcode::Iconst, imm } => Some(imm.bits() as u64),
@@ -152,11 +152,11 @@ impl Translator<'_, '_> {
         for stmt in body {
             match stmt {
                 Stmt::Let(id, op) if varying(*id) => {
-                    if let Op::Unary { op: u @ (UnOp::Neg | UnOp::Abs), ty, .. } = op {
-                        if ty.is_float() {
-                            let sign: u64 = if *ty == Ty::F64 { 1 << 63 } else { 1 << 31 };
-                            seen.insert(if *u == UnOp::Neg { sign } else { sign - 1 });
-                        }
+                    if let Some(mask) = match op {
+                        Op::Unary { op, ty, .. } => super::vector::sign_mask(*op, *ty),
+                        _ => None,
+                    } {
+                        seen.insert(mask);
                     }
                     for o in super::vector::operands(op) {
                         note(self, o, seen);

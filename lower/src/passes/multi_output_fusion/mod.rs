@@ -163,21 +163,73 @@ fn kernel_kind<'a>(module: &'a Module, comp: &Computation, inst: &'a Instruction
             (params_ok && loop_only).then_some(Kind::Loop(shape))
         }
         Some(AttrValue::Enum(k)) if k == "kInput" && root.opcode == Opcode::Reduce => {
-            let &[input, _init] = root.operands.as_slice() else { return None };
-            let Shape::Array(input_shape) = &fused.inst(input).shape else { return None };
-            let reduced = root.attr_ints("dimensions")?;
-            // The input's contiguous dimension is kept: the reduction runs down columns.
-            let map = crate::emit::layout_map(&fused.inst(input).shape, &root.name).ok()?;
-            let (minor, _) = column_reduce::contiguous_dim(&map)?;
-            let columns = !reduced.contains(&(minor as i64));
-            let inputs_simple = fused.instructions.iter().enumerate().all(|(i, x)| {
-                i == fused.root.index() || x.opcode == Opcode::Parameter || column_reduce::is_input_op(x.opcode)
-            });
-            let plain_add = root.called("to_apply").is_some_and(|r| is_plain_add(module, r));
-            (params_ok && columns && inputs_simple).then_some(Kind::Columns(shape, input_shape, reduced, plain_add))
+            let c = column_kernel(module, inst)?;
+            Some(Kind::Columns(shape, c.input.as_array()?, c.dims, c.plain_add))
         }
         _ => None,
     }
+}
+
+/// A column reduction kernel: its reduced input's shape, the dimensions it reduces, whether
+/// its reducer is a plain add, and its number of results.
+struct ColumnKernel<'a> {
+    input: &'a Shape,
+    dims: &'a [i64],
+    plain_add: bool,
+    results: usize,
+}
+
+/// `inst` as a column reduction kernel, if it is one: a `kInput` fusion whose root is a
+/// reduce, or a tuple of reduces (and of values over their input's dimensions, which
+/// `producer` merges in), each reduce of one input that keeps its contiguous dimension, all
+/// of one input shape over the same dimensions, the rest elementwise ops and data movement
+/// (`column_reduce::is_input_op`).
+fn column_kernel<'a>(module: &'a Module, inst: &Instruction) -> Option<ColumnKernel<'a>> {
+    if inst.opcode != Opcode::Fusion || !matches!(inst.attr("kind"), Some(AttrValue::Enum(k)) if k == "kInput") {
+        return None;
+    }
+    let fused = module.get(inst.called("calls")?)?;
+    let root = fused.root_inst();
+    let results: Vec<InstId> = match root.opcode {
+        Opcode::Reduce => vec![fused.root],
+        Opcode::Tuple => root.operands.clone(),
+        _ => return None,
+    };
+    let reduces: Vec<&Instruction> =
+        results.iter().map(|&r| fused.inst(r)).filter(|r| r.opcode == Opcode::Reduce).collect();
+    let first = reduces.first()?;
+    let &[input, _] = first.operands.as_slice() else { return None };
+    let input = &fused.inst(input).shape;
+    // The input's contiguous dimension is kept: the reduction runs down columns.
+    let map = crate::emit::layout_map(input, &first.name).ok()?;
+    let (minor, _) = column_reduce::contiguous_dim(&map)?;
+    let dims = first.attr_ints("dimensions")?;
+    if dims.contains(&(minor as i64)) {
+        return None;
+    }
+    let alike = reduces.iter().all(|r| {
+        matches!(r.operands.as_slice(), &[i, _] if fused.inst(i).shape == *input)
+            && r.attr_ints("dimensions") == Some(dims)
+    });
+    let values_fit = results.iter().map(|&r| fused.inst(r)).all(|r| {
+        r.opcode == Opcode::Reduce || r.shape.as_array().zip(input.as_array()).is_some_and(|(a, b)| a.dims == b.dims)
+    });
+    let is_result = |i: usize| results.iter().any(|r| r.index() == i);
+    let ops_fit = fused.instructions.iter().enumerate().all(|(i, x)| {
+        is_result(i) || i == fused.root.index() || x.opcode == Opcode::Parameter || column_reduce::is_input_op(x.opcode)
+    });
+    // Merging reads each parameter's operand of the fusion by its number.
+    let params_ok = fused.instructions.iter().all(|i| match i.payload {
+        Payload::Parameter(n) => usize::try_from(n).is_ok_and(|n| n < inst.operands.len()),
+        _ => true,
+    });
+    let plain_add = first.called("to_apply").is_some_and(|r| is_plain_add(module, r));
+    (alike && values_fit && ops_fit && params_ok).then_some(ColumnKernel {
+        input,
+        dims,
+        plain_add,
+        results: results.len(),
+    })
 }
 
 /// Groups of at least two loop kernels of `comp` to merge, each in post order.

@@ -23,10 +23,10 @@
 
 use std::collections::HashMap;
 
-use tessera_hlo::ir::{AttrList, AttrValue, Payload, UniqueNames};
+use tessera_hlo::ir::{AttrValue, UniqueNames};
 use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Module, Opcode, Shape};
 
-use super::{kernel_kind, may_reach, movable, runs_math, FusionDecision, Kind, Merged, MAX_OUTPUTS};
+use super::{column_kernel, kernel_kind, may_reach, movable, runs_math, FusionDecision, Kind, Merged, MAX_OUTPUTS};
 use crate::emit::column_reduce;
 
 const REASON: &str = "producer-consumer: the column reduction's sweep computes it and writes it as one more result, instead of reading it back from memory";
@@ -52,68 +52,6 @@ pub(super) fn merge_producers(
         changed = true;
     }
     changed
-}
-
-/// A column reduction kernel (module doc): its reduced input's shape, its number of results
-/// and whether it runs a math sequence.
-struct ColumnKernel<'a> {
-    input: &'a Shape,
-    results: usize,
-    math: bool,
-    /// Whether it sums f32 elements, which the sweep accumulates in f64.
-    sums_f32: bool,
-}
-
-/// `inst` as a column reduction kernel, if it is one: a `kInput` fusion whose root is a
-/// reduce, or a tuple of reduces (and of values over their input's dimensions), each reduce
-/// of one input that keeps its contiguous dimension, all of one input shape over the same
-/// dimensions, the rest elementwise ops and data movement.
-fn column_kernel<'a>(module: &'a Module, inst: &Instruction) -> Option<ColumnKernel<'a>> {
-    if inst.opcode != Opcode::Fusion || !matches!(inst.attr("kind"), Some(AttrValue::Enum(k)) if k == "kInput") {
-        return None;
-    }
-    let fused = module.get(inst.called("calls")?)?;
-    let root = fused.root_inst();
-    let results: Vec<InstId> = match root.opcode {
-        Opcode::Reduce => vec![fused.root],
-        Opcode::Tuple => root.operands.clone(),
-        _ => return None,
-    };
-    let reduces: Vec<&Instruction> =
-        results.iter().map(|&r| fused.inst(r)).filter(|r| r.opcode == Opcode::Reduce).collect();
-    let first = reduces.first()?;
-    let &[input, _] = first.operands.as_slice() else { return None };
-    let input = &fused.inst(input).shape;
-    let map = crate::emit::layout_map(input, &first.name).ok()?;
-    let (minor, _) = column_reduce::contiguous_dim(&map)?;
-    let dims = first.attr_ints("dimensions")?;
-    if dims.contains(&(minor as i64)) {
-        return None;
-    }
-    let alike = reduces.iter().all(|r| {
-        matches!(r.operands.as_slice(), &[i, _] if fused.inst(i).shape == *input)
-            && r.attr_ints("dimensions") == Some(dims)
-    });
-    let values_fit = results.iter().map(|&r| fused.inst(r)).all(|r| {
-        r.opcode == Opcode::Reduce || r.shape.as_array().zip(input.as_array()).is_some_and(|(a, b)| a.dims == b.dims)
-    });
-    let is_result = |i: usize| results.iter().any(|r| r.index() == i);
-    let ops_fit = fused.instructions.iter().enumerate().all(|(i, x)| {
-        is_result(i) || i == fused.root.index() || x.opcode == Opcode::Parameter || column_reduce::is_input_op(x.opcode)
-    });
-    // `merge_pair` reads each parameter's operand of the fusion by its number.
-    let params_ok = fused.instructions.iter().all(|i| match i.payload {
-        Payload::Parameter(n) => usize::try_from(n).is_ok_and(|n| n < inst.operands.len()),
-        _ => true,
-    });
-    let sums_f32 = input.element_type() == ElementType::F32
-        && first.called("to_apply").is_some_and(|r| crate::emit::reduce::is_plain_add(module, r));
-    (alike && values_fit && ops_fit && params_ok).then(|| ColumnKernel {
-        input,
-        results: results.len(),
-        math: runs_math(module, inst),
-        sums_f32,
-    })
 }
 
 /// Whether arrays of shapes `a` and `b` (of any element types) have their elements at the same
@@ -200,14 +138,17 @@ fn find_pair(module: &Module, comp: &Computation) -> Option<(InstId, InstId)> {
         if column.results >= MAX_OUTPUTS {
             continue;
         }
+        // f32 sums accumulate in f64 (`sweepable`).
+        let sums_f32 = column.plain_add && column.input.element_type() == ElementType::F32;
+        let math = runs_math(module, reduction);
         for &p in &reduction.operands {
             let producer = comp.inst(p);
             let fits = movable(p)
                 && users[p.index()].iter().any(|&u| u != r)
                 && matches!(kernel_kind(module, comp, producer), Some(Kind::Loop(_)))
                 && same_places(&producer.shape, column.input)
-                && sweepable(module, producer, column.sums_f32)
-                && !(column.math && runs_math(module, producer))
+                && sweepable(module, producer, sums_f32)
+                && !(math && runs_math(module, producer))
                 && reduction.operands.iter().all(|&o| o == p || !may_reach(comp, &position, p, o));
             if fits {
                 return Some((r, p));
