@@ -8,7 +8,7 @@ use cranelift_module::{DataDescription, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use tessera_lower::Program;
 
-use super::{define, entry, function, isa_builder, kernel_signature, TIER};
+use super::{define, entry, function, inline, isa_builder, kernel_signature, TIER};
 use crate::aot::AotOptions;
 use crate::entry::{EntryAbi, EntryPlan};
 use crate::{CodegenError, ResolvedTarget};
@@ -38,6 +38,7 @@ pub(crate) fn object(
     let mut builder_ctx = FunctionBuilderContext::new();
     let mut kernels = Vec::with_capacity(program.kernels.len());
     let mut dump = options.dump_dir.as_ref().map(|dir| (dir.join("cranelift.clif"), String::new()));
+    let mut bodies = Vec::new();
     for kernel in &program.kernels {
         // Anonymous: local to the object, so kernels of several objects never clash.
         let id = module.declare_anonymous_function(&sig).map_err(|e| backend(&kernel.name, e.to_string()))?;
@@ -46,6 +47,10 @@ pub(crate) fn object(
         function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
             .map_err(|f| f.for_kernel(&kernel.name))?;
         ctx.set_disasm(dump.is_some());
+        // Compiling rewrites the function: the entry inlines the translated one.
+        if inline::inlinable(kernel) {
+            bodies.push((id, ctx.func.clone()));
+        }
         define(&mut module, id, &mut ctx).map_err(|m| backend(&kernel.name, m))?;
         if let Some((_, text)) = dump.as_mut() {
             let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
@@ -81,6 +86,11 @@ pub(crate) fn object(
         .map_err(|m| backend(symbol, m))?;
     entry::translate(plan, &mut module, &kernels, &runtime, &mut ctx, &mut builder_ctx)
         .map_err(|m| backend(symbol, m))?;
+    let mut scalar = inline::ScalarKernels::default();
+    for (id, body) in &bodies {
+        scalar.add(*id, body);
+    }
+    scalar.inline_into(&mut ctx).map_err(|m| backend(symbol, m))?;
     define(&mut module, entry_id, &mut ctx).map_err(|m| backend(symbol, m))?;
     module.finish().emit().map_err(|e| backend(symbol, format!("writing the object: {e}")))
 }

@@ -119,7 +119,9 @@ impl Translator<'_, '_> {
         let (table, lo, hi) = (params[0], params[1], params[2]);
         for i in 0..self.kernel.buffers.len() {
             let offset = i32::try_from(i * 8).map_err(|_| Failure::Unsupported("more than 2^28 buffers".into()))?;
-            let base = self.b.ins().load(types::I64, MemFlagsData::trusted().with_readonly(), table, offset);
+            // Not `readonly`: a kernel inlined into the entry (`inline`) reads the table the
+            // entry rewrites before every launch, and readonly loads of one address may merge.
+            let base = self.b.ins().load(types::I64, MemFlagsData::trusted(), table, offset);
             self.bases.push(base);
         }
         // The grid loop: `for grid in grid_lo..grid_hi { body }`, rotated so each iteration
@@ -134,11 +136,17 @@ impl Translator<'_, '_> {
         self.b.switch_to_block(body);
         self.bind_var(self.kernel.grid.var, var)?;
         self.stmts(&self.kernel.body)?;
-        let i = self.b.use_var(var);
-        let next = self.b.ins().iadd_imm_s(i, 1);
-        self.b.def_var(var, next);
-        let more = self.b.ins().icmp(cranelift_codegen::ir::condcodes::IntCC::SignedLessThan, next, hi);
-        self.b.ins().brif(more, body, &[], exit, &[]);
+        if self.kernel.grid.extent <= 1 {
+            // One point at most: no back edge (a scalar kernel inlined into a loop of the entry
+            // is then straight-line code there).
+            self.b.ins().jump(exit, &[]);
+        } else {
+            let i = self.b.use_var(var);
+            let next = self.b.ins().iadd_imm_s(i, 1);
+            self.b.def_var(var, next);
+            let more = self.b.ins().icmp(cranelift_codegen::ir::condcodes::IntCC::SignedLessThan, next, hi);
+            self.b.ins().brif(more, body, &[], exit, &[]);
+        }
         self.b.seal_block(body);
         self.b.switch_to_block(exit);
         self.b.seal_block(exit);

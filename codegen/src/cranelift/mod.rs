@@ -10,6 +10,7 @@ pub(crate) mod aot;
 pub(crate) mod entry;
 mod function;
 mod index;
+mod inline;
 mod memory;
 mod ops;
 mod vector;
@@ -223,7 +224,14 @@ fn compile_object(
         timings
             .time("cranelift: translate entry", || {
                 let runtime = entry::declare_runtime(&mut module, EntryAbi::Jit, Vec::new())?;
-                entry::translate(plan, &mut module, &kernel_ids, &runtime, &mut ctx, &mut builder_ctx)
+                entry::translate(plan, &mut module, &kernel_ids, &runtime, &mut ctx, &mut builder_ctx)?;
+                let mut scalar = inline::ScalarKernels::default();
+                for (&k, (id, kernel_ctx)) in distinct.iter().zip(&translated) {
+                    if inline::inlinable(&kernels[k]) {
+                        scalar.add(*id, &kernel_ctx.func);
+                    }
+                }
+                scalar.inline_into(&mut ctx)
             })
             .map_err(backend)?;
         let id = module
