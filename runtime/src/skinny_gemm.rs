@@ -308,10 +308,6 @@ mod x86_512 {
     use super::x86::Lanes;
     use super::{Bf16, ColumnsFn, Elem, Problem, F16};
 
-    /// How many rows of `B` ahead a row tile prefetches: rows lie a page or more apart, which
-    /// hardware prefetchers do not cross.
-    const PREFETCH_ROWS: isize = 16;
-
     /// Sixteen consecutive elements widened into one register.
     pub(super) trait Lanes16: Lanes {
         /// # Safety
@@ -468,7 +464,7 @@ mod x86_512 {
             let mut row = p.b.offset(q0 as isize * p.b_rs + j0 as isize);
             for q in q0..q1 {
                 if !MASKED {
-                    let ahead = row.offset(PREFETCH_ROWS * p.b_rs) as *const i8;
+                    let ahead = row.offset(super::x86::PREFETCH_ROWS * p.b_rs) as *const i8;
                     for line in (0..row_bytes).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(ahead.add(line));
                     }
@@ -623,8 +619,9 @@ mod x86 {
         }
     }
 
-    /// How many rows of a half-precision `B` ahead a row tile prefetches.
-    const HALF_PREFETCH_ROWS: isize = 16;
+    /// How many rows of `B` ahead a row tile prefetches (the AVX-512 tiles, and these for a
+    /// half-precision `B`).
+    pub(super) const PREFETCH_ROWS: isize = 16;
 
     /// The smallest f32 `B` (in bytes) that [`stream`] reads: below it `B` stays in a core's L2
     /// between calls, and the tiles that walk down 256 rows at a time do as well.
@@ -647,8 +644,8 @@ mod x86 {
     /// as evenly as possible: 8 rows as 4 + 4 keep 8 accumulators busy in each tile, where
     /// 6 + 2 leaves the second tile waiting on FMA latency.
     ///
-    /// Measured on Zen 3 (one thread, 7 alternating rounds): 8x2048x2048 f32 7.5 -> 2.8 ms,
-    /// 8x256x1024 (1 MiB, from L3) 167 -> 129 us; with one or two rows of `A` it was no
+    /// Measured on Zen 3 (one thread, 7 alternating rounds): 8x2048x2048 f32 7.5 -> 3.2 ms,
+    /// 8x256x1024 (1 MiB, from L3) 167 -> 116 us; with one or two rows of `A` it was no
     /// faster than the wide tiles, which those keep.
     ///
     /// # Safety
@@ -728,18 +725,7 @@ mod x86 {
                     }
                 }
             }
-            let a = p.a.add(pass.i0 * p.k);
-            let mut row = p.b.offset(pass.q0 as isize * p.b_rs + pass.j0 as isize);
-            for q in pass.q0..pass.q1 {
-                let b: [__m256; V] = std::array::from_fn(|v| E::load8(row.add(8 * v)));
-                for (i, acc) in acc.iter_mut().enumerate() {
-                    let av = _mm256_broadcast_ss(&*a.add(i * p.k + q));
-                    for (s, &x) in acc.iter_mut().zip(&b) {
-                        *s = _mm256_fmadd_ps(av, x, *s);
-                    }
-                }
-                row = row.offset(p.b_rs);
-            }
+            sweep(p, pass.i0, pass.j0, pass.q0, pass.q1, &mut acc);
             for (i, acc) in acc.iter().enumerate() {
                 if pass.last {
                     store_row(p, pass.i0 + i, pass.j0, acc);
@@ -772,8 +758,7 @@ mod x86 {
     }
 
     /// `C[i0..i0+R, j0..j0+8V] (+)= A[i0..i0+R, q0..q1] · B[q0..q1, j0..j0+8V]` with `B`'s rows
-    /// contiguous, starting from zero when `first` (else from what `C` holds): per row of `B`,
-    /// `V` vectors of it and `R` broadcasts of `A` feed `R·V` accumulators.
+    /// contiguous, starting from zero when `first` (else from what `C` holds).
     #[inline(always)]
     unsafe fn row_tile<E: Lanes, const R: usize, const V: usize>(
         p: &Problem<E>,
@@ -799,21 +784,37 @@ mod x86 {
                     }
                 }
             }
+            sweep(p, i0, j0, q0, q1, &mut acc);
+            for (i, acc) in acc.iter().enumerate() {
+                store_row(p, i0 + i, j0, acc);
+            }
+        }
+    }
+
+    /// `acc += A[i0..i0+R, q0..q1] · B[q0..q1, j0..j0+8V]` with `B`'s rows contiguous: per row
+    /// of `B`, `V` vectors of it and `R` broadcasts of `A` feed `R·V` accumulators.
+    #[inline(always)]
+    unsafe fn sweep<E: Lanes, const R: usize, const V: usize>(
+        p: &Problem<E>,
+        i0: usize,
+        j0: usize,
+        q0: usize,
+        q1: usize,
+        acc: &mut [[__m256; V]; R],
+    ) {
+        unsafe {
             let a = p.a.add(i0 * p.k);
             let mut row = p.b.offset(q0 as isize * p.b_rs + j0 as isize);
             for q in q0..q1 {
                 if std::mem::size_of::<E>() < 4 {
                     // Rows of B lie a page or more apart, which hardware prefetchers do not
                     // cross: ask for the row a few iterations ahead.
-                    let ahead = row.offset(HALF_PREFETCH_ROWS * p.b_rs) as *const i8;
+                    let ahead = row.offset(PREFETCH_ROWS * p.b_rs) as *const i8;
                     for line in (0..8 * V * std::mem::size_of::<E>()).step_by(64) {
                         _mm_prefetch::<_MM_HINT_T0>(ahead.add(line));
                     }
                 }
-                let mut b = [_mm256_setzero_ps(); V];
-                for (v, x) in b.iter_mut().enumerate() {
-                    *x = E::load8(row.add(8 * v));
-                }
+                let b: [__m256; V] = std::array::from_fn(|v| E::load8(row.add(8 * v)));
                 for (i, acc) in acc.iter_mut().enumerate() {
                     let av = _mm256_broadcast_ss(&*a.add(i * p.k + q));
                     for (s, &x) in acc.iter_mut().zip(&b) {
@@ -821,9 +822,6 @@ mod x86 {
                     }
                 }
                 row = row.offset(p.b_rs);
-            }
-            for (i, acc) in acc.iter().enumerate() {
-                store_row(p, i0 + i, j0, acc);
             }
         }
     }
