@@ -38,19 +38,14 @@ pub(crate) fn object(
     let mut builder_ctx = FunctionBuilderContext::new();
     let mut kernels = Vec::with_capacity(program.kernels.len());
     let mut dump = options.dump_dir.as_ref().map(|dir| (dir.join("cranelift.clif"), String::new()));
-    let mut bodies = Vec::new();
     for kernel in &program.kernels {
         // Anonymous: local to the object, so kernels of several objects never clash.
         let id = module.declare_anonymous_function(&sig).map_err(|e| backend(&kernel.name, e.to_string()))?;
         module.clear_context(&mut ctx);
         ctx.func.signature = sig.clone();
-        function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
+        function::translate(kernel, function::BufferAbi::Table, &mut module, &mut ctx, &mut builder_ctx, &symbols)
             .map_err(|f| f.for_kernel(&kernel.name))?;
         ctx.set_disasm(dump.is_some());
-        // Compiling rewrites the function: the entry inlines the translated one.
-        if inline::inlinable(kernel) {
-            bodies.push((id, ctx.func.clone()));
-        }
         define(&mut module, id, &mut ctx).map_err(|m| backend(&kernel.name, m))?;
         if let Some((_, text)) = dump.as_mut() {
             let asm = ctx.compiled_code().and_then(|c| c.vcode.clone()).unwrap_or_default();
@@ -84,12 +79,12 @@ pub(crate) fn object(
         .map_err(|e| backend(symbol, e.to_string()))?;
     let runtime = entry::declare_runtime(&mut module, EntryAbi::Object { parallel: options.parallel }, constants)
         .map_err(|m| backend(symbol, m))?;
-    entry::translate(plan, &mut module, &kernels, &runtime, &mut ctx, &mut builder_ctx)
-        .map_err(|m| backend(symbol, m))?;
     let mut scalar = inline::ScalarKernels::default();
-    for (id, body) in &bodies {
-        scalar.add(*id, body);
+    for (k, kernel) in program.kernels.iter().enumerate() {
+        scalar.add(k, kernel, &mut module, &mut builder_ctx, &symbols).map_err(|m| backend(&kernel.name, m))?;
     }
+    entry::translate(plan, &mut module, &kernels, &scalar, &runtime, &mut ctx, &mut builder_ctx)
+        .map_err(|m| backend(symbol, m))?;
     scalar.inline_into(&mut ctx).map_err(|m| backend(symbol, m))?;
     define(&mut module, entry_id, &mut ctx).map_err(|m| backend(symbol, m))?;
     module.finish().emit().map_err(|e| backend(symbol, format!("writing the object: {e}")))

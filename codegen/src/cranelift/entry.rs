@@ -2,7 +2,7 @@
 //! and an object's, from the same [`EntryPlan`].
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, AbiParam, Block, InstBuilder, MemFlagsData, Signature, StackSlotData};
+use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFlagsData, Signature, StackSlotData};
 use cranelift_codegen::ir::{StackSlotKind, Value};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
@@ -11,6 +11,7 @@ use tessera_lower::{Program, SelectorKind};
 use tessera_runtime::entry::offsets;
 use tessera_runtime::thread_pool::may_split;
 
+use super::inline::ScalarKernels;
 use crate::entry::plan::{self, Addr, EntryPlan, EntryStep};
 use crate::entry::EntryAbi;
 
@@ -68,6 +69,7 @@ pub(crate) fn translate(
     plan: &EntryPlan,
     module: &mut dyn Module,
     kernels: &[FuncId],
+    inlined: &ScalarKernels,
     runtime: &Runtime,
     ctx: &mut Context,
     builder_ctx: &mut FunctionBuilderContext,
@@ -78,6 +80,7 @@ pub(crate) fn translate(
         b,
         module,
         kernels,
+        inlined,
         runtime,
         args: None,
         results: None,
@@ -100,6 +103,8 @@ struct Entry<'a, 'f> {
     b: FunctionBuilder<'f>,
     module: &'a mut dyn Module,
     kernels: &'a [FuncId],
+    /// The copies of small scalar kernels direct calls run instead (`inline`).
+    inlined: &'a ScalarKernels,
     runtime: &'a Runtime,
     /// The `args` and `results` arrays (a JIT entry loads a pointer where it uses it).
     args: Option<Value>,
@@ -281,6 +286,28 @@ impl Entry<'_, '_> {
         })
     }
 
+    fn kernel(&mut self, kernel: usize) -> Result<FuncRef, String> {
+        let id = *self.kernels.get(kernel).ok_or("no such kernel")?;
+        Ok(self.module.declare_func_in_func(id, self.b.func))
+    }
+
+    /// Runs kernel `kernel`'s whole grid here: its inlinable copy with the buffers' addresses
+    /// (`inline`), or the kernel with a table of them.
+    fn call(&mut self, kernel: usize, buffers: &[Addr], extent: i64) -> Result<(), String> {
+        let lo = self.b.ins().iconst(types::I64, 0);
+        let hi = self.b.ins().iconst(types::I64, extent);
+        if let Some(copy) = self.inlined.callee(self.b.func, kernel) {
+            let mut args = buffers.iter().map(|&a| self.addr(a)).collect::<Result<Vec<_>, _>>()?;
+            args.extend([lo, hi]);
+            self.b.ins().call(copy, &args);
+        } else {
+            let table = self.table(buffers)?;
+            let f = self.kernel(kernel)?;
+            self.b.ins().call(f, &[table, lo, hi]);
+        }
+        Ok(())
+    }
+
     /// Returns `code` from the entry when `cond` is nonzero.
     fn return_if(&mut self, cond: Value, code: Value) {
         let (fail, ok) = (self.b.create_block(), self.b.create_block());
@@ -297,15 +324,12 @@ impl Entry<'_, '_> {
     fn step(&mut self, step: &EntryStep) -> Result<(), String> {
         match step {
             EntryStep::Launch { launch, kernel, buffers, extent, work_bytes } => {
-                let table = self.table(buffers)?;
-                let id = *self.kernels.get(*kernel).ok_or("no such kernel")?;
-                let f = self.module.declare_func_in_func(id, self.b.func);
-                let hi = self.b.ins().iconst(types::I64, *extent);
                 let launch = i64::try_from(*launch).map_err(|_| "too many launches")?;
                 match *self.runtime {
                     Runtime::Jit { launch: through_runtime, .. } => {
                         let run = self.run.ok_or("no run context")?;
                         if self.profiled || may_split(*extent, *work_bytes) {
+                            let table = self.table(buffers)?;
                             let callee = self.module.declare_func_in_func(through_runtime, self.b.func);
                             let j = self.b.ins().iconst(types::I64, launch);
                             self.b.ins().call(callee, &[run, j, table]);
@@ -315,20 +339,19 @@ impl Entry<'_, '_> {
                             let n = self.b.use_var(counted);
                             let n = self.b.ins().iadd_imm_s(n, 1);
                             self.b.def_var(counted, n);
-                            let lo = self.b.ins().iconst(types::I64, 0);
-                            self.b.ins().call(f, &[table, lo, hi]);
+                            self.call(*kernel, buffers, *extent)?;
                         }
                     }
                     Runtime::Object { launcher: Some(launcher), .. } => {
+                        let table = self.table(buffers)?;
+                        let f = self.kernel(*kernel)?;
+                        let hi = self.b.ins().iconst(types::I64, *extent);
                         let callee = self.module.declare_func_in_func(launcher, self.b.func);
                         let kernel = self.b.ins().func_addr(types::I64, f);
                         let work = self.b.ins().iconst(types::I64, i64::try_from(*work_bytes).unwrap_or(i64::MAX));
                         self.b.ins().call(callee, &[kernel, table, hi, work]);
                     }
-                    Runtime::Object { launcher: None, .. } => {
-                        let lo = self.b.ins().iconst(types::I64, 0);
-                        self.b.ins().call(f, &[table, lo, hi]);
-                    }
+                    Runtime::Object { launcher: None, .. } => self.call(*kernel, buffers, *extent)?,
                 }
             }
             EntryStep::Copy { src, dst, bytes } => {

@@ -71,8 +71,22 @@ fn slot<'t, T>(table: &'t mut Vec<Option<T>>, id: u32, what: &str) -> Result<&'t
     Ok(&mut table[i])
 }
 
+/// How a kernel's function receives its buffers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BufferAbi {
+    /// `(table, grid_lo, grid_hi)`, the table holding the buffers' addresses: how the runtime
+    /// and every launch call a kernel (`kernel_signature`).
+    Table,
+    /// `(buffer 0, ..., buffer n-1, grid_lo, grid_hi)`: the addresses themselves, for the copy
+    /// of a scalar kernel an entry inlines (`inline`), whose loads of a table the entry had just
+    /// written Cranelift would not forward (it forwards only the latest store).
+    Addresses,
+}
+
+/// Translates `kernel` into `ctx.func`, whose signature the caller has set to `abi`'s.
 pub(crate) fn translate(
     kernel: &Kernel,
+    abi: BufferAbi,
     module: &mut dyn Module,
     ctx: &mut Context,
     builder_ctx: &mut FunctionBuilderContext,
@@ -96,7 +110,7 @@ pub(crate) fn translate(
         halves: None,
         consts: Default::default(),
     };
-    t.entry()?;
+    t.entry(abi)?;
     let config = t.module.target_config();
     let Translator { b, module, consts, .. } = t;
     b.finalize(config);
@@ -110,19 +124,35 @@ impl Translator<'_, '_> {
         self.module.isa().name() == "x64"
     }
 
-    fn entry(&mut self) -> Result<()> {
+    fn entry(&mut self, abi: BufferAbi) -> Result<()> {
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         self.b.seal_block(entry);
         let params = self.b.block_params(entry).to_vec();
-        let (table, lo, hi) = (params[0], params[1], params[2]);
-        for i in 0..self.kernel.buffers.len() {
-            let offset = i32::try_from(i * 8).map_err(|_| Failure::Unsupported("more than 2^28 buffers".into()))?;
-            // Not `readonly`: a kernel inlined into the entry (`inline`) reads the table the
-            // entry rewrites before every launch, and readonly loads of one address may merge.
-            let base = self.b.ins().load(types::I64, MemFlagsData::trusted(), table, offset);
-            self.bases.push(base);
+        let n = self.kernel.buffers.len();
+        let expected = match abi {
+            BufferAbi::Table => 3,
+            BufferAbi::Addresses => n + 2,
+        };
+        if params.len() != expected {
+            return Err(Failure::Malformed(format!(
+                "the function has {} parameters where {abi:?} passes {expected}",
+                params.len()
+            )));
+        }
+        let (lo, hi) = (params[expected - 2], params[expected - 1]);
+        match abi {
+            BufferAbi::Table => {
+                for i in 0..n {
+                    let offset =
+                        i32::try_from(i * 8).map_err(|_| Failure::Unsupported("more than 2^28 buffers".into()))?;
+                    let flags = MemFlagsData::trusted().with_readonly();
+                    let base = self.b.ins().load(types::I64, flags, params[0], offset);
+                    self.bases.push(base);
+                }
+            }
+            BufferAbi::Addresses => self.bases.extend_from_slice(&params[..n]),
         }
         // The grid loop: `for grid in grid_lo..grid_hi { body }`, rotated so each iteration
         // takes one branch.

@@ -204,7 +204,14 @@ fn compile_object(
         ctx.func.signature = sig.clone();
         timings
             .time("cranelift: translate", || {
-                function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
+                function::translate(
+                    kernel,
+                    function::BufferAbi::Table,
+                    &mut module,
+                    &mut ctx,
+                    &mut builder_ctx,
+                    &symbols,
+                )
             })
             .map_err(|f| f.for_kernel(&kernel.name))?;
         ctx.set_disasm(dump_path.is_some());
@@ -224,13 +231,11 @@ fn compile_object(
         timings
             .time("cranelift: translate entry", || {
                 let runtime = entry::declare_runtime(&mut module, EntryAbi::Jit, Vec::new())?;
-                entry::translate(plan, &mut module, &kernel_ids, &runtime, &mut ctx, &mut builder_ctx)?;
                 let mut scalar = inline::ScalarKernels::default();
-                for (&k, (id, kernel_ctx)) in distinct.iter().zip(&translated) {
-                    if inline::inlinable(&kernels[k]) {
-                        scalar.add(*id, &kernel_ctx.func);
-                    }
+                for (k, &r) in representative.iter().enumerate() {
+                    scalar.add(k, &kernels[r], &mut module, &mut builder_ctx, &symbols)?;
                 }
+                entry::translate(plan, &mut module, &kernel_ids, &scalar, &runtime, &mut ctx, &mut builder_ctx)?;
                 scalar.inline_into(&mut ctx)
             })
             .map_err(backend)?;
@@ -284,8 +289,15 @@ pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
     let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
     let mut ctx = module.make_context();
     ctx.func.signature = kernel_signature(&module);
-    function::translate(kernel, &mut module, &mut ctx, &mut FunctionBuilderContext::new(), &symbols)
-        .map_err(|f| f.for_kernel(&kernel.name))?;
+    function::translate(
+        kernel,
+        function::BufferAbi::Table,
+        &mut module,
+        &mut ctx,
+        &mut FunctionBuilderContext::new(),
+        &symbols,
+    )
+    .map_err(|f| f.for_kernel(&kernel.name))?;
     Ok(ctx.func.display().to_string())
 }
 
