@@ -40,6 +40,7 @@ use crate::LowerError;
 mod compare_select;
 mod data_movement;
 mod reduce;
+mod vector_dot;
 
 #[derive(Default)]
 pub struct AlgebraicSimplifier {
@@ -56,8 +57,9 @@ impl Pass for AlgebraicSimplifier {
         self.rewrites.clear();
         let log = &mut self.rewrites;
         let reducers = reduce::reducer_ops(module);
+        let adders = vector_dot::adders(module, &reducers);
         rewrite_each(module, |comp, id, forwarded| {
-            let Some(rule) = simplify(comp, id, forwarded, &reducers) else { return Ok(false) };
+            let Some(rule) = simplify(comp, id, forwarded, &reducers, &adders) else { return Ok(false) };
             log.push(format!("{}: {rule}", comp.inst(id).name));
             Ok(true)
         })
@@ -74,6 +76,7 @@ fn simplify(
     id: InstId,
     forwarded: &mut Forwards,
     reducers: &HashMap<CompId, Opcode>,
+    adders: &HashMap<ElementType, CompId>,
 ) -> Option<&'static str> {
     let inst = comp.inst(id);
     if inst.shape.as_array().is_none() || !inst.control_predecessors.is_empty() {
@@ -93,6 +96,7 @@ fn simplify(
             Opcode::Reduce => {
                 reduce::reduce_to_reshape(comp, id).or_else(|| reduce::reduce_of_broadcast(comp, id, reducers))
             }
+            Opcode::Dot => vector_dot::to_reduce(comp, id, adders),
             _ => None,
         })
 }
