@@ -45,8 +45,8 @@ extern "C" {
 }
 
 use crate::conv::{tessera_rt_conv_f32, tessera_rt_conv_f64};
-use crate::fft::tessera_rt_fft;
 use crate::gemm::{tessera_rt_gemm_f32, tessera_rt_gemm_f32_mixed, tessera_rt_gemm_f64};
+use tessera_fft::tessera_rt_fft;
 
 /// Every symbol a kernel may call, with its address.
 pub fn symbols() -> Vec<(&'static str, *const u8)> {

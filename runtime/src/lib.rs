@@ -10,7 +10,6 @@ pub mod conv;
 pub mod entry;
 pub mod error;
 pub mod executable;
-pub mod fft;
 pub mod gemm;
 mod host_io;
 pub mod memory_space;
