@@ -18,7 +18,12 @@ use crate::passes::rewrite::{add_constant, become_op};
 
 /// The element type of dot `inst` when [`to_reduce`] rewrites it.
 fn reducible(comp: &Computation, inst: &Instruction) -> Option<ElementType> {
-    if inst.opcode != Opcode::Dot || inst.operands.len() != 2 || inst.attr("sparsity").is_some() {
+    // An `algorithm` may ask for rounded operands or another accumulation: left to the dot.
+    if inst.opcode != Opcode::Dot
+        || inst.operands.len() != 2
+        || inst.attr("sparsity").is_some()
+        || inst.attr("algorithm").is_some()
+    {
         return None;
     }
     let out = inst.shape.as_array()?;
