@@ -23,6 +23,7 @@ use tessera_hlo::{
     ArrayShape, CompId, Computation, ElementType, InstId, Instruction, Layout, Literal, Module, Opcode, Shape,
 };
 
+use super::rewrite::add_computation;
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -52,7 +53,7 @@ impl Pass for BatchNormExpand {
             let adder = match adders.get(&ct) {
                 Some(&a) => a,
                 None => {
-                    let a = add_computation(module, ct);
+                    let a = add_computation(module, &format!("batch_norm_add_{}", ct.name()), ct);
                     adders.insert(ct, a);
                     a
                 }
@@ -89,20 +90,6 @@ fn compute_type(inst: &Instruction, x: &Shape) -> Result<ElementType, LowerError
         Some(ElementType::F64) => Ok(ElementType::F64),
         _ => Err(LowerError::unsupported(&inst.name, format!("{} of {x}", inst.opcode))),
     }
-}
-
-/// `add(p0, p1)` on scalars of `et`: the reducer of every sum here.
-fn add_computation(module: &mut Module, et: ElementType) -> CompId {
-    let mut comp = Computation::new(module.unique_computation_name(&format!("batch_norm_add_{}", et.name())));
-    let scalar = Shape::scalar(et);
-    let mut params = Vec::new();
-    for n in 0..2 {
-        let mut p = Instruction::new(format!("p{n}"), Opcode::Parameter, scalar.clone(), vec![]);
-        p.payload = Payload::Parameter(n);
-        params.push(comp.add(p));
-    }
-    comp.root = comp.add(Instruction::new("sum", Opcode::Add, scalar, params));
-    module.add_computation(comp)
 }
 
 /// Builds the expansion of one batch-norm instruction inside its computation.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use tessera_hlo::ir::{AttrValue, Payload};
-use tessera_hlo::{Computation, InstId, Instruction, Literal, Module, Opcode};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
 
 use crate::LowerError;
 
@@ -132,4 +132,19 @@ pub(crate) fn become_constant(comp: &mut Computation, id: InstId, lit: Literal) 
     let inst = comp.inst_mut(id);
     inst.shape = lit.shape().clone();
     inst.payload = Payload::Constant(lit);
+}
+
+/// Adds `add(p0, p1)` on scalars of `et` to `module` as a computation named after `name`: a
+/// sum's reducer, for passes that make sums.
+pub(crate) fn add_computation(module: &mut Module, name: &str, et: ElementType) -> CompId {
+    let mut comp = Computation::new(module.unique_computation_name(name));
+    let scalar = Shape::scalar(et);
+    let mut params = Vec::new();
+    for n in 0..2 {
+        let mut p = Instruction::new(format!("p{n}"), Opcode::Parameter, scalar.clone(), vec![]);
+        p.payload = Payload::Parameter(n);
+        params.push(comp.add(p));
+    }
+    comp.root = comp.add(Instruction::new("sum", Opcode::Add, scalar, params));
+    module.add_computation(comp)
 }

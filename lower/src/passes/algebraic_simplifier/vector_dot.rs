@@ -11,10 +11,10 @@
 
 use std::collections::HashMap;
 
-use tessera_hlo::ir::{AttrList, AttrValue, Payload};
+use tessera_hlo::ir::{AttrList, AttrValue};
 use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
 
-use crate::passes::rewrite::{add_constant, become_op};
+use crate::passes::rewrite::{add_computation, add_constant, become_op};
 
 /// The element type of dot `inst` when [`to_reduce`] rewrites it.
 fn reducible(comp: &Computation, inst: &Instruction) -> Option<ElementType> {
@@ -63,23 +63,10 @@ pub(super) fn adders(module: &mut Module, reducers: &HashMap<CompId, Opcode>) ->
             .filter(|&(c, &op)| op == Opcode::Add && module.comp(*c).root_inst().shape == Shape::scalar(et))
             .map(|(&c, _)| c)
             .min();
-        let adder = existing.unwrap_or_else(|| add_computation(module, et));
+        let adder = existing.unwrap_or_else(|| add_computation(module, &format!("add_{}", et.name()), et));
         adders.insert(et, adder);
     }
     adders
-}
-
-fn add_computation(module: &mut Module, et: ElementType) -> CompId {
-    let mut comp = Computation::new(module.unique_computation_name(&format!("add_{}", et.name())));
-    let scalar = Shape::scalar(et);
-    let mut params = Vec::new();
-    for n in 0..2 {
-        let mut p = Instruction::new(format!("p{n}"), Opcode::Parameter, scalar.clone(), vec![]);
-        p.payload = Payload::Parameter(n);
-        params.push(comp.add(p));
-    }
-    comp.root = comp.add(Instruction::new("sum", Opcode::Add, scalar, params));
-    module.add_computation(comp)
 }
 
 /// Rewrites dot `id` of two vectors as a reduce of their product (see the module doc).
