@@ -5,8 +5,9 @@
 //! operands (a row sliced out of a matrix, a column), as XLA:CPU runs it.
 //!
 //! Only where the rewrite computes what the dot does: operands and result of one type, an
-//! integer type (wrapping sums in any order) or f32/f64 (the reduce sums f32 in f64, a dot in
-//! f32); batch dimensions leading and contracting dimensions trailing on both operands in
+//! integer type (wrapping sums in any order) or f32/f64 (a sum in another order, as XLA's
+//! rule makes, within a dot's rounding: `emit::reduce` sums in lanes of the result's type or
+//! wider); batch dimensions leading and contracting dimensions trailing on both operands in
 //! the same order, so the product needs no transpose.
 
 use std::collections::HashMap;
