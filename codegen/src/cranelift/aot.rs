@@ -79,8 +79,9 @@ pub(crate) fn object(
         .map_err(|e| backend(symbol, e.to_string()))?;
     let runtime = entry::declare_runtime(&mut module, EntryAbi::Object { parallel: options.parallel }, constants)
         .map_err(|m| backend(symbol, m))?;
+    // A parallel entry launches every kernel through the runtime: it calls no copy.
     let mut scalar = inline::ScalarKernels::default();
-    for (k, kernel) in program.kernels.iter().enumerate() {
+    for (k, kernel) in program.kernels.iter().enumerate().filter(|_| !options.parallel) {
         scalar.add(k, kernel, &mut module, &mut builder_ctx, &symbols).map_err(|m| backend(&kernel.name, m))?;
     }
     entry::translate(plan, &mut module, &kernels, &scalar, &runtime, &mut ctx, &mut builder_ctx)

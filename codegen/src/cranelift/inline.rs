@@ -43,10 +43,11 @@ pub(crate) fn inlinable(kernel: &Kernel) -> bool {
 }
 
 /// The [`BufferAbi::Addresses`] translations of a program's inlinable kernels, by the index
-/// of the kernel in the program.
+/// of the kernel in the program (kernels with the same code share one).
 #[derive(Default)]
 pub(crate) struct ScalarKernels {
-    bodies: HashMap<u32, Function>,
+    bodies: Vec<Function>,
+    by_kernel: HashMap<u32, usize>,
 }
 
 impl ScalarKernels {
@@ -67,15 +68,28 @@ impl ScalarKernels {
         ctx.func.signature = signature(kernel, module);
         function::translate(kernel, BufferAbi::Addresses, module, &mut ctx, builder_ctx, symbols)
             .map_err(|f| f.for_kernel(&kernel.name).to_string())?;
-        self.bodies.insert(index, ctx.func);
+        self.by_kernel.insert(index, self.bodies.len());
+        self.bodies.push(ctx.func);
         Ok(())
+    }
+
+    /// Kernel `index` runs the same code as kernel `of`: it shares `of`'s copy, if any.
+    pub(crate) fn share(&mut self, index: usize, of: usize) {
+        let (Ok(index), Ok(of)) = (u32::try_from(index), u32::try_from(of)) else { return };
+        if let Some(&body) = self.by_kernel.get(&of) {
+            self.by_kernel.insert(index, body);
+        }
+    }
+
+    fn body(&self, index: u32) -> Option<&Function> {
+        self.by_kernel.get(&index).map(|&b| &self.bodies[b])
     }
 
     /// The function `caller` calls kernel `index`'s copy by (with the buffers' addresses and
     /// the grid range), when it has one.
     pub(crate) fn callee(&self, caller: &mut Function, index: usize) -> Option<FuncRef> {
         let index = u32::try_from(index).ok()?;
-        let body = self.bodies.get(&index)?;
+        let body = self.body(index)?;
         let name = caller.declare_imported_user_function(UserExternalName::new(NAMESPACE, index));
         let signature = caller.import_signature(body.signature.clone());
         Some(caller.import_function(ExtFuncData {
@@ -117,7 +131,7 @@ impl Inline for &ScalarKernels {
             return InlineCommand::KeepCall;
         };
         let name = &caller.params.user_named_funcs()[name];
-        match self.bodies.get(&name.index) {
+        match self.body(name.index) {
             Some(body) if name.namespace == NAMESPACE => {
                 InlineCommand::Inline { callee: Cow::Borrowed(body), visit_callee: false }
             }

@@ -232,8 +232,11 @@ fn compile_object(
             .time("cranelift: translate entry", || {
                 let runtime = entry::declare_runtime(&mut module, EntryAbi::Jit, Vec::new())?;
                 let mut scalar = inline::ScalarKernels::default();
+                for &k in &distinct {
+                    scalar.add(k, &kernels[k], &mut module, &mut builder_ctx, &symbols)?;
+                }
                 for (k, &r) in representative.iter().enumerate() {
-                    scalar.add(k, &kernels[r], &mut module, &mut builder_ctx, &symbols)?;
+                    scalar.share(k, r);
                 }
                 entry::translate(plan, &mut module, &kernel_ids, &scalar, &runtime, &mut ctx, &mut builder_ctx)?;
                 scalar.inline_into(&mut ctx)
