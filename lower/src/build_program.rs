@@ -14,7 +14,8 @@
 //!   value is copied in; the condition and the body are lowered as nested step lists reading
 //!   the state; after the body, its result is copied back into the state (a leaf the body
 //!   passes through unchanged costs nothing; a leaf that moves to another position goes
-//!   through a temporary first, so no copy reads state an earlier copy overwrote).
+//!   through a temporary first, so no copy reads state an earlier copy overwrote). A leaf the
+//!   loop never writes is no buffer of its own: the loop reads the initial value's buffer.
 //! - `conditional` lowers each branch as a nested step list ending in copies of the branch's
 //!   result into the conditional's own buffers.
 //! - A `call` that is still there is lowered in place, its computation's steps inlined.
@@ -59,6 +60,14 @@ impl Value {
             Value::Array(b) => out.push(*b),
             Value::Tuple(elems) => elems.iter().for_each(|e| e.leaves(out)),
             Value::Token => {}
+        }
+    }
+
+    fn rename_buffer(&mut self, from: BufferId, to: BufferId) {
+        match self {
+            Value::Array(b) if *b == from => *b = to,
+            Value::Tuple(elems) => elems.iter_mut().for_each(|e| e.rename_buffer(from, to)),
+            Value::Array(_) | Value::Token => {}
         }
     }
 
@@ -791,8 +800,9 @@ impl<'m> Builder<'m> {
         let (cond, body) = (self.computation(cond, &inst.name)?, self.computation(body, &inst.name)?);
         let init = self.value(comp, values, *operand)?;
         let state = self.fresh_value(&inst.name, &inst.shape)?;
+        let init_copies = self.steps.len();
         self.assign(&init, &state, &inst.name)?;
-        let (cond_steps, pred) = self.nested(|b| b.lower_computation(cond, vec![state.clone()]))?;
+        let (mut cond_steps, pred) = self.nested(|b| b.lower_computation(cond, vec![state.clone()]))?;
         let pred = match pred {
             Value::Array(p) if self.program.buffers[p.0 as usize].shape.rank() == 0 => p,
             _ => return Err(LowerError::invalid(&inst.name, "the while condition does not return a scalar")),
@@ -804,8 +814,58 @@ impl<'m> Builder<'m> {
             b.write_back(&next?, &state, &inst.name)
         })?;
         update_state_in_place(&self.program, &mut body_steps, &state.leaf_list());
+        let mut state = state;
+        let mut pred = pred;
+        for (from, to) in self.read_only_state(init_copies, &cond_steps, &body_steps, &state.leaf_list()) {
+            cond_steps.iter_mut().chain(body_steps.iter_mut()).for_each(|s| s.rename_buffer(from, to));
+            state.rename_buffer(from, to);
+            if pred == from {
+                pred = to;
+            }
+        }
         self.steps.push(Step::While { cond: cond_steps, pred, body: body_steps });
         Ok(state)
+    }
+
+    /// The state leaves that need no buffer of their own, each with the initial value's buffer
+    /// the loop reads instead; their copies in (at `init_copies..` of the current steps) are
+    /// removed. As XLA's copy insertion copies only the loop-state elements the loop changes:
+    /// a leaf that neither the condition nor the body writes (the body passes it through, as a
+    /// scan's weights or a search's table) keeps its initial value, so the loop may read that
+    /// value where it is, provided the loop does not write that buffer either. Its value after
+    /// the loop is then the initial buffer too. Nothing overwrites that buffer while the loop's
+    /// result is live: `may_overwrite` never hands a loop's result to an in-place update, nor
+    /// the initial value, whose user is the loop; an enclosing loop's copies back and in-place
+    /// updates see the reads under the initial buffer's own id (`write_back` and
+    /// `update_state_in_place` check what touches it).
+    fn read_only_state(
+        &mut self,
+        init_copies: usize,
+        cond: &[Step],
+        body: &[Step],
+        state: &[BufferId],
+    ) -> Vec<(BufferId, BufferId)> {
+        let mut written = HashSet::new();
+        let kernels = &self.program.kernels;
+        crate::program::walk_steps(cond, &mut |s| written.extend(s.own_writes(kernels)));
+        crate::program::walk_steps(body, &mut |s| written.extend(s.own_writes(kernels)));
+        let mut renames: Vec<(BufferId, BufferId)> = Vec::new();
+        let mut i = init_copies;
+        while i < self.steps.len() {
+            match self.steps[i] {
+                Step::Copy { src, dst }
+                    if state.contains(&dst)
+                        && !written.contains(&dst)
+                        && !written.contains(&src)
+                        && !renames.iter().any(|&(from, _)| from == dst) =>
+                {
+                    renames.push((dst, src));
+                    self.steps.remove(i);
+                }
+                _ => i += 1,
+            }
+        }
+        renames
     }
 
     /// Copies the body's result `next` into the loop state. A result leaf that is another

@@ -148,6 +148,52 @@ impl Step {
         }
     }
 
+    /// The buffers the step itself writes (not those of nested steps), given the program's
+    /// `kernels`: a launch's writable buffers (all of them when the kernel is unknown), a
+    /// copy's destination, what the host writes.
+    pub fn own_writes(&self, kernels: &[Kernel]) -> Vec<BufferId> {
+        match self {
+            Step::Launch(l) => {
+                let kernel = kernels.get(l.kernel);
+                let writes = |i: usize| kernel.is_none_or(|k| k.buffers.get(i).is_none_or(|b| b.writable));
+                l.args.iter().enumerate().filter(|&(i, _)| writes(i)).map(|(_, &a)| a).collect()
+            }
+            Step::Copy { dst, .. } => vec![*dst],
+            Step::Host(op) => op.reads_writes().1,
+            Step::While { .. } | Step::Conditional { .. } | Step::Check { .. } => Vec::new(),
+        }
+    }
+
+    /// Every buffer `from` the step and its nested steps name becomes `to`.
+    pub fn rename_buffer(&mut self, from: BufferId, to: BufferId) {
+        let swap = |b: &mut BufferId| {
+            if *b == from {
+                *b = to;
+            }
+        };
+        match self {
+            Step::Launch(l) => l.args.iter_mut().for_each(swap),
+            Step::Copy { src, dst } => [src, dst].into_iter().for_each(swap),
+            Step::While { cond, pred, body } => {
+                swap(pred);
+                cond.iter_mut().chain(body.iter_mut()).for_each(|s| s.rename_buffer(from, to));
+            }
+            Step::Conditional { selector, branches } => {
+                swap(selector);
+                branches.iter_mut().flatten().for_each(|s| s.rename_buffer(from, to));
+            }
+            Step::Check { value, .. } => swap(value),
+            Step::Host(op) => match op {
+                HostOp::CustomCall { operands, result, .. } => {
+                    operands.iter_mut().chain(std::iter::once(result)).for_each(|v| v.buffers.iter_mut().for_each(swap))
+                }
+                HostOp::Infeed { result: v, .. } | HostOp::Outfeed { operand: v, .. } => {
+                    v.buffers.iter_mut().for_each(swap)
+                }
+            },
+        }
+    }
+
     /// The nested step lists, in the order they appear (a while's condition, then its body).
     pub fn children(&self) -> Vec<&[Step]> {
         match self {
