@@ -173,6 +173,19 @@ pub(crate) fn work(kernel: &Kernel) -> u64 {
     u64::try_from(kernel.grid.extent.max(1)).unwrap_or(1).saturating_mul(body_work(&kernel.body))
 }
 
+/// The most kernel-IR statements a scalar kernel may have to be inlined into an entry (LLVM
+/// compiles it into the entry's module, where its inliner, whose threshold is a few hundred
+/// instructions, may inline it; Cranelift translates it into the entry at each direct launch).
+pub(crate) const INLINED_STATEMENTS: usize = 100;
+
+/// The most statements a scalar kernel launched in a while loop may bring into the entry,
+/// over all its launch sites, to be inlined whatever its own size: a step of a scalar loop (a
+/// `sin` with its range reductions) then runs in the loop's own code, without a call and a
+/// buffer table per step, and its results reach the next step without a trip through memory.
+/// The bound keeps the copies from growing the entry without limit (a kernel launched from
+/// many steps stays a call).
+pub(crate) const HOT_INLINED_STATEMENTS: usize = 2000;
+
 /// Statements in a body, nested ones included: a kernel's size, as a compile-cost estimate.
 pub(crate) fn statements(body: &[Stmt]) -> usize {
     body.iter()

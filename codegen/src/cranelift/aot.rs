@@ -8,7 +8,7 @@ use cranelift_module::{DataDescription, Linkage, Module};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use tessera_lower::Program;
 
-use super::{define, entry, function, inline, isa_builder, kernel_signature, TIER};
+use super::{define, entry, function, isa_builder, kernel_signature, TIER};
 use crate::aot::AotOptions;
 use crate::entry::{EntryAbi, EntryPlan};
 use crate::{CodegenError, ResolvedTarget};
@@ -43,7 +43,7 @@ pub(crate) fn object(
         let id = module.declare_anonymous_function(&sig).map_err(|e| backend(&kernel.name, e.to_string()))?;
         module.clear_context(&mut ctx);
         ctx.func.signature = sig.clone();
-        function::translate(kernel, function::BufferAbi::Table, &mut module, &mut ctx, &mut builder_ctx, &symbols)
+        function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
             .map_err(|f| f.for_kernel(&kernel.name))?;
         ctx.set_disasm(dump.is_some());
         define(&mut module, id, &mut ctx).map_err(|m| backend(&kernel.name, m))?;
@@ -79,14 +79,9 @@ pub(crate) fn object(
         .map_err(|e| backend(symbol, e.to_string()))?;
     let runtime = entry::declare_runtime(&mut module, EntryAbi::Object { parallel: options.parallel }, constants)
         .map_err(|m| backend(symbol, m))?;
-    // A parallel entry launches every kernel through the runtime: it calls no copy.
-    let mut scalar = inline::ScalarKernels::default();
-    for (k, kernel) in program.kernels.iter().enumerate().filter(|_| !options.parallel) {
-        scalar.add(k, kernel, &mut module, &mut builder_ctx, &symbols).map_err(|m| backend(&kernel.name, m))?;
-    }
-    entry::translate(plan, &mut module, &kernels, &scalar, &runtime, &mut ctx, &mut builder_ctx)
+    let kernels = entry::Kernels { functions: &kernels, ir: &program.kernels, symbols: &symbols };
+    entry::translate(plan, &mut module, &kernels, &runtime, &mut ctx, &mut builder_ctx)
         .map_err(|m| backend(symbol, m))?;
-    scalar.inline_into(&mut ctx).map_err(|m| backend(symbol, m))?;
     define(&mut module, entry_id, &mut ctx).map_err(|m| backend(symbol, m))?;
     module.finish().emit().map_err(|e| backend(symbol, format!("writing the object: {e}")))
 }

@@ -37,7 +37,7 @@ pub(crate) fn mem_flags() -> MemFlagsData {
 }
 
 pub(crate) struct Translator<'a, 'f> {
-    pub b: FunctionBuilder<'f>,
+    pub b: &'a mut FunctionBuilder<'f>,
     pub kernel: &'a Kernel,
     pub(crate) module: &'a mut dyn Module,
     symbols: &'a [&'static str],
@@ -58,6 +58,9 @@ pub(crate) struct Translator<'a, 'f> {
     pub(crate) halves: Option<super::vector::Halves>,
     /// The function's vector constants loaded from memory (`vector_consts`).
     pub(crate) consts: super::vector_consts::ConstTable,
+    /// By buffer: the caller's variable that holds the buffer's one element instead of memory,
+    /// and the variable's type, for a kernel translated into an entry ([`translate_inline`]).
+    promoted: Vec<Option<(Variable, Type)>>,
 }
 
 fn slot<'t, T>(table: &'t mut Vec<Option<T>>, id: u32, what: &str) -> Result<&'t mut Option<T>> {
@@ -71,50 +74,154 @@ fn slot<'t, T>(table: &'t mut Vec<Option<T>>, id: u32, what: &str) -> Result<&'t
     Ok(&mut table[i])
 }
 
-/// How a kernel's function receives its buffers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum BufferAbi {
-    /// `(table, grid_lo, grid_hi)`, the table holding the buffers' addresses: how the runtime
-    /// and every launch call a kernel (`kernel_signature`).
-    Table,
-    /// `(buffer 0, ..., buffer n-1, grid_lo, grid_hi)`: the addresses themselves, for the copy
-    /// of a scalar kernel an entry inlines (`inline`), whose loads of a table the entry had just
-    /// written Cranelift would not forward (it forwards only the latest store).
-    Addresses,
-}
-
-/// Translates `kernel` into `ctx.func`, whose signature the caller has set to `abi`'s.
+/// Translates `kernel` into `ctx.func`, whose signature the caller has set to
+/// `(table, grid_lo, grid_hi)`, the table holding the buffers' addresses: how the runtime and
+/// every launch call a kernel (`kernel_signature`).
 pub(crate) fn translate(
     kernel: &Kernel,
-    abi: BufferAbi,
     module: &mut dyn Module,
     ctx: &mut Context,
     builder_ctx: &mut FunctionBuilderContext,
     symbols: &[&'static str],
 ) -> Result<()> {
-    // Cranelift has no f16 conversion instructions (no F16C lowering on x86-64).
-    let expanded = tessera_lower::kernel::half_casts::expand(kernel, tessera_lower::kernel::half_casts::Keep::Nothing);
+    let expanded = expand_half_casts(kernel);
     let kernel = expanded.as_ref().unwrap_or(kernel);
-    let b = FunctionBuilder::new(&mut ctx.func, builder_ctx);
-    let mut t = Translator {
-        b,
-        kernel,
-        module,
-        symbols,
-        values: Vec::new(),
-        locals: Vec::new(),
-        vars: Vec::new(),
-        bases: Vec::new(),
-        hoisted: HashMap::new(),
-        imports: HashMap::new(),
-        halves: None,
-        consts: Default::default(),
-    };
-    t.entry(abi)?;
-    let config = t.module.target_config();
-    let Translator { b, module, consts, .. } = t;
-    b.finalize(config);
+    let mut b = FunctionBuilder::new(&mut ctx.func, builder_ctx);
+    let mut t = Translator::new(&mut b, kernel, module, symbols);
+    t.entry()?;
+    let consts = std::mem::take(&mut t.consts);
+    b.finalize(module.target_config());
     consts.define(module)
+}
+
+/// The kernel the tier translates in place of `kernel`, if not itself: Cranelift has no f16
+/// conversion instructions (no F16C lowering on x86-64), so they become integer sequences.
+pub(crate) fn expand_half_casts(kernel: &Kernel) -> Option<Kernel> {
+    tessera_lower::kernel::half_casts::expand(kernel, tessera_lower::kernel::half_casts::Keep::Nothing)
+}
+
+/// Translates `kernel`, a scalar kernel (`partition::is_scalar`), into the function `b` is
+/// building, at its current block, which the code continues in: the kernel's one grid point
+/// runs there, on the buffers at `bases`, except that a buffer `promoted` names is the
+/// caller's variable (its loads use the variable, its stores define it). The caller promotes
+/// only buffers of one element that the kernel reads and writes whole, as one scalar of the
+/// variable's size ([`value_buffers`]).
+pub(crate) fn translate_inline(
+    kernel: &Kernel,
+    b: &mut FunctionBuilder<'_>,
+    module: &mut dyn Module,
+    symbols: &[&'static str],
+    bases: Vec<Value>,
+    promoted: Vec<Option<(Variable, Type)>>,
+) -> Result<()> {
+    let expanded = expand_half_casts(kernel);
+    let kernel = expanded.as_ref().unwrap_or(kernel);
+    if !crate::partition::is_scalar(kernel) {
+        return Err(Failure::Malformed(format!("kernel {} is not scalar: it cannot run inline", kernel.name)));
+    }
+    if bases.len() != kernel.buffers.len() || promoted.len() != kernel.buffers.len() {
+        return Err(Failure::Malformed(format!(
+            "kernel {} has {} buffers where its caller binds {}",
+            kernel.name,
+            kernel.buffers.len(),
+            bases.len()
+        )));
+    }
+    if kernel.grid.extent < 1 {
+        return Ok(());
+    }
+    let mut t = Translator::new(b, kernel, module, symbols);
+    t.bases = bases;
+    t.promoted = promoted;
+    let var = t.b.declare_var(types::I64);
+    let zero = t.b.ins().iconst(types::I64, 0);
+    t.b.def_var(var, zero);
+    t.bind_var(kernel.grid.var, var)?;
+    t.hoist(&kernel.body)?;
+    t.stmts(&kernel.body)?;
+    let consts = std::mem::take(&mut t.consts);
+    consts.define(module)
+}
+
+/// For each buffer of `kernel`: whether it holds one element that every access of the kernel
+/// loads or stores whole, as the scalar (or predicate byte) its declaration states, and that
+/// no call gets the address of. Such a buffer can live in a variable of the caller
+/// ([`translate_inline`]); its size is [`element_bytes`].
+pub(crate) fn value_buffers(kernel: &Kernel) -> Vec<bool> {
+    fn scan(body: &[Stmt], kernel: &Kernel, ok: &mut [bool]) {
+        for stmt in body {
+            match stmt {
+                Stmt::Let(_, Op::Load { buf, mem, .. }) | Stmt::Store { buf, mem, .. } => {
+                    if let Some(k) = ok.get_mut(buf.0 as usize) {
+                        *k &= kernel.buffers.get(buf.0 as usize).is_some_and(|b| b.mem == *mem);
+                    }
+                }
+                Stmt::Call { args, .. } => {
+                    for arg in args {
+                        if let CallArg::Ptr { buf, .. } = arg {
+                            if let Some(k) = ok.get_mut(buf.0 as usize) {
+                                *k = false;
+                            }
+                        }
+                    }
+                }
+                Stmt::If { then_body, else_body, .. } => {
+                    scan(then_body, kernel, ok);
+                    scan(else_body, kernel, ok);
+                }
+                Stmt::Loop(l) => scan(&l.body, kernel, ok),
+                _ => {}
+            }
+        }
+    }
+    let expanded = expand_half_casts(kernel);
+    let kernel = expanded.as_ref().unwrap_or(kernel);
+    let mut ok: Vec<bool> = kernel.buffers.iter().map(|b| b.len == 1 && element_bytes(b.mem).is_some()).collect();
+    scan(&kernel.body, kernel, &mut ok);
+    ok
+}
+
+/// The bytes of one element of `mem` and the Cranelift type a load of it gives, for the
+/// element types a variable can stand for.
+pub(crate) fn element_bytes(mem: tessera_lower::kernel::MemType) -> Option<(u64, Type)> {
+    match mem {
+        tessera_lower::kernel::MemType::Pred => Some((1, types::I8)),
+        tessera_lower::kernel::MemType::Scalar(ty) if ty != Ty::Pred => {
+            let t = cl_type(ty);
+            Some((u64::from(t.bytes()), t))
+        }
+        _ => None,
+    }
+}
+
+impl<'a, 'f> Translator<'a, 'f> {
+    fn new(
+        b: &'a mut FunctionBuilder<'f>,
+        kernel: &'a Kernel,
+        module: &'a mut dyn Module,
+        symbols: &'a [&'static str],
+    ) -> Self {
+        Translator {
+            b,
+            kernel,
+            module,
+            symbols,
+            values: Vec::new(),
+            locals: Vec::new(),
+            vars: Vec::new(),
+            bases: Vec::new(),
+            hoisted: HashMap::new(),
+            imports: HashMap::new(),
+            halves: None,
+            consts: Default::default(),
+            promoted: Vec::new(),
+        }
+    }
+
+    /// The variable standing for buffer `buf`, if the caller promoted it.
+    pub(crate) fn promoted(&self, buf: BufId) -> Option<(Variable, Type)> {
+        self.promoted.get(buf.0 as usize).copied().flatten()
+    }
 }
 
 impl Translator<'_, '_> {
@@ -124,35 +231,20 @@ impl Translator<'_, '_> {
         self.module.isa().name() == "x64"
     }
 
-    fn entry(&mut self, abi: BufferAbi) -> Result<()> {
+    fn entry(&mut self) -> Result<()> {
         let entry = self.b.create_block();
         self.b.append_block_params_for_function_params(entry);
         self.b.switch_to_block(entry);
         self.b.seal_block(entry);
         let params = self.b.block_params(entry).to_vec();
-        let n = self.kernel.buffers.len();
-        let expected = match abi {
-            BufferAbi::Table => 3,
-            BufferAbi::Addresses => n + 2,
+        let [table, lo, hi] = params[..] else {
+            return Err(Failure::Malformed(format!("the function has {} parameters, not 3", params.len())));
         };
-        if params.len() != expected {
-            return Err(Failure::Malformed(format!(
-                "the function has {} parameters where {abi:?} passes {expected}",
-                params.len()
-            )));
-        }
-        let (lo, hi) = (params[expected - 2], params[expected - 1]);
-        match abi {
-            BufferAbi::Table => {
-                for i in 0..n {
-                    let offset =
-                        i32::try_from(i * 8).map_err(|_| Failure::Unsupported("more than 2^28 buffers".into()))?;
-                    let flags = MemFlagsData::trusted().with_readonly();
-                    let base = self.b.ins().load(types::I64, flags, params[0], offset);
-                    self.bases.push(base);
-                }
-            }
-            BufferAbi::Addresses => self.bases.extend_from_slice(&params[..n]),
+        for i in 0..self.kernel.buffers.len() {
+            let offset = i32::try_from(i * 8).map_err(|_| Failure::Unsupported("more than 2^28 buffers".into()))?;
+            let flags = MemFlagsData::trusted().with_readonly();
+            let base = self.b.ins().load(types::I64, flags, table, offset);
+            self.bases.push(base);
         }
         // The grid loop: `for grid in grid_lo..grid_hi { body }`, rotated so each iteration
         // takes one branch.
@@ -167,8 +259,7 @@ impl Translator<'_, '_> {
         self.bind_var(self.kernel.grid.var, var)?;
         self.stmts(&self.kernel.body)?;
         if self.kernel.grid.extent <= 1 {
-            // One point at most: no back edge (a scalar kernel inlined into a loop of the entry
-            // is then straight-line code there).
+            // One point at most: no back edge.
             self.b.ins().jump(exit, &[]);
         } else {
             let i = self.b.use_var(var);

@@ -2,7 +2,7 @@
 //! sub-byte elements packed low bits first (stores read-modify-write their byte).
 
 use cranelift_codegen::ir::condcodes::IntCC;
-use cranelift_codegen::ir::{types, InstBuilder, Value};
+use cranelift_codegen::ir::{types, InstBuilder, MemFlagsData, Type, Value};
 use tessera_lower::kernel::{BufId, IndexExpr, MemType, Ty, ValueId};
 
 use super::function::{cl_type, mem_flags, Translator};
@@ -24,6 +24,15 @@ fn packed_bits(bits: u8) -> Result<u32> {
 }
 
 impl Translator<'_, '_> {
+    /// `v`'s bits as type `to` (of the same size).
+    pub(crate) fn reinterpret(&mut self, v: Value, from: Type, to: Type) -> Value {
+        if from == to {
+            v
+        } else {
+            self.b.ins().bitcast(to, MemFlagsData::new(), v)
+        }
+    }
+
     fn packed_slot(&mut self, buf: BufId, index: &IndexExpr, mem: MemType, bits: u8) -> Result<PackedSlot> {
         let bits = packed_bits(bits)?;
         let per_byte = 8 / bits;
@@ -39,6 +48,15 @@ impl Translator<'_, '_> {
     }
 
     pub(crate) fn load(&mut self, buf: BufId, index: &IndexExpr, mem: MemType) -> Result<(Value, Ty)> {
+        if let Some((var, var_type)) = self.promoted(buf) {
+            // The one element, whatever the index says (it is in bounds, so it is 0).
+            let v = self.b.use_var(var);
+            return match mem {
+                MemType::Pred => Ok((self.b.ins().icmp_imm_u(IntCC::NotEqual, v, 0), Ty::Pred)),
+                MemType::Scalar(ty) => Ok((self.reinterpret(v, var_type, cl_type(ty)), ty)),
+                MemType::Packed { .. } => Err(Failure::Malformed(format!("packed buffer {} in a variable", buf.0))),
+            };
+        }
         match mem {
             MemType::Scalar(ty) => {
                 let addr = self.index(index, access_form(buf, mem)?)?;
@@ -65,6 +83,18 @@ impl Translator<'_, '_> {
 
     pub(crate) fn store(&mut self, buf: BufId, index: &IndexExpr, mem: MemType, value: ValueId) -> Result<()> {
         let v = self.typed(value, mem.reg())?;
+        if let Some((var, var_type)) = self.promoted(buf) {
+            let v = match mem {
+                // A `Pred` register already holds 0 or 1, the byte a predicate store writes.
+                MemType::Pred => v,
+                MemType::Scalar(ty) => self.reinterpret(v, cl_type(ty), var_type),
+                MemType::Packed { .. } => {
+                    return Err(Failure::Malformed(format!("packed buffer {} in a variable", buf.0)))
+                }
+            };
+            self.b.def_var(var, v);
+            return Ok(());
+        }
         match mem {
             MemType::Scalar(_) | MemType::Pred => {
                 // A `Pred` register already holds 0 or 1, the byte a predicate store writes.

@@ -204,14 +204,7 @@ fn compile_object(
         ctx.func.signature = sig.clone();
         timings
             .time("cranelift: translate", || {
-                function::translate(
-                    kernel,
-                    function::BufferAbi::Table,
-                    &mut module,
-                    &mut ctx,
-                    &mut builder_ctx,
-                    &symbols,
-                )
+                function::translate(kernel, &mut module, &mut ctx, &mut builder_ctx, &symbols)
             })
             .map_err(|f| f.for_kernel(&kernel.name))?;
         ctx.set_disasm(dump_path.is_some());
@@ -231,15 +224,8 @@ fn compile_object(
         timings
             .time("cranelift: translate entry", || {
                 let runtime = entry::declare_runtime(&mut module, EntryAbi::Jit, Vec::new())?;
-                let mut scalar = inline::ScalarKernels::default();
-                for &k in &distinct {
-                    scalar.add(k, &kernels[k], &mut module, &mut builder_ctx, &symbols)?;
-                }
-                for (k, &r) in representative.iter().enumerate() {
-                    scalar.share(k, r);
-                }
-                entry::translate(plan, &mut module, &kernel_ids, &scalar, &runtime, &mut ctx, &mut builder_ctx)?;
-                scalar.inline_into(&mut ctx)
+                let kernels = entry::Kernels { functions: &kernel_ids, ir: kernels, symbols: &symbols };
+                entry::translate(plan, &mut module, &kernels, &runtime, &mut ctx, &mut builder_ctx)
             })
             .map_err(backend)?;
         let id = module
@@ -292,15 +278,8 @@ pub fn clif(kernel: &Kernel) -> std::result::Result<String, CodegenError> {
     let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
     let mut ctx = module.make_context();
     ctx.func.signature = kernel_signature(&module);
-    function::translate(
-        kernel,
-        function::BufferAbi::Table,
-        &mut module,
-        &mut ctx,
-        &mut FunctionBuilderContext::new(),
-        &symbols,
-    )
-    .map_err(|f| f.for_kernel(&kernel.name))?;
+    function::translate(kernel, &mut module, &mut ctx, &mut FunctionBuilderContext::new(), &symbols)
+        .map_err(|f| f.for_kernel(&kernel.name))?;
     Ok(ctx.func.display().to_string())
 }
 

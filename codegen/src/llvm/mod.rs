@@ -96,7 +96,7 @@ pub fn program_objects(
         (0..kernels.len()).map(|k| representative[k] == k && light(&kernels[k], run_work[k])).collect();
     let mut groups = module_groups(kernels, &distinct, &light, dump.is_some());
     // Small scalar kernels join the entry's module, and so do those launched in a while loop
-    // (`HOT_INLINED_STATEMENTS`), always inlined. Larger ones (a scalar `sin` with its range
+    // (`partition::HOT_INLINED_STATEMENTS`), always inlined. Larger ones (a scalar `sin` with its range
     // reduction, run once) LLVM would not inline anyway, so they compile in a module of their
     // own, beside the entry's instead of after it, as do the sequential ones, whose loops need
     // the loop passes the entry's pipeline does not run.
@@ -112,8 +112,10 @@ pub fn program_objects(
     for (_, group) in groups.iter_mut().filter(|(effort, _)| *effort == Effort::Light) {
         group.retain(|&k| {
             let statements = crate::partition::statements(&kernels[k].body);
-            let hot = run_work[k] == u64::MAX && statements.saturating_mul(sites[k].max(1)) <= HOT_INLINED_STATEMENTS;
-            let small = crate::partition::is_scalar(&kernels[k]) && (statements <= INLINED_STATEMENTS || hot);
+            let hot = run_work[k] == u64::MAX
+                && statements.saturating_mul(sites[k].max(1)) <= crate::partition::HOT_INLINED_STATEMENTS;
+            let small =
+                crate::partition::is_scalar(&kernels[k]) && (statements <= crate::partition::INLINED_STATEMENTS || hot);
             if small {
                 inlined.push(k);
                 always_inlined[k] = hot;
@@ -153,18 +155,6 @@ pub fn version() -> String {
     unsafe { llvm_sys::core::LLVMGetVersion(&mut major, &mut minor, &mut patch) };
     format!("{major}.{minor}.{patch}")
 }
-
-/// The most kernel-IR statements a scalar kernel may have to be compiled into the entry's
-/// module, where LLVM may inline it (its inliner's threshold is a few hundred instructions).
-const INLINED_STATEMENTS: usize = 100;
-
-/// The most statements a scalar kernel launched in a while loop may bring into the entry's
-/// module, over all its function's launch sites, to join it and be always inlined: a step of
-/// a scalar loop (a `sin` with its range reductions) then runs in the loop's own code,
-/// without a call and a buffer table per step, and its results reach the next step's loads
-/// without a trip through the callee's frame. The bound keeps the copies from growing the
-/// entry without limit (a function launched from many steps stays a call).
-const HOT_INLINED_STATEMENTS: usize = 2000;
 
 /// The JIT entry of `plan` calling `functions[k]` for kernel `k`, for the host CPU (tests
 /// assemble programs over hand-written kernels with it).
