@@ -600,3 +600,29 @@ fn index_lanes_narrowed_to_i32() {
     let mut bufs = vec![vec![0; 128]];
     run(&kernel, &mut bufs);
 }
+
+/// `out[2(g*n + v)] = x*x` and `out[2(g*n + v) + 1] = -x` for `x = in[g*n + v]`: a complex
+/// result's parts, each store's lanes two elements apart, written lane by lane from vectors.
+#[test]
+fn strided_stores_keep_the_vector_loop() {
+    let (rows, n) = (3, 37);
+    let mut b = KernelBuilder::new("interleaved", rows);
+    let g = b.grid_var();
+    let input = b.buffer("in", MemType::Scalar(Ty::F32), rows * n, false);
+    let out = b.buffer("out", MemType::Scalar(Ty::F32), rows * n * 2, true);
+    let v = b.begin_loop(0, n);
+    let x = b.load(input, IndexExpr { terms: vec![t(IndexSrc::Var(g), n), t(IndexSrc::Var(v), 1)], offset: 0 });
+    let square = b.binary(BinOp::Mul, Ty::F32, x, x);
+    let minus = b.unary(UnOp::Neg, Ty::F32, x);
+    let re = IndexExpr { terms: vec![t(IndexSrc::Var(g), 2 * n), t(IndexSrc::Var(v), 2)], offset: 0 };
+    b.store(out, re.clone(), square);
+    b.store(out, IndexExpr { offset: 1, ..re }, minus);
+    b.end_loop_vectorized(16, Tail::Peel);
+    let k = b.finish();
+    assert!(has_vectors(&k), "{}", clif(&k));
+    let input: Vec<u8> = (0..rows * n).flat_map(|i| (i as f32 * 0.25 - 3.0).to_le_bytes()).collect();
+    let mut bufs = vec![input, vec![0x5a; (rows * n * 8) as usize]];
+    run(&k, &mut bufs);
+    let at = |i: usize| f32::from_le_bytes(bufs[1][4 * i..4 * i + 4].try_into().unwrap());
+    assert_eq!((at(80), at(81)), (49.0, -7.0));
+}

@@ -190,3 +190,43 @@ fn strided_loads_a_cache_line_apart_fill_vectors_lane_by_lane() {
     let ir = translated_ir(&column_kernel(2, n, 2));
     assert!(!ir.contains("store <16 x float>"), "a stride of two stays a scalar loop:\n{ir}");
 }
+
+/// `out[2(g*n + v)] = x*x` and `out[2(g*n + v) + 1] = -x` for `x = in[g*n + v]`: a complex
+/// result's real and imaginary parts, each store's lanes two elements apart.
+fn interleaved_kernel(rows: i64, n: i64) -> Kernel {
+    let mut b = KernelBuilder::new("interleaved", rows);
+    let g = b.grid_var();
+    let input = b.buffer("in", MemType::Scalar(Ty::F32), rows * n, false);
+    let out = b.buffer("out", MemType::Scalar(Ty::F32), rows * n * 2, true);
+    let v = b.begin_loop(0, n);
+    let mut at = IndexExpr::var(g, n);
+    at.terms.extend(IndexExpr::var(v, 1).terms);
+    let x = b.load(input, at);
+    let square = b.binary(tessera_lower::kernel::BinOp::Mul, Ty::F32, x, x);
+    let minus = b.unary(UnOp::Neg, Ty::F32, x);
+    let mut re = IndexExpr::var(g, 2 * n);
+    re.terms.extend(IndexExpr::var(v, 2).terms);
+    let mut im = re.clone();
+    im.offset += 1;
+    b.store(out, re, square);
+    b.store(out, im, minus);
+    b.end_loop_vectorized(16, Tail::Peel);
+    b.finish()
+}
+
+/// Strided stores keep the loop's vector form, each lane stored on its own, with the
+/// interpreter's results, tail included; LLVM's loop vectorizer would otherwise take such a
+/// loop and run every branch in it for every lane.
+#[test]
+fn strided_stores_write_vectors_lane_by_lane() {
+    let (rows, n) = (3, 37);
+    let k = interleaved_kernel(rows, n);
+    let ir = translated_ir(&k);
+    assert!(ir.contains("fmul <16 x float>") && ir.contains("extractelement <16 x float>"), "lanes:\n{ir}");
+    let input: Vec<u8> = (0..rows * n).flat_map(|i| (i as f32 * 0.25 - 3.0).to_le_bytes()).collect();
+    let mut bufs = vec![input, vec![0x5a; (rows * n * 8) as usize]];
+    llvm_common::run(&k, &mut bufs);
+    let at = |i: usize| f32::from_le_bytes(bufs[1][4 * i..4 * i + 4].try_into().unwrap());
+    // Element 40 of the input (row 1, column 3) is 7.0.
+    assert_eq!((at(80), at(81)), (49.0, -7.0));
+}

@@ -11,7 +11,9 @@
 //!   *varying* of type F32, I32 or F64 (or a `Pred` mask from comparing those), all with the
 //!   same lane count;
 //! - varying loads and all stores contiguous: exactly one term over the loop variable, with
-//!   scale 1 and no div/mod; uniform loads do not use the loop variable at all;
+//!   scale 1 and no div/mod; uniform loads do not use the loop variable at all; except that
+//!   a store of 32- or 64-bit lanes may be strided (scale other than 0 and 1: a complex
+//!   result's real and imaginary parts), each lane then written on its own;
 //! - varying ops in the set Cranelift vectorizes (arithmetic, fused multiply-add, min/max,
 //!   sqrt, abs, neg, rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a
 //!   uniform amount, int<->float conversions of 32-bit lanes); 16-bit loads and stores
@@ -127,16 +129,29 @@ fn pairs_halves(l: &Loop, plan: &Plan, writable: impl Fn(tessera_lower::kernel::
     sixteen_bit
 }
 
+/// The stride of a store's lanes, in elements, when the store is strided (`Access::Strided`).
+fn store_stride(index: &IndexExpr, var: VarId) -> Option<i64> {
+    let mut over = index.terms.iter().filter(|t| t.src == IndexSrc::Var(var));
+    match (over.next(), over.next()) {
+        (Some(t), None) if t.scale != 0 && t.scale != 1 => Some(t.scale),
+        _ => None,
+    }
+}
+
 /// How an index expression uses the loop variable `var`.
 enum Access {
     Uniform,
     Contiguous,
+    /// Consecutive lanes a constant number of elements apart (only stores take it).
+    Strided,
 }
 
 /// The loop's vectorizability: which values vary, the locals held as vectors, and the lane
 /// count. `None`: stay scalar.
 struct Plan {
     lanes: i64,
+    /// The loop variable (strided stores find their stride from it).
+    var: VarId,
     varying: HashMap<ValueId, Ty>,
     vector_locals: HashMap<LocalId, Ty>,
 }
@@ -178,14 +193,14 @@ impl Planner<'_, '_, '_> {
     }
 
     fn access(&self, index: &IndexExpr) -> Option<Access> {
-        let mut over_var = 0;
+        let mut scale = None;
         for term in &index.terms {
             match term.src {
                 IndexSrc::Var(v) if v == self.var => {
-                    if term.div != 1 || term.modulo.is_some() || term.scale != 1 {
+                    if term.div != 1 || term.modulo.is_some() || scale.is_some() {
                         return None;
                     }
-                    over_var += 1;
+                    scale = Some(term.scale);
                 }
                 IndexSrc::Var(_) => {}
                 IndexSrc::Value(id) => {
@@ -195,11 +210,11 @@ impl Planner<'_, '_, '_> {
                 }
             }
         }
-        match over_var {
-            0 => Some(Access::Uniform),
-            1 => Some(Access::Contiguous),
-            _ => None,
-        }
+        Some(match scale {
+            None | Some(0) => Access::Uniform,
+            Some(1) => Access::Contiguous,
+            Some(_) => Access::Strided,
+        })
     }
 
     /// Classifies `op`: `Some(Some(ty))` varying of `ty`, `Some(None)` uniform, `None` not
@@ -234,6 +249,7 @@ impl Planner<'_, '_, '_> {
                     self.lanes(Ty::I32)?;
                     Some(Some(Ty::I32))
                 }
+                Access::Strided => None,
             },
             Op::Load { index, mem, .. } => match self.access(index)? {
                 Access::Uniform => Some(None),
@@ -244,6 +260,7 @@ impl Planner<'_, '_, '_> {
                     }
                     _ => None,
                 },
+                Access::Strided => None,
             },
             Op::Unary { op, ty, a } => {
                 if !vary(self, &[*a])? {
@@ -354,7 +371,7 @@ impl Planner<'_, '_, '_> {
         let lanes = self.lanes?;
         // Masks take their width from the lane count: every varying Pred must come from
         // values of that count, which `lanes` already enforced.
-        Some(Plan { lanes, varying: self.varying, vector_locals: self.vector_locals })
+        Some(Plan { lanes, var: self.var, varying: self.varying, vector_locals: self.vector_locals })
     }
 
     /// Plans the loop's body or a branch in it.
@@ -371,12 +388,9 @@ impl Planner<'_, '_, '_> {
                     }
                 },
                 Stmt::Store { index, mem, value, .. } => {
-                    match self.access(index)? {
-                        Access::Contiguous => {}
-                        Access::Uniform => return None,
-                    }
-                    match mem {
-                        MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16)) => self.lanes(*t)?,
+                    match (self.access(index)?, mem) {
+                        (Access::Contiguous, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16)))
+                        | (Access::Strided, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64))) => self.lanes(*t)?,
                         _ => return None,
                     }
                     self.ty_of(*value)?;
@@ -749,7 +763,15 @@ impl Translator<'_, '_> {
                     let ty = mem.reg();
                     let v = self.vector_operand(*value, ty, plan.lanes, vectors)?;
                     let addr = self.index(index, access_form(*buf, *mem)?)?;
-                    if ty == Ty::I16 && self.halves.is_some() {
+                    if let Some(stride) = store_stride(index, plan.var) {
+                        // Lane by lane, `stride` elements apart: a complex result's parts.
+                        let bytes = i64::from(cl_type(ty).bytes());
+                        for lane in 0..plan.lanes {
+                            let x = self.b.ins().extractlane(v, lane as u8);
+                            let offset = i32::try_from(stride * lane * bytes).map_err(|_| mismatch())?;
+                            self.b.ins().store(mem_flags(), x, addr, offset);
+                        }
+                    } else if ty == Ty::I16 && self.halves.is_some() {
                         self.half_store((buf.0, *value), v, addr)?;
                     } else if ty == Ty::F32 && plan.lanes == 2 {
                         // Two f32 lanes (beside f64 ones): only their 8 bytes are written.

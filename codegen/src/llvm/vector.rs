@@ -12,7 +12,9 @@
 //!   1 and no div/mod, and no varying value inside the index; loads and stores of whole-byte
 //!   scalars and of predicate bytes (`<W x i8>`, compared with zero or widened from `<W x i1>`),
 //!   not of packed elements; loads of scalars may also be strided, their lanes a cache line or
-//!   more apart (a transpose's column), each lane then read on its own;
+//!   more apart (a transpose's column), each lane then read on its own, and stores of scalars
+//!   strided by any amount (a complex result's real and imaginary parts), each lane written on
+//!   its own;
 //! - math functions run once per lane (a call each).
 //!
 //! Anything else stays a scalar loop (LLVM's own vectorizer may still take it), and a lane
@@ -46,6 +48,8 @@ struct Plan {
     /// The loads whose lanes lie a constant number of elements apart (their stride), each
     /// lane read on its own.
     strided: HashMap<ValueId, i64>,
+    /// The loop variable (stores find their stride from it).
+    var: VarId,
 }
 
 enum Access {
@@ -94,6 +98,7 @@ fn plan(l: &Loop) -> Option<Plan> {
         varying: HashMap::new(),
         vector_locals: l.reductions.iter().map(|r| (r.local, r.ty)).collect(),
         strided: HashMap::new(),
+        var: l.var,
     };
     plan_stmts(&l.body, l.var, &mut plan)?;
     Some(plan)
@@ -149,11 +154,14 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                 }
             }
             Stmt::Store { index, mem, .. } => {
-                match access(index, var, &plan.varying)? {
-                    Access::Contiguous => {}
-                    Access::Uniform | Access::Strided(_) => return None,
-                }
-                if !matches!(mem, MemType::Scalar(t) if *t != Ty::Pred) && *mem != MemType::Pred {
+                let contiguous = match access(index, var, &plan.varying)? {
+                    Access::Contiguous => true,
+                    // Written lane by lane (`strided_store`): a complex result's parts.
+                    Access::Strided(_) => false,
+                    Access::Uniform => return None,
+                };
+                let scalar = matches!(mem, MemType::Scalar(t) if *t != Ty::Pred);
+                if !scalar && !(contiguous && *mem == MemType::Pred) {
                     return None;
                 }
             }
@@ -310,6 +318,10 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                 },
                 Stmt::Store { buf, index, mem, value } => {
                     let mut v = self.vector_operand(*value, mem.reg(), w, vectors)?;
+                    if let Some(Access::Strided(stride)) = access(index, plan.var, &plan.varying) {
+                        self.strided_store(*buf, index, mem.reg(), v.into_vector_value(), stride)?;
+                        continue;
+                    }
                     if *mem == MemType::Pred {
                         // One byte per predicate, 0 or 1.
                         let bytes = self.ctx.i8_type().vec_type(w);
@@ -372,6 +384,33 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             out = self.builder.build_insert_element(out, v, at, "lanes").map_err(&err)?;
         }
         Ok(out.into())
+    }
+
+    /// Stores the lanes of `v` (of `ty`) one by one, `stride` elements apart from where
+    /// `index` puts lane 0: a store whose lanes are interleaved with another's (a complex
+    /// number's parts) keeps the loop's vector form, and with it the branches that only its
+    /// rare lanes take, where LLVM's loop vectorizer would run every branch for every lane.
+    fn strided_store(
+        &mut self,
+        buf: BufId,
+        index: &IndexExpr,
+        ty: Ty,
+        v: VectorValue<'ctx>,
+        stride: i64,
+    ) -> Result<(), CodegenError> {
+        let err = self.err();
+        let base = self.element_ptr(buf, index)?;
+        let et = self.llvm_type(ty);
+        let (i64t, i32t) = (self.ctx.i64_type(), self.ctx.i32_type());
+        for lane in 0..v.get_type().get_size() {
+            let offset = i64t.const_int((stride * i64::from(lane)) as u64, true);
+            // SAFETY: the offset stays inside the buffer: the scalar loop writes the same element.
+            let ptr = unsafe { self.builder.build_in_bounds_gep(et, base, &[offset], "lane") }.map_err(&err)?;
+            let x = self.builder.build_extract_element(v, i32t.const_int(u64::from(lane), false), "x").map_err(&err)?;
+            let st = self.builder.build_store(ptr, x).map_err(&err)?;
+            st.set_alignment(ty.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
+        }
+        Ok(())
     }
 
     /// `id` as a vector of `ty`: a varying value as is, a uniform one splatted.

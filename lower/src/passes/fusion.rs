@@ -12,7 +12,8 @@
 //! several only when it is cheap (scalar constants, iota, and cheap elementwise ops or
 //! broadcasts of small fused depth; small integer arrays, gather and dynamic-slice indices,
 //! through reshapes and slices too and to a deeper depth), because inlining then duplicates
-//! its work per user.
+//! its work per user; or when all its users end in one kernel through elementwise ops over
+//! its dimensions (`one_kernel`), which then computes it once per element.
 //! For the same reason a broadcast that repeats elements does not absorb a producer that
 //! contains an expensive op (exp, divide, tanh, ...): that op would run once per copy.
 //! A single-output `reduce-window` is elemental: it is inlined into a loop-fusible user (it
@@ -99,18 +100,46 @@ impl Pass for Fusion {
                 // A staged producer must end in one kernel with its row reductions and a root
                 // of its own shape (`staged_kernel`); where it would not, it is decided again
                 // as materialized, which may change what else is fused.
+                // Likewise a producer inlined because all its users share one kernel
+                // (`one_kernel`) is decided again as materialized where they no longer do.
                 let users = comp.users();
                 let mut unstaged: HashSet<InstId> = HashSet::new();
+                let (mut shared, mut unshared): (HashSet<InstId>, HashSet<InstId>) = Default::default();
                 let inlined = loop {
                     let before = self.decisions.len();
-                    let (inlined, staged) = self.decide(comp, comp_id == module.entry, &unstaged);
+                    let (inlined, staged) = self.decide(comp, comp_id == module.entry, &unstaged, &shared);
                     let failed: Vec<InstId> =
                         staged.into_iter().filter(|&p| !staged_kernel(module, comp, &users, p, &inlined)).collect();
-                    if failed.is_empty() {
+                    let split: Vec<InstId> =
+                        shared.iter().copied().filter(|&p| one_kernel(comp, &users, p, &inlined).is_none()).collect();
+                    let joining: Vec<InstId> = comp
+                        .post_order()
+                        .into_iter()
+                        .filter(|&p| {
+                            !inlined[p.index()]
+                                && p != comp.root
+                                && computes(comp.inst(p))
+                                && users[p.index()].len() > 1
+                                && !shared.contains(&p)
+                                && !unshared.contains(&p)
+                                && one_kernel(comp, &users, p, &inlined).is_some()
+                        })
+                        .collect();
+                    if failed.is_empty() && split.is_empty() && joining.is_empty() {
                         break inlined;
                     }
                     self.decisions.truncate(before);
                     unstaged.extend(failed);
+                    // Joining first: a shared producer makes the cheap ops over it costly, so
+                    // those with several users are materialized and split its users, until
+                    // they join that kernel too (`exp(x) == inf` read by two selects).
+                    if joining.is_empty() {
+                        for p in split {
+                            shared.remove(&p);
+                            unshared.insert(p);
+                        }
+                    }
+                    shared.extend(joining);
                 };
                 let roots: Vec<InstId> = comp
                     .post_order()
@@ -206,8 +235,15 @@ impl Fusion {
 
     /// Whether each instruction of `comp` is inlined into its users, recording a decision for
     /// every producer-consumer pair where the producer computes something; with the producers
-    /// inlined as staged (none of them in `unstaged`).
-    fn decide(&mut self, comp: &Computation, is_entry: bool, unstaged: &HashSet<InstId>) -> (Vec<bool>, Vec<InstId>) {
+    /// inlined as staged (none of them in `unstaged`). Producers in `shared`, whose users all
+    /// end in one kernel (`one_kernel`), are inlined there when those users can fuse them.
+    fn decide(
+        &mut self,
+        comp: &Computation,
+        is_entry: bool,
+        unstaged: &HashSet<InstId>,
+        shared: &HashSet<InstId>,
+    ) -> (Vec<bool>, Vec<InstId>) {
         let mut staged = Vec::new();
         let users = comp.users();
         let mut control: HashSet<InstId> = HashSet::new();
@@ -264,6 +300,8 @@ impl Fusion {
             } else if !unstaged.contains(&id) && stages(comp, id, own_users) {
                 staged.push(id);
                 (true, "staged: its row kernel stores it in the output as its row reduction reads it, and its other users read it back")
+            } else if shared.contains(&id) {
+                (true, "several users, all in one kernel at its own index: computed once there")
             } else {
                 (false, "several users and not cheap: materialized once")
             };
@@ -386,6 +424,25 @@ pub(crate) fn walk_index_uses(
         }
     }
     true
+}
+
+/// The one kernel every use of `p` ends in, as `inlined` decides, when every path there is
+/// made of elementwise ops over `p`'s dimensions: inlined there, `p` is computed once per
+/// element, not once per user, since the emitter keeps an element it computed by instruction
+/// and index (an `exp(x)` read by a compare and a multiply, as a complex `exp` is written).
+fn one_kernel(comp: &Computation, users: &[Vec<InstId>], p: InstId, inlined: &[bool]) -> Option<InstId> {
+    let mut root: Option<InstId> = None;
+    let fits = walk_index_uses(comp, users, p, |u, ui| {
+        if ui.opcode == Opcode::Reduce || root.is_some_and(|r| r != u && !inlined[u.index()]) {
+            return Use::Refuse;
+        }
+        if inlined[u.index()] {
+            return Use::Through;
+        }
+        root = Some(u);
+        Use::Stop
+    });
+    root.filter(|_| fits)
 }
 
 /// Whether staged `p` ends, as `inlined` decides, in one kernel with what staging needs
