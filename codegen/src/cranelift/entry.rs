@@ -671,8 +671,9 @@ impl<'a> Entry<'a, '_> {
                         self.b.ins().call(callee, &[run, d, s, n]);
                     }
                     _ => {
-                        // A scalar of loop state is copied with a few moves, not a call of
-                        // memcpy (Cranelift emits one for any size it is given).
+                        // Up to 32 bytes (a scalar of loop state kept in memory) move with a
+                        // few loads and stores, not the memcpy call `call_memcpy` makes for
+                        // any size.
                         let config = self.module.target_config();
                         let flags = MemFlagsData::new().with_notrap();
                         self.b.emit_small_memory_copy(config, d, s, *bytes, 1, 1, true, flags);
