@@ -799,11 +799,11 @@ impl<'m> Builder<'m> {
         };
         let (cond, body) = (self.computation(cond, &inst.name)?, self.computation(body, &inst.name)?);
         let init = self.value(comp, values, *operand)?;
-        let state = self.fresh_value(&inst.name, &inst.shape)?;
+        let mut state = self.fresh_value(&inst.name, &inst.shape)?;
         let init_copies = self.steps.len();
         self.assign(&init, &state, &inst.name)?;
         let (mut cond_steps, pred) = self.nested(|b| b.lower_computation(cond, vec![state.clone()]))?;
-        let pred = match pred {
+        let mut pred = match pred {
             Value::Array(p) if self.program.buffers[p.0 as usize].shape.rank() == 0 => p,
             _ => return Err(LowerError::invalid(&inst.name, "the while condition does not return a scalar")),
         };
@@ -814,8 +814,6 @@ impl<'m> Builder<'m> {
             b.write_back(&next?, &state, &inst.name)
         })?;
         update_state_in_place(&self.program, &mut body_steps, &state.leaf_list());
-        let mut state = state;
-        let mut pred = pred;
         for (from, to) in self.read_only_state(init_copies, &cond_steps, &body_steps, &state.leaf_list()) {
             cond_steps.iter_mut().chain(body_steps.iter_mut()).for_each(|s| s.rename_buffer(from, to));
             state.rename_buffer(from, to);

@@ -7,7 +7,7 @@ use cranelift_codegen::ir::{StackSlotKind, Type, Value};
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Switch, Variable};
 use cranelift_module::{DataId, FuncId, Linkage, Module};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use tessera_lower::kernel::{Kernel, KernelBuffer, MemType};
 use tessera_lower::{Program, SelectorKind};
@@ -97,7 +97,7 @@ pub(crate) fn translate(
         module,
         kernels,
         value_buffers: vec![None; kernels.ir.len()],
-        slots: HashMap::new(),
+        slots: BTreeMap::new(),
         promote: false,
         runtime,
         args: None,
@@ -133,7 +133,7 @@ struct Entry<'a, 'f> {
     /// `value_buffers` of each kernel, computed at its first inlined launch.
     value_buffers: Vec<Option<Vec<bool>>>,
     /// The slots kept in variables where `promote` is set.
-    slots: HashMap<Addr, Slot>,
+    slots: BTreeMap<Addr, Slot>,
     /// Whether the steps being emitted keep `slots` in variables (the memory at such a slot
     /// is stale but for the steps that read memory, which get it written first).
     promote: bool,
@@ -242,8 +242,7 @@ impl<'a> Entry<'a, '_> {
 
     fn return_value(&mut self, code: Value) -> Result<(), String> {
         // Results kept in variables go to the caller's memory.
-        let mut results: Vec<Addr> = self.slots.keys().copied().filter(|a| matches!(a, Addr::Result(_))).collect();
-        results.sort_unstable_by_key(|a| format!("{a:?}"));
+        let results: Vec<Addr> = self.slots.keys().copied().filter(|a| matches!(a, Addr::Result(_))).collect();
         results.into_iter().try_for_each(|a| self.spill(a))?;
         if let (Some(counted), Some(run), false) = (self.counted, self.run, self.profiled) {
             let n = self.b.use_var(counted);
@@ -525,10 +524,8 @@ impl<'a> Entry<'a, '_> {
                 overlapped.insert(Addr::Temp { arena, offset });
             }
         }
-        let mut candidates: Vec<(&Addr, &Vec<Type>)> = uses.types.iter().collect();
-        candidates.sort_unstable_by_key(|(a, _)| format!("{a:?}"));
-        let mut slots = HashMap::new();
-        for (&a, types) in candidates {
+        let mut slots = BTreeMap::new();
+        for (&a, types) in &uses.types {
             // A result is the caller's memory, apart from any other; it is stored before
             // the entry returns (`return_value`).
             let own = match a {
@@ -765,8 +762,9 @@ impl<'a> Entry<'a, '_> {
 struct SlotUses {
     /// The sizes each address is accessed with.
     sizes: HashMap<Addr, Vec<u64>>,
-    /// The types kernels translated into the entry load and store whole at each address.
-    types: HashMap<Addr, Vec<Type>>,
+    /// The types kernels translated into the entry load and store whole at each address (in
+    /// address order, so that variables are declared in the same order every compile).
+    types: BTreeMap<Addr, Vec<Type>>,
     /// Addresses a host operation touches.
     host: std::collections::HashSet<Addr>,
 }

@@ -11,7 +11,7 @@ use crate::image::check_launch;
 pub use tessera_runtime::entry::{BAD_ARGUMENT, BAD_DIMENSION_SIZE, BAD_RESULT, BAD_TEMP, HOST_FAILED, OK};
 
 /// Where a buffer's bytes are during a call of the entry function.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Addr {
     /// `args[n]`.
     Arg(usize),
