@@ -554,6 +554,7 @@ impl Translator<'_, '_> {
     /// Starts translating the lower or the upper of two [`Halves`] (the upper one after the
     /// lower, whose accesses it completes).
     fn enter_half(&mut self, upper: bool) {
+        self.consts.next_copy();
         let lower = if upper { self.halves.take() } else { None };
         self.halves = Some(match lower {
             Some(h) => Halves { upper: true, ..h },
@@ -629,6 +630,7 @@ impl Translator<'_, '_> {
             let (var, body, exit) = self.open_rotated_loop(l.start);
             self.constants_enter(consts);
             for c in 0..copies {
+                self.consts.next_copy();
                 self.bind_var_at(l.var, var, c * native)?;
                 match &plan {
                     Some(plan) => {

@@ -40,13 +40,27 @@ pub(crate) struct ConstTable {
     /// The table's data object and its global value in the function, declared at first use.
     data: Option<(DataId, GlobalValue)>,
     bytes: Vec<u8>,
-    offsets: HashMap<[u8; 16], i32>,
+    /// Each constant's place for each copy of a loop body ([`Self::next_copy`]).
+    offsets: HashMap<([u8; 16], u32), i32>,
+    /// The copy of a loop body being translated.
+    copy: u32,
     /// In a loop's body that loads its constants: the variable carrying the table's address
     /// around the loop, and its value in the body.
     active: Option<(Variable, Value)>,
 }
 
 impl ConstTable {
+    /// From here on, a new copy of a loop body (a half of [`super::vector::Halves`], a lane
+    /// reduction's copy) takes its constants from places of its own. Copies translated one
+    /// after another would otherwise share each constant's load (the optimizer merges loads
+    /// of one place with no store between), keeping every constant live from the first copy
+    /// to the last: in a loop converting f16 values that was 20 constants held across both
+    /// halves, and the register allocator spilled them, a store and a reload each. Loaded
+    /// again, a constant costs one load from a cache line the loop keeps hot.
+    pub(crate) fn next_copy(&mut self) {
+        self.copy += 1;
+    }
+
     /// Defines the table's contents in `module` once the function is translated.
     pub(crate) fn define(self, module: &mut dyn Module) -> Result<()> {
         let Some((id, _)) = self.data else { return Ok(()) };
@@ -128,7 +142,7 @@ impl Translator<'_, '_> {
             chunk.copy_from_slice(&bits.to_le_bytes()[..lane_bytes]);
         }
         let table = &mut self.consts;
-        let offset = *table.offsets.entry(vector).or_insert_with(|| {
+        let offset = *table.offsets.entry((vector, table.copy)).or_insert_with(|| {
             let at = table.bytes.len() as i32;
             table.bytes.extend_from_slice(&vector);
             at

@@ -1,7 +1,8 @@
 //! The f16 casts ([`CastOp::F16ToF32`], [`CastOp::F32ToF16`]) spelled out in integer and f32
 //! operations, for tiers whose target has no conversion instruction (Cranelift always; LLVM
 //! without F16C). [`expand`] rewrites a kernel so that such casts become their sequences, each
-//! defining the cast's own value id last, so the rest of the kernel is untouched. The
+//! defining the cast's own value id last, so the rest of the kernel is untouched; a widening
+//! of a narrowing becomes one rounding of the narrowing's operand. The
 //! sequences compute exactly what the casts define (the `half` crate's results, NaN payloads
 //! included), which the tests check on every f16 input and around every rounding boundary of
 //! f32 inputs.
@@ -53,9 +54,18 @@ pub fn expand(kernel: &Kernel, keep: Keep) -> Option<Kernel> {
         return None;
     }
     let next = defs.keys().map(|v| v.0 + 1).max().unwrap_or(0);
+    // Each narrowing's f32 operand: a widening of a narrowing rounds that operand to f16
+    // precision in one sequence, cheaper than the two it replaces.
+    let narrowed: HashMap<ValueId, ValueId> = defs
+        .iter()
+        .filter_map(|(id, op)| match op {
+            Op::Cast { op: CastOp::F32ToF16, a, .. } => Some((*id, *a)),
+            _ => None,
+        })
+        .collect();
     let mut b = KernelBuilder::continuing(next);
     let mut constants = Vec::new();
-    let body = expand_list(&kernel.body, &expanding, &mut b, &mut constants);
+    let body = expand_list(&kernel.body, &expanding, &narrowed, &mut b, &mut constants);
     constants.extend(body);
     Some(Kernel { name: kernel.name.clone(), buffers: kernel.buffers.clone(), grid: kernel.grid, body: constants })
 }
@@ -129,6 +139,7 @@ fn non_memory_uses(body: &[Stmt], uses: &mut HashSet<ValueId>) {
 fn expand_list(
     body: &[Stmt],
     expanding: &HashSet<ValueId>,
+    narrowed: &HashMap<ValueId, ValueId>,
     b: &mut KernelBuilder,
     constants: &mut Vec<Stmt>,
 ) -> Vec<Stmt> {
@@ -138,7 +149,11 @@ fn expand_list(
             Stmt::Let(id, Op::Cast { op: op @ (CastOp::F16ToF32 | CastOp::F32ToF16), a, .. })
                 if expanding.contains(id) =>
             {
-                let last = if *op == CastOp::F16ToF32 { f16_to_f32_bits(b, *a) } else { f32_to_f16_bits(b, *a) };
+                let last = match (op, narrowed.get(a)) {
+                    (CastOp::F16ToF32, Some(&f)) => f16_round_trip(b, f),
+                    (CastOp::F16ToF32, None) => f16_to_f32_bits(b, *a),
+                    _ => f32_to_f16_bits(b, *a),
+                };
                 // Each sequence ends in the op that makes its result, which takes the cast's id.
                 for s in b.take_body() {
                     match s {
@@ -150,13 +165,13 @@ fn expand_list(
             }
             Stmt::Loop(l) => {
                 let mut l = l.clone();
-                l.body = expand_list(&l.body, expanding, b, constants);
+                l.body = expand_list(&l.body, expanding, narrowed, b, constants);
                 out.push(Stmt::Loop(l));
             }
             Stmt::If { cond, then_body, else_body } => out.push(Stmt::If {
                 cond: *cond,
-                then_body: expand_list(then_body, expanding, b, constants),
-                else_body: expand_list(else_body, expanding, b, constants),
+                then_body: expand_list(then_body, expanding, narrowed, b, constants),
+                else_body: expand_list(else_body, expanding, narrowed, b, constants),
             }),
             s => out.push(s.clone()),
         }
@@ -248,6 +263,40 @@ fn f32_to_f16_bits(b: &mut KernelBuilder, f: ValueId) -> ValueId {
     b.cast(CastOp::Trunc, Ty::I32, Ty::I16, r)
 }
 
+/// [`CastOp::F16ToF32`] of [`CastOp::F32ToF16`] of `f`: `f` rounded to the nearest f16 (ties
+/// to even), as an f32, without the f16 bits in between. Normal results round the 13 bits
+/// below an f16 mantissa in place, a carry rolling into the exponent; subnormal ones round
+/// in the IEEE addition of 0.5, whose ulp is the f16 subnormal step 2^-24; magnitudes from
+/// 65520 on become infinity; a NaN keeps its upper 10 payload bits and gets the quiet bit.
+fn f16_round_trip(b: &mut KernelBuilder, f: ValueId) -> ValueId {
+    let x = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, f);
+    let a = bin(b, BinOp::And, x, 0x7fff_ffff);
+    let sign = b.binary(BinOp::Xor, Ty::I32, x, a);
+    let t = bin(b, BinOp::LShr, a, 13);
+    let odd = bin(b, BinOp::And, t, 1);
+    let up = bin(b, BinOp::Add, a, 0xfff);
+    let up = b.binary(BinOp::Add, Ty::I32, up, odd);
+    let normal = bin(b, BinOp::And, up, !0x1fff);
+    let af = b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, a);
+    let half = b.constant(Const::F32(0.5f32.to_bits()));
+    let sum = b.binary(BinOp::Add, Ty::F32, af, half);
+    let sub = b.binary(BinOp::Sub, Ty::F32, sum, half);
+    let sub = b.cast(CastOp::Bitcast, Ty::F32, Ty::I32, sub);
+    let nan = bin(b, BinOp::Or, a, 0x0040_0000);
+    let nan = bin(b, BinOp::And, nan, !0x1fff);
+    let is_nan = bin_cmp(b, CmpOp::Sgt, a, 0x7f80_0000);
+    let inf = c32(b, 0x7f80_0000);
+    let big = b.select(Ty::I32, is_nan, nan, inf);
+    // 65520 (0x477ff000) is halfway from the largest f16, 65504, to 2^16: ties go to even,
+    // which is up.
+    let is_big = bin_cmp(b, CmpOp::Sgt, a, 0x477f_efff);
+    let is_sub = bin_cmp(b, CmpOp::Slt, a, 113 << 23);
+    let r = b.select(Ty::I32, is_sub, sub, normal);
+    let r = b.select(Ty::I32, is_big, big, r);
+    let r = b.binary(BinOp::Or, Ty::I32, r, sign);
+    b.cast(CastOp::Bitcast, Ty::I32, Ty::F32, r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -298,20 +347,57 @@ mod tests {
         }
     }
 
-    #[test]
-    fn f32_narrowing_matches_half_around_every_boundary() {
-        // Each upper half with low halves below, at and above the halfway points, and a
-        // stride through all other bit patterns.
-        let lows = [0u32, 1, 0x0fff, 0x1000, 0x1001, 0x2000, 0x3000, 0x7fff, 0x8000, 0x8001, 0xc000, 0xffff];
+    /// Each upper half of an f32 with every low half at, one below and one above a multiple
+    /// of 2^12 (an f16 mantissa's halfway points and the values it holds exactly), and a
+    /// stride through all other bit patterns.
+    fn narrowing_inputs() -> Vec<u32> {
+        let lows: Vec<u32> = (0..16u32).flat_map(|k| [0xffff, 0, 1].map(|d| (k * 0x1000 + d) & 0xffff)).collect();
         let mut inputs: Vec<u32> =
             (0..=u16::MAX).flat_map(|h| lows.iter().map(move |&l| (u32::from(h) << 16) | l)).collect();
         inputs.extend((0..u32::MAX).step_by(4093));
+        inputs
+    }
+
+    #[test]
+    fn f32_narrowing_matches_half_around_every_boundary() {
+        let inputs = narrowing_inputs();
         let bytes: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
         let (cast, expanded) = both(CastOp::F32ToF16, Ty::F32, Ty::I16, &bytes);
         for (x, (c, e)) in inputs.into_iter().zip(cast.chunks_exact(2).zip(expanded.chunks_exact(2))) {
             let want = ::half::f16::from_f32(f32::from_bits(x)).to_bits().to_le_bytes();
             assert_eq!(c, want, "cast of f32 bits {x:#010x}");
             assert_eq!(e, want, "expansion of f32 bits {x:#010x}");
+        }
+    }
+
+    #[test]
+    fn f16_round_trips_match_half_around_every_boundary() {
+        let inputs = narrowing_inputs();
+        let n = inputs.len() as i64;
+        let mut b = KernelBuilder::new("round_trip", 1);
+        let src = b.buffer("src", MemType::Scalar(Ty::F32), n, false);
+        let dst = b.buffer("dst", MemType::Scalar(Ty::F32), n, true);
+        let i = b.begin_loop(0, n);
+        let x = b.load(src, IndexExpr::var(i, 1));
+        let h = b.cast(CastOp::F32ToF16, Ty::F32, Ty::I16, x);
+        let y = b.cast(CastOp::F16ToF32, Ty::I16, Ty::F32, h);
+        b.store(dst, IndexExpr::var(i, 1), y);
+        b.end_loop_vectorized(8, crate::kernel::Tail::Peel);
+        let k = b.finish();
+        let e = expand(&k, Keep::Nothing).expect("the kernel has casts to expand");
+        verify_kernel(&e).unwrap_or_else(|err| panic!("expanded kernel invalid: {err}\n{e}"));
+        // The widening reads the f32 operand, not the narrowing, which is left unused.
+        let widening_reads_narrowing = |body: &[Stmt]| {
+            let Some(Stmt::Loop(l)) = body.iter().find(|s| matches!(s, Stmt::Loop(_))) else { return true };
+            l.body.iter().any(|s| matches!(s, Stmt::Let(_, op) if op.operands().contains(&h)))
+        };
+        assert!(!widening_reads_narrowing(&e.body), "round trip still widens the f16 bits:\n{e}");
+        let mut input: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let mut out = vec![0u8; inputs.len() * 4];
+        run_kernel(&e, &mut [&mut input, &mut out]).expect("round-trip kernel runs");
+        for (x, got) in inputs.into_iter().zip(out.chunks_exact(4)) {
+            let want = ::half::f16::from_f32(f32::from_bits(x)).to_f32().to_bits().to_le_bytes();
+            assert_eq!(got, want, "round trip of f32 bits {x:#010x}");
         }
     }
 
