@@ -82,19 +82,21 @@ fn saxpy_vectorizes_with_and_without_tails() {
 
 #[test]
 fn loops_that_are_not_eligible_stay_scalar_and_correct() {
-    // Stride 2 (not contiguous), a width below the lane count, and an i64 body.
+    // 16-bit loads at stride 2 (only 32- and 64-bit lanes are gathered), a width below the
+    // lane count, and an i64 body.
     let n = 12i64;
     let mut k = KernelBuilder::new("strided", 1);
-    let x = k.buffer("x", MemType::Scalar(Ty::F32), 2 * n, false);
-    let y = k.buffer("y", MemType::Scalar(Ty::F32), n, true);
+    let x = k.buffer("x", MemType::Scalar(Ty::I16), 2 * n, false);
+    let y = k.buffer("y", MemType::Scalar(Ty::I16), n, true);
     let i = k.begin_loop(0, n);
     let v = k.load(x, IndexExpr::var(i, 2));
     k.store(y, IndexExpr::var(i, 1), v);
     k.end_loop_vectorized(4, Tail::None);
     let strided = k.finish();
     assert!(!has_vectors(&strided));
-    let mut bufs = vec![float_data(Ty::F32, 2 * n as usize, 4), vec![0; n as usize * 4]];
+    let mut bufs = vec![(0..2 * n as u16).flat_map(|h| (h * 3).to_le_bytes()).collect(), vec![0; n as usize * 2]];
     run(&strided, &mut bufs);
+    assert_eq!(&bufs[1][2..4], &6u16.to_le_bytes(), "y[1] is x[2]");
 
     let narrow = saxpy(Ty::F32, 1, 0, 12, 2);
     assert!(!has_vectors(&narrow), "width 2 does not allow 4 f32 lanes");
@@ -625,4 +627,32 @@ fn strided_stores_keep_the_vector_loop() {
     run(&k, &mut bufs);
     let at = |i: usize| f32::from_le_bytes(bufs[1][4 * i..4 * i + 4].try_into().unwrap());
     assert_eq!((at(80), at(81)), (49.0, -7.0));
+}
+
+/// A transpose reads its input a row apart per lane: the loop stays a vector loop, its loads
+/// gathered lane by lane, and every element lands where the scalar loop would put it.
+#[test]
+fn strided_loads_keep_the_vector_loop() {
+    let (rows, cols) = (7, 13);
+    let mut b = KernelBuilder::new("transpose", cols);
+    let g = b.grid_var();
+    let input = b.buffer("in", MemType::Scalar(Ty::F32), rows * cols, false);
+    let out = b.buffer("out", MemType::Scalar(Ty::F32), rows * cols, true);
+    let v = b.begin_loop(0, rows);
+    let x = b.load(input, IndexExpr { terms: vec![t(IndexSrc::Var(g), 1), t(IndexSrc::Var(v), cols)], offset: 0 });
+    let y = b.binary(BinOp::Add, Ty::F32, x, x);
+    b.store(out, IndexExpr { terms: vec![t(IndexSrc::Var(g), rows), t(IndexSrc::Var(v), 1)], offset: 0 }, y);
+    b.end_loop_vectorized(16, Tail::Peel);
+    let k = b.finish();
+    assert!(has_vectors(&k), "{}", clif(&k));
+    let input: Vec<u8> = (0..rows * cols).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut bufs = vec![input, vec![0x5a; (rows * cols * 4) as usize]];
+    run(&k, &mut bufs);
+    for c in 0..cols {
+        for r in 0..rows {
+            let i = (c * rows + r) as usize;
+            let got = f32::from_le_bytes(bufs[1][4 * i..4 * i + 4].try_into().unwrap());
+            assert_eq!(got, 2.0 * (r * cols + c) as f32, "out[{c}][{r}]");
+        }
+    }
 }
