@@ -656,3 +656,33 @@ fn strided_loads_keep_the_vector_loop() {
         }
     }
 }
+
+/// Predicate bytes in memory: a loaded mask selects, a compare's mask is stored, four lanes
+/// at a time with a scalar tail, as the interpreter does it.
+#[test]
+fn predicate_loads_and_stores_keep_the_vector_loop() {
+    let n = 19;
+    let mut b = KernelBuilder::new("masks", 1);
+    let mask = b.buffer("mask", MemType::Pred, n, false);
+    let x = b.buffer("x", MemType::Scalar(Ty::F32), n, false);
+    let picked = b.buffer("picked", MemType::Scalar(Ty::F32), n, true);
+    let positive = b.buffer("positive", MemType::Pred, n, true);
+    let i = b.begin_loop(0, n);
+    let m = b.load(mask, IndexExpr::var(i, 1));
+    let v = b.load(x, IndexExpr::var(i, 1));
+    let zero = b.constant(Const::F32(0));
+    let r = b.select(Ty::F32, m, v, zero);
+    b.store(picked, IndexExpr::var(i, 1), r);
+    let p = b.cmp(CmpOp::FGt, Ty::F32, v, zero);
+    b.store(positive, IndexExpr::var(i, 1), p);
+    b.end_loop_vectorized(8, Tail::Peel);
+    let k = b.finish();
+    assert!(has_vectors(&k), "{}", clif(&k));
+    let masks: Vec<u8> = (0..n).map(|i| [2, 0, 1][i as usize % 3]).collect();
+    let xs: Vec<u8> = (0..n).flat_map(|i| (i as f32 - 9.5).to_le_bytes()).collect();
+    let mut bufs = vec![masks, xs, vec![0x5a; n as usize * 4], vec![0x5a; n as usize]];
+    run(&k, &mut bufs);
+    assert_eq!(bufs[3], (0..n).map(|i| u8::from(i >= 10)).collect::<Vec<u8>>());
+    assert_eq!(f32::from_le_bytes(bufs[2][4..8].try_into().unwrap()), 0.0, "masked out");
+    assert_eq!(f32::from_le_bytes(bufs[2][8..12].try_into().unwrap()), -7.5, "kept");
+}

@@ -19,7 +19,8 @@
 //! - varying ops in the set Cranelift vectorizes (arithmetic, fused multiply-add, min/max,
 //!   sqrt, abs, neg, rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a
 //!   uniform amount, int<->float conversions of 32-bit lanes); 16-bit loads and stores
-//!   (f16/bf16 bits) with their extensions to and truncations from 32-bit lanes;
+//!   (f16/bf16 bits) with their extensions to and truncations from 32-bit lanes; predicate
+//!   bytes loaded and stored four at a time as masks of 32-bit lanes;
 //!   math functions are called once per lane.
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
@@ -261,6 +262,11 @@ impl Planner<'_, '_, '_> {
                         self.lanes(*t)?;
                         Some(Some(*t))
                     }
+                    // Four predicate bytes become a mask of four 32-bit lanes.
+                    MemType::Pred => {
+                        self.lanes(Ty::I32)?;
+                        Some(Some(Ty::Pred))
+                    }
                     _ => None,
                 },
                 Access::Strided => match mem {
@@ -400,6 +406,7 @@ impl Planner<'_, '_, '_> {
                     match (self.access(index)?, mem) {
                         (Access::Contiguous, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16)))
                         | (Access::Strided, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64))) => self.lanes(*t)?,
+                        (Access::Contiguous, MemType::Pred) => self.lanes(Ty::I32)?,
                         _ => return None,
                     }
                     self.ty_of(*value)?;
@@ -789,6 +796,16 @@ impl Translator<'_, '_> {
                         }
                     } else if ty == Ty::I16 && self.halves.is_some() {
                         self.half_store((buf.0, *value), v, addr)?;
+                    } else if ty == Ty::Pred {
+                        // A mask's lanes as bytes 0 or 1, four at once.
+                        let one = self.b.ins().iconst(types::I32, 1);
+                        let one = self.b.ins().splat(types::I32X4, one);
+                        let bits = self.b.ins().band(v, one);
+                        let halves = self.b.ins().snarrow(bits, bits);
+                        let bytes = self.b.ins().snarrow(halves, halves);
+                        let words = self.b.ins().bitcast(types::I32X4, lane_cast_flags(), bytes);
+                        let word = self.b.ins().extractlane(words, 0);
+                        self.b.ins().store(mem_flags(), word, addr, 0);
                     } else if ty == Ty::F32 && plan.lanes == 2 {
                         // Two f32 lanes (beside f64 ones): only their 8 bytes are written.
                         let wide = self.b.ins().bitcast(types::I64X2, lane_cast_flags(), v);
@@ -941,6 +958,16 @@ impl Translator<'_, '_> {
                 let addr = self.index(index, access_form(*buf, *mem)?)?;
                 if ty == Ty::I16 {
                     self.b.ins().uload16x4(mem_flags(), addr, 0)
+                } else if ty == Ty::Pred {
+                    // Four bytes, each 0 or 1, widened to 32-bit lanes and compared with 0.
+                    let word = self.b.ins().load(types::I32, mem_flags(), addr, 0);
+                    let v = self.b.ins().scalar_to_vector(types::I32X4, word);
+                    let bytes = self.b.ins().bitcast(types::I8X16, lane_cast_flags(), v);
+                    let halves = self.b.ins().uwiden_low(bytes);
+                    let words = self.b.ins().uwiden_low(halves);
+                    let zero = self.b.ins().iconst(types::I32, 0);
+                    let zero = self.b.ins().splat(types::I32X4, zero);
+                    self.b.ins().icmp(cranelift_codegen::ir::condcodes::IntCC::NotEqual, words, zero)
                 } else if ty == Ty::F32 && lanes == 2 {
                     // Two f32 lanes (beside f64 ones): only their 8 bytes are read.
                     let pair = self.b.ins().load(types::I64, mem_flags(), addr, 0);

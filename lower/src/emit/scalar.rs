@@ -33,6 +33,28 @@ pub fn float_const(b: &mut KernelBuilder, ty: Ty, v: f64) -> ValueId {
     }
 }
 
+/// `x` (F32 or F64) rounded to the nearest integer, halves away from zero, in IR the vector
+/// loops of both tiers take (not a `roundf` call per lane): the largest float below one half,
+/// with `x`'s sign, added to `x`, then truncated, as LLVM lowers `llvm.round` on x86. The sum
+/// reaches the next integer exactly when the fraction is at least one half (a fraction of one
+/// half makes a tie, which rounds to the even, larger, magnitude); from 2^(p-1) on (p the
+/// mantissa's bits) every float is an integer and the addend is under half an ulp, so the sum
+/// is `x`; truncation keeps the sign of a zero result.
+pub fn round_half_away(b: &mut KernelBuilder, ty: Ty, x: ValueId) -> ValueId {
+    let (ity, sign_bit, below_half) = match ty {
+        Ty::F32 => (Ty::I32, i64::from(i32::MIN), i64::from(0.5f32.to_bits() - 1)),
+        _ => (Ty::I64, i64::MIN, (0.5f64.to_bits() - 1) as i64),
+    };
+    let bits = b.cast(CastOp::Bitcast, ty, ity, x);
+    let mask = int_const(b, ity, sign_bit);
+    let sign = b.binary(BinOp::And, ity, bits, mask);
+    let magnitude = int_const(b, ity, below_half);
+    let addend = b.binary(BinOp::Or, ity, sign, magnitude);
+    let addend = b.cast(CastOp::Bitcast, ity, ty, addend);
+    let sum = b.binary(BinOp::Add, ty, x, addend);
+    b.unary(UnOp::Trunc, ty, sum)
+}
+
 /// Rounds a float register value to `et` when `et` is narrower than its register (an f32
 /// register for f16/bf16, an f64 one for the f8/f4 formats).
 pub fn round(b: &mut KernelBuilder, et: ElementType, v: ValueId) -> ValueId {
@@ -103,7 +125,7 @@ pub fn unary(
             O::Floor => return Ok(b.unary(UnOp::Floor, ty, x)),
             O::Ceil => return Ok(b.unary(UnOp::Ceil, ty, x)),
             O::RoundNearestEven => return Ok(b.unary(UnOp::RoundEven, ty, x)),
-            O::RoundNearestAfz => return Ok(math(b, MathFn::Round)),
+            O::RoundNearestAfz => return Ok(round_half_away(b, ty, x)),
             O::Sign => {
                 // NaN and zeros pass through; everything else becomes +-1.
                 let zero = float_const(b, ty, 0.0);
@@ -620,4 +642,78 @@ pub fn reduce_precision(b: &mut KernelBuilder, et: ElementType, x: ValueId, exp_
     };
     let r = b.select(fty, is_nan, nan, r);
     round(b, et, r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel::{run_kernel, IndexExpr, MemType};
+
+    /// `round_half_away` over `inputs` (bits of `ty`) in a kernel, run by the interpreter.
+    fn rounded(ty: Ty, inputs: &[u64]) -> Vec<u64> {
+        let n = inputs.len() as i64;
+        let bytes = (ty.bits() / 8) as usize;
+        let mut b = KernelBuilder::new("round", 1);
+        let src = b.buffer("src", MemType::Scalar(ty), n, false);
+        let dst = b.buffer("dst", MemType::Scalar(ty), n, true);
+        let i = b.begin_loop(0, n);
+        let x = b.load(src, IndexExpr::var(i, 1));
+        let r = round_half_away(&mut b, ty, x);
+        b.store(dst, IndexExpr::var(i, 1), r);
+        b.end_loop();
+        let k = b.finish();
+        let mut input: Vec<u8> = inputs.iter().flat_map(|x| x.to_le_bytes()[..bytes].to_vec()).collect();
+        let mut out = vec![0u8; inputs.len() * bytes];
+        run_kernel(&k, &mut [&mut input, &mut out]).expect("the rounding kernel runs");
+        out.chunks_exact(bytes).map(|c| c.iter().rev().fold(0u64, |v, &byte| v << 8 | u64::from(byte))).collect()
+    }
+
+    /// Integers and halves from 0 to 2^12 and around 2^(p-2) .. 2^p, each with its
+    /// neighbours one and two ulps either side, both signs; specials; and a stride through all
+    /// bit patterns.
+    fn inputs(next: fn(u64, i64) -> u64, from_f64: fn(f64) -> u64, stride: u64, all: u64) -> Vec<u64> {
+        let mut centres: Vec<f64> = (0..8192).map(|k| k as f64 * 0.5).collect();
+        for p in [22, 23, 24, 51, 52, 53] {
+            let base = (p as f64).exp2();
+            centres.extend([-1.5, -1.0, -0.5, 0.0, 0.5, 1.0, 1.5].map(|d| base + d));
+        }
+        centres.extend([f64::INFINITY, f64::MAX, f64::MIN_POSITIVE, 1e-45, f64::NAN]);
+        let mut out = Vec::new();
+        for c in centres {
+            for s in [1.0, -1.0] {
+                let bits = from_f64(s * c);
+                out.extend((-2..=2).map(|d| next(bits, d)));
+            }
+        }
+        out.extend((0..all).step_by(stride as usize));
+        out
+    }
+
+    fn same(ty: Ty, got: u64, want: u64) -> bool {
+        let nan = |v: u64| match ty {
+            Ty::F32 => f32::from_bits(v as u32).is_nan(),
+            _ => f64::from_bits(v).is_nan(),
+        };
+        got == want || (nan(got) && nan(want))
+    }
+
+    #[test]
+    fn round_half_away_matches_round_on_f32_boundaries() {
+        let next = |bits: u64, d: i64| u64::from((bits as u32).wrapping_add(d as u32));
+        let xs = inputs(next, |v| u64::from((v as f32).to_bits()), 65_521, 1 << 32);
+        for (x, got) in xs.iter().zip(rounded(Ty::F32, &xs)) {
+            let want = u64::from(f32::from_bits(*x as u32).round().to_bits());
+            assert!(same(Ty::F32, got, want), "round of f32 bits {x:#010x}: {got:#010x}, want {want:#010x}");
+        }
+    }
+
+    #[test]
+    fn round_half_away_matches_round_on_f64_boundaries() {
+        let next = |bits: u64, d: i64| bits.wrapping_add(d as u64);
+        let xs = inputs(next, f64::to_bits, 0x0000_6f3e_0000_0001, u64::MAX);
+        for (x, got) in xs.iter().zip(rounded(Ty::F64, &xs)) {
+            let want = f64::from_bits(*x).round().to_bits();
+            assert!(same(Ty::F64, got, want), "round of f64 bits {x:#018x}: {got:#018x}, want {want:#018x}");
+        }
+    }
 }
