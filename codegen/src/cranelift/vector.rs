@@ -14,7 +14,7 @@
 //!   scale 1 and no div/mod; uniform loads do not use the loop variable at all; except that
 //!   loads and stores of 32- or 64-bit lanes may be strided (scale other than 0 and 1: a
 //!   transpose's column, a complex result's real and imaginary parts), each lane then read
-//!   or written on its own (a transpose of an f32[200,304] ran 2.7x faster so than as a
+//!   or written on its own (a transpose of an f32[200,304] ran 2.7x faster than as a
 //!   scalar loop);
 //! - varying ops in the set Cranelift vectorizes (arithmetic, fused multiply-add, min/max,
 //!   sqrt, abs, neg, rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a
@@ -959,7 +959,7 @@ impl Translator<'_, '_> {
                 if ty == Ty::I16 {
                     self.b.ins().uload16x4(mem_flags(), addr, 0)
                 } else if ty == Ty::Pred {
-                    // Four bytes, each 0 or 1, widened to 32-bit lanes and compared with 0.
+                    // Four bytes (any nonzero byte is true), widened to 32-bit lanes, compared with 0.
                     let word = self.b.ins().load(types::I32, mem_flags(), addr, 0);
                     let v = self.b.ins().scalar_to_vector(types::I32X4, word);
                     let bytes = self.b.ins().bitcast(types::I8X16, lane_cast_flags(), v);
