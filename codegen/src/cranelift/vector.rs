@@ -646,7 +646,6 @@ impl Translator<'_, '_> {
             let (var, body, exit) = self.open_rotated_loop(l.start);
             self.constants_enter(consts);
             for c in 0..copies {
-                self.consts.next_copy();
                 self.bind_var_at(l.var, var, c * native)?;
                 match &plan {
                     Some(plan) => {
