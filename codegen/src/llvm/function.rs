@@ -39,6 +39,12 @@ pub struct Translator<'a, 'ctx> {
     /// The entry block's terminator: allocas go before it so mem2reg promotes them.
     alloca_point: inkwell::values::InstructionValue<'ctx>,
     symbols: &'a HashSet<&'static str>,
+    /// Per buffer: whether vector stores into it bypass the cache (`streaming.rs`).
+    pub streamed: Vec<bool>,
+    /// The alignment a streaming store's address needs: the widest vector register's size.
+    pub stream_align: u32,
+    /// Whether any store bypassed the cache (the kernel then ends with a fence).
+    pub streamed_any: std::cell::Cell<bool>,
 }
 
 /// What a scope (one statement list) defined, to be forgotten when the list ends.
@@ -155,10 +161,16 @@ pub fn translate<'ctx>(
         defined: HashSet::new(),
         alloca_point,
         symbols,
+        streamed: super::streaming::streamed_buffers(kernel, target),
+        streamed_any: std::cell::Cell::new(false),
+        stream_align: target.vector_bytes,
     };
     t.define_var(kernel.grid.var)?;
     let latch = t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body))?;
     t.hint_loop(latch, LoopHints::grid(kernel.grid.var, &kernel.body));
+    if t.streamed_any.get() {
+        t.fence_streams()?;
+    }
     t.builder.build_return(None).map_err(&err)?;
     Ok(())
 }

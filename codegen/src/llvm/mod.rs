@@ -15,6 +15,7 @@ mod function;
 mod index;
 mod memory;
 mod ops;
+mod streaming;
 mod target;
 mod vector;
 
@@ -608,6 +609,92 @@ mod tests {
         assert_eq!(super::disjoint_kernels(&p, &representative), vec![false, false, false]);
         let identity: Vec<usize> = (0..3).collect();
         assert_eq!(super::disjoint_kernels(&p, &identity), vec![true, false, false]);
+    }
+
+    /// `out[i + at] = in[i] * 3` (`accumulate`: `out[i + at] += in[i] * 3`) over `n` elements
+    /// in a vector loop of 16 lanes, `out` holding `n + at` elements.
+    fn scale(name: &str, n: i64, at: i64, accumulate: bool) -> Kernel {
+        use tessera_lower::kernel::{BinOp, Const};
+        let mut b = KernelBuilder::new(name, 1);
+        let input = b.buffer("in", MemType::Scalar(Ty::F32), n, false);
+        let out = b.buffer("out", MemType::Scalar(Ty::F32), n + at, true);
+        let v = b.begin_loop(0, n);
+        let x = b.load(input, IndexExpr::var(v, 1));
+        let three = b.constant(Const::F32(3f32.to_bits()));
+        let mut y = b.binary(BinOp::Mul, Ty::F32, x, three);
+        let at_index = tessera_lower::emit::index::add(&IndexExpr::var(v, 1), &IndexExpr::constant(at));
+        if accumulate {
+            let old = b.load(out, at_index.clone());
+            y = b.binary(BinOp::Add, Ty::F32, old, y);
+        }
+        b.store(out, at_index, y);
+        b.end_loop_vectorized(16, Tail::Peel);
+        b.finish()
+    }
+
+    #[test]
+    fn large_outputs_a_kernel_never_reads_are_stored_around_the_cache() {
+        use super::streaming::streamed_buffers;
+        let mut host = super::target::target_cpu(&crate::CpuTarget::host().resolve("llvm").unwrap()).unwrap();
+        if !host.triple.starts_with("x86_64") {
+            assert_eq!(host.streaming_min_bytes, None, "only x86-64 streams");
+            return;
+        }
+        assert!(host.streaming_min_bytes.unwrap() >= 1 << 20, "at least a cache's size");
+        // 4 KiB stands in for the last-level cache, so the test stays small.
+        host.streaming_min_bytes = Some(4096);
+        let n = 4099; // a scalar remainder of 3
+        let kernels =
+            vec![scale("aligned", n, 0, false), scale("shifted", n, 1, false), scale("read_back", n, 0, true)];
+        assert_eq!(streamed_buffers(&kernels[0], &host), vec![false, true]);
+        assert_eq!(streamed_buffers(&kernels[1], &host), vec![false, true]);
+        assert_eq!(streamed_buffers(&kernels[2], &host), vec![false, false], "a buffer the kernel reads stays cached");
+        assert_eq!(streamed_buffers(&scale("small", 1000, 0, false), &host), vec![false, false]);
+
+        let dir = std::env::temp_dir().join(format!("tessera-streaming-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let groups = vec![(super::Effort::Full, vec![0, 1, 2])];
+        let (objects, _) = super::compile_groups(&host, &kernels, &[true; 3], &groups, Some(&dir)).unwrap();
+        let asm = std::fs::read_to_string(dir.join("llvm.s")).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        let function = |name: &str| {
+            let start = asm.find(&format!("{}:", crate::kernel_symbol(name))).unwrap();
+            let end = asm[start..].find(".Lfunc_end").map_or(asm.len(), |e| start + e);
+            asm[start..end].to_string()
+        };
+        for name in ["aligned", "shifted"] {
+            let code = function(name);
+            assert!(code.contains("vmovntps") && code.contains("sfence"), "{name} streams and fences:\n{code}");
+        }
+        let code = function("read_back");
+        assert!(!code.contains("vmovnt") && !code.contains("sfence"), "read_back stores as usual:\n{code}");
+
+        let code = super::ObjectCode {
+            objects,
+            kernels: kernels.iter().map(|k| crate::kernel_symbol(&k.name)).collect(),
+            entry: None,
+        };
+        let (compiled, _) = code.load(&mut crate::Timings::new()).unwrap();
+        let input: Vec<f32> = (0..n).map(|i| i as f32 - 7.5).collect();
+        // Outputs start on a cache line, as the runtime's buffers do, so "aligned" takes the
+        // streaming path at run time (where a misaligned streaming store would fault) and
+        // "shifted", one element on, never does.
+        #[derive(Clone, Copy)]
+        #[repr(align(64))]
+        struct Line([f32; 16]);
+        for (k, at) in [(0, 0usize), (1, 1), (2, 0)] {
+            let len = n as usize + at;
+            let mut lines = vec![Line([1.0; 16]); len.div_ceil(16)];
+            let out = lines.as_mut_ptr() as *mut f32;
+            let table = [input.as_ptr() as *mut u8, out as *mut u8];
+            // SAFETY: the table holds the kernel's two buffers at (at least) their declared sizes.
+            unsafe { (compiled.functions[k])(table.as_ptr(), 0, 1) };
+            // SAFETY: `lines` holds at least `len` floats.
+            let out = unsafe { std::slice::from_raw_parts(out, len) };
+            let base = if k == 2 { 1.0 } else { 0.0 };
+            let want: Vec<f32> = (0..at).map(|_| 1.0).chain(input.iter().map(|x| base + x * 3.0)).collect();
+            assert_eq!(out, &want[..], "{}", kernels[k].name);
+        }
     }
 
     #[test]

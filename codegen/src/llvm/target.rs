@@ -22,7 +22,18 @@ pub struct TargetCpu {
     /// Whether f16 <-> f32 conversions are instructions (`ResolvedTarget::has_half_conversions`);
     /// elsewhere kernels run their casts as integer sequences.
     pub half_conversions: bool,
+    /// The smallest output a kernel stores around the cache (`streaming.rs`): the host's
+    /// last-level cache, or [`DEFAULT_LAST_LEVEL_CACHE_BYTES`] for another CPU; `None` where
+    /// the target has no streaming stores Tessera uses (non-x86).
+    pub streaming_min_bytes: Option<u64>,
+    /// The widest vector register's size in bytes (AVX-512: 64, AVX: 32, else 16): a wider
+    /// IR vector is stored as several, each needing only this alignment to stream.
+    pub vector_bytes: u32,
 }
+
+/// The last-level cache assumed for a CPU that is not the host (and for a host whose cache
+/// sysfs does not describe): a Zen 3 CCX's L3, about a server core group's share.
+pub const DEFAULT_LAST_LEVEL_CACHE_BYTES: u64 = 32 << 20;
 
 static NATIVE: OnceLock<Result<(), String>> = OnceLock::new();
 static CROSS: OnceLock<()> = OnceLock::new();
@@ -43,8 +54,47 @@ pub fn target_cpu(target: &ResolvedTarget) -> Result<TargetCpu, CodegenError> {
         cpu: target.cpu.clone(),
         features: target.features.clone(),
         avx512: target.has("avx512f"),
+        vector_bytes: if target.has("avx512f") {
+            64
+        } else if target.has("avx") {
+            32
+        } else {
+            16
+        },
         half_conversions: target.has_half_conversions(),
+        streaming_min_bytes: target.triple.starts_with("x86_64").then(|| {
+            if target.is_host {
+                host_last_level_cache_bytes().unwrap_or(DEFAULT_LAST_LEVEL_CACHE_BYTES)
+            } else {
+                DEFAULT_LAST_LEVEL_CACHE_BYTES
+            }
+        }),
     })
+}
+
+/// The size of the host's largest data or unified cache, from Linux's sysfs (read once).
+fn host_last_level_cache_bytes() -> Option<u64> {
+    static BYTES: OnceLock<Option<u64>> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let dir = std::fs::read_dir("/sys/devices/system/cpu/cpu0/cache").ok()?;
+        let read = |path: std::path::PathBuf| std::fs::read_to_string(path).ok().map(|s| s.trim().to_string());
+        dir.filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().starts_with("index"))
+            .filter(|e| read(e.path().join("type")).is_some_and(|t| t != "Instruction"))
+            .filter_map(|e| parse_cache_size(&read(e.path().join("size"))?))
+            .max()
+    })
+}
+
+/// sysfs's cache size text (`32768K`, `1M`, `512`) in bytes.
+fn parse_cache_size(text: &str) -> Option<u64> {
+    let (digits, unit) = match text.as_bytes().last()? {
+        b'K' => (&text[..text.len() - 1], 1 << 10),
+        b'M' => (&text[..text.len() - 1], 1 << 20),
+        b'G' => (&text[..text.len() - 1], 1 << 30),
+        _ => (text, 1),
+    };
+    digits.parse::<u64>().ok()?.checked_mul(unit)
 }
 
 /// Initializes LLVM's native target once per process (code generation and `crate::loader`
@@ -96,5 +146,19 @@ impl TargetCpu {
                 tier: "llvm",
                 message: format!("LLVM has no target machine for {} ({})", self.triple, self.cpu),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn cache_sizes_read_as_sysfs_writes_them() {
+        use super::parse_cache_size;
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("1M"), Some(1 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        for bad in ["", "K", "12Q", "-1K", "99999999999999999999G"] {
+            assert_eq!(parse_cache_size(bad), None, "{bad:?}");
+        }
     }
 }

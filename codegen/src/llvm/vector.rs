@@ -332,8 +332,15 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                             .into();
                     }
                     let ptr = self.element_ptr(*buf, index)?;
+                    let elem_bytes = mem.bits() / 8;
+                    if self.streamed.get(buf.0 as usize).copied().unwrap_or(false)
+                        && self.streaming_store(ptr, v.into_vector_value(), w * elem_bytes, elem_bytes)?
+                    {
+                        self.streamed_any.set(true);
+                        continue;
+                    }
                     let st = self.builder.build_store(ptr, v).map_err(&err)?;
-                    st.set_alignment(mem.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
+                    st.set_alignment(elem_bytes).map_err(|e| self.unsupported(e.to_string()))?;
                 }
                 Stmt::DeclLocal { local, ty, init } => {
                     let slot = self.entry_alloca_of(self.vector_type(*ty, w).as_basic_type_enum(), "lanes")?;
