@@ -235,3 +235,17 @@ fn bitcast_convert_between_widths() {
     check("HloModule m\nENTRY e {\n  p = u8[6,4]{1,0} parameter(0)\n  ROOT r = f32[6]{0} bitcast-convert(p)\n}\n");
     check("HloModule m\nENTRY e {\n  p = s16[5,2]{0,1} parameter(0)\n  ROOT r = s32[5]{0} bitcast-convert(p)\n}\n");
 }
+
+/// Outside loops (a scalar, a while loop's step) sin and cos take the f64 routines, whose
+/// dependent chain is the shorter; in a loop over an array they keep the f32 ones, in lanes.
+/// Both agree with the reference either way.
+#[test]
+fn scalar_sin_and_cos_compute_through_f64() {
+    for op in ["sine", "cosine"] {
+        let scalar =
+            check(&format!("HloModule m\nENTRY e {{\n  p = f32[] parameter(0)\n  ROOT r = f32[] {op}(p)\n}}\n"));
+        let array = check(&unary(op, "f32", "f32"));
+        assert!(scalar.to_string().contains("fpext.f32.f64"), "{op} of a scalar:\n{scalar}");
+        assert!(!array.to_string().contains("fpext.f32.f64"), "{op} of an array:\n{array}");
+    }
+}

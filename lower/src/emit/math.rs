@@ -1,7 +1,7 @@
 //! f32 transcendental functions, written once against [`MathOps`].
 //!
 //! Every function here is a straight-line sequence of elementary IEEE-754 binary32 and i32
-//! operations: no loops, per-lane decisions through `select`, and one kind of data-dependent
+//! operations (`sin_wide` and `cos_wide`, for code outside loops, also binary64 ones): no loops, per-lane decisions through `select`, and one kind of data-dependent
 //! choice, [`MathOps::choose`] between two routines for one value (sin, cos and tan reduce
 //! moderate arguments by Cody-Waite and the rest by Payne-Hanek), which kernels run as the fast
 //! routine plus a branch to the slow one taken when any lane needs it. That lets
@@ -14,7 +14,8 @@
 //! way. Subnormals are never flushed, so inputs/outputs at the range edges are handled by
 //! explicit scaling rather than relying on the hardware.
 
-/// The operations an approximation may use. F: f32 value, I: i32 value, P: per-lane predicate.
+/// The operations an approximation may use. F: f32 value, I: i32 value, P: per-lane predicate,
+/// D: f64 value.
 /// Semantics are exactly the IEEE-754 binary32 ops with round-to-nearest-even (no fast-math,
 /// subnormals NOT flushed; `mul_add` fused or not as the implementation says), and wrapping
 /// two's complement i32 integer ops.
@@ -77,6 +78,17 @@ pub trait MathOps {
     ) -> [Self::F; N]
     where
         Self: Sized;
+
+    // binary64 companions, for routines that reach an f32 result through f64 where a short
+    // dependent chain matters more than lanes (`sin_wide`, `cos_wide`).
+    type D: Copy;
+    fn d(&mut self, x: f64) -> Self::D; // constant
+    fn widen(&mut self, a: Self::F) -> Self::D; // exact
+    fn narrow(&mut self, a: Self::D) -> Self::F; // round to nearest even
+    fn dmul(&mut self, a: Self::D, b: Self::D) -> Self::D;
+    fn dmul_add(&mut self, a: Self::D, b: Self::D, c: Self::D) -> Self::D; // fused as `mul_add`
+    fn dround_even(&mut self, a: Self::D) -> Self::D;
+    fn dto_int(&mut self, a: Self::D) -> Self::I; // toward zero, saturating, NaN -> 0
 }
 
 /// Scalar reference implementation: the interpreter runs the generated sequence through this.
@@ -251,6 +263,32 @@ impl MathOps for Eval {
         } else {
             slow(self)
         }
+    }
+    type D = f64;
+    fn d(&mut self, x: f64) -> f64 {
+        x
+    }
+    fn widen(&mut self, a: f32) -> f64 {
+        f64::from(a)
+    }
+    fn narrow(&mut self, a: f64) -> f32 {
+        a as f32
+    }
+    fn dmul(&mut self, a: f64, b: f64) -> f64 {
+        a * b
+    }
+    fn dmul_add(&mut self, a: f64, b: f64, c: f64) -> f64 {
+        if self.fma {
+            a.mul_add(b, c)
+        } else {
+            a * b + c
+        }
+    }
+    fn dround_even(&mut self, a: f64) -> f64 {
+        a.round_ties_even()
+    }
+    fn dto_int(&mut self, a: f64) -> i32 {
+        a as i32
     }
 }
 
@@ -1577,6 +1615,75 @@ pub fn tan<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let nr = m.neg(r);
     let r = m.select(swap, nr, r);
     odd_sign(m, x, r)
+}
+
+/// pi/2's leading 33 bits: q times it is exact in f64 for |q| < 2^20.
+const WIDE_PIO2_HI: f64 = f64::from_bits(0x3ff9_21fb_5440_0000);
+/// pi/2 - [`WIDE_PIO2_HI`], to f64 precision (pi/2 to about 86 bits in all).
+const WIDE_PIO2_LO: f64 = f64::from_bits(0x3dd0_b461_1a62_6331);
+
+/// sin(x) as [`sin`] defines it, through f64 below [`TRIG_SMALL`]: the reduction and a Taylor
+/// polynomial in binary64 make a dependent chain about half as long as the f32 routine's
+/// compensated one (which a scalar kernel, a while loop's step, waits on in full), at half the
+/// lanes per vector, so the lowering takes it outside loops only. At most 1 ulp (measured by
+/// `tests/math_ulp.rs`); from [`TRIG_SMALL`] on, and for inf and NaN, it is [`sin`].
+pub fn sin_wide<M: MathOps>(m: &mut M, x: M::F) -> M::F {
+    let ax = m.abs(x);
+    let lim = m.f(TRIG_SMALL);
+    let small = m.lt(ax, lim);
+    let [v] = m.choose(small, |m| [trig_wide(m, ax, 0)], |m| [sin(m, ax)]);
+    odd_sign(m, x, v)
+}
+
+/// cos(x) as [`cos`] defines it, through f64 below [`TRIG_SMALL`] ([`sin_wide`]).
+pub fn cos_wide<M: MathOps>(m: &mut M, x: M::F) -> M::F {
+    let ax = m.abs(x);
+    let lim = m.f(TRIG_SMALL);
+    let small = m.lt(ax, lim);
+    let [v] = m.choose(small, |m| [trig_wide(m, ax, 1)], |m| [cos(m, ax)]);
+    v
+}
+
+/// sin(ax + shift pi/2) for 0 <= ax < [`TRIG_SMALL`] in binary64: q = the integer nearest
+/// ax 2/pi (at most 2^16), r = ax - q [`WIDE_PIO2_HI`] exactly (both lie on a grid of 2^-33 that
+/// holds their difference), less q [`WIDE_PIO2_LO`], so |r| <= pi/4 carries an absolute error near
+/// 2^-70, against |r| >= 2^-27.8 for an f32 ax; then Taylor's sin to degree 11 and cos to
+/// degree 10, within 2^-36 and 2^-32 relative on |r| <= pi/4, so the f32 rounding of the result
+/// is all but exact.
+fn trig_wide<M: MathOps>(m: &mut M, ax: M::F, shift: i32) -> M::F {
+    let a = m.widen(ax);
+    let k = m.d(std::f64::consts::FRAC_2_PI);
+    let t = m.dmul(a, k);
+    let q = m.dround_even(t);
+    let hi = m.d(-WIDE_PIO2_HI);
+    let r = m.dmul_add(q, hi, a);
+    let lo = m.d(-WIDE_PIO2_LO);
+    let r = m.dmul_add(q, lo, r);
+    let z = m.dmul(r, r);
+    let horner_d = |m: &mut M, c: &[f64]| {
+        let mut acc = m.d(c[c.len() - 1]);
+        for &ci in c[..c.len() - 1].iter().rev() {
+            let k = m.d(ci);
+            acc = m.dmul_add(acc, z, k);
+        }
+        acc
+    };
+    // 1/n! with alternating signs, n odd from 3 (sin) and even from 2 (cos).
+    let sp = horner_d(m, &[-1.0 / 6.0, 1.0 / 120.0, -1.0 / 5040.0, 1.0 / 362_880.0, -1.0 / 39_916_800.0]);
+    let rz = m.dmul(r, z);
+    let s = m.dmul_add(rz, sp, r);
+    let cp = horner_d(m, &[-0.5, 1.0 / 24.0, -1.0 / 720.0, 1.0 / 40_320.0, -1.0 / 3_628_800.0]);
+    let one = m.d(1.0);
+    let c = m.dmul_add(z, cp, one);
+    let (s, c) = (m.narrow(s), m.narrow(c));
+    let qi = m.dto_int(q);
+    let by = m.i(shift);
+    let qi = m.iadd(qi, by);
+    let swap = quadrant_bit(m, qi, 1);
+    let v = m.select(swap, c, s);
+    let neg = quadrant_bit(m, qi, 2);
+    let nv = m.neg(v);
+    m.select(neg, nv, v)
 }
 
 #[cfg(test)]

@@ -208,4 +208,31 @@ impl MathOps for IrMath<'_> {
         (self.consts, self.negations) = outer;
         locals.map(|l| self.b.get_local(l))
     }
+    type D = ValueId;
+    fn d(&mut self, x: f64) -> ValueId {
+        self.constant(Const::F64(x.to_bits()))
+    }
+    fn widen(&mut self, a: ValueId) -> ValueId {
+        self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, a)
+    }
+    fn narrow(&mut self, a: ValueId) -> ValueId {
+        self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, a)
+    }
+    fn dmul(&mut self, a: ValueId, b: ValueId) -> ValueId {
+        self.b.binary(BinOp::Mul, Ty::F64, a, b)
+    }
+    fn dmul_add(&mut self, a: ValueId, b: ValueId, c: ValueId) -> ValueId {
+        if self.b.fused_multiply_add() {
+            self.b.fma(Ty::F64, a, b, c)
+        } else {
+            let t = self.b.binary(BinOp::Mul, Ty::F64, a, b);
+            self.b.binary(BinOp::Add, Ty::F64, t, c)
+        }
+    }
+    fn dround_even(&mut self, a: ValueId) -> ValueId {
+        self.b.unary(UnOp::RoundEven, Ty::F64, a)
+    }
+    fn dto_int(&mut self, a: ValueId) -> ValueId {
+        self.b.cast(CastOp::FPToSISat, Ty::F64, Ty::I32, a)
+    }
 }

@@ -199,6 +199,7 @@ pub fn unary(
 /// the kernel interpreter); `None` for ops that are not one of them.
 fn inline_unary(b: &mut KernelBuilder, op: Opcode, x: ValueId) -> Option<ValueId> {
     use Opcode as O;
+    let in_loop = b.in_loop();
     let m = &mut IrMath::new(b);
     Some(match op {
         O::Exp => math::exp(m, x),
@@ -209,6 +210,10 @@ fn inline_unary(b: &mut KernelBuilder, op: Opcode, x: ValueId) -> Option<ValueId
         O::Logistic => math::logistic(m, x),
         O::Erf => math::erf(m, x),
         O::Cbrt => math::cbrt(m, x),
+        // Outside loops a chain of scalar steps (a while loop's) waits on each result, and the
+        // f64 routines' chain is the shorter; in a loop, lanes count.
+        O::Sin if !in_loop => math::sin_wide(m, x),
+        O::Cos if !in_loop => math::cos_wide(m, x),
         O::Sin => math::sin(m, x),
         O::Cos => math::cos(m, x),
         O::Tan => math::tan(m, x),

@@ -16,6 +16,8 @@ pub struct KernelBuilder {
     stack: Vec<Vec<Stmt>>,
     /// For each `if` opened by [`Self::begin_if`]: whether its else-branch is open.
     open_ifs: Vec<bool>,
+    /// Loops opened and not yet closed.
+    open_loops: u32,
     /// Narrow bit patterns the lowering recorded for values it widened from them
     /// ([`Self::note_narrow_bits`]).
     narrow_bits: std::collections::HashMap<(ValueId, u8), ValueId>,
@@ -62,6 +64,7 @@ impl KernelBuilder {
             next_value: 0,
             next_local: 0,
             stack: vec![Vec::new()],
+            open_loops: 0,
             open_ifs: Vec::new(),
             narrow_bits: std::collections::HashMap::new(),
             fused_multiply_add: false,
@@ -261,13 +264,20 @@ impl KernelBuilder {
             reductions: Vec::new(),
         })]);
         self.stack.push(Vec::new());
+        self.open_loops += 1;
         var
+    }
+
+    /// Whether statements go into a loop's body now (rather than once per grid index).
+    pub fn in_loop(&self) -> bool {
+        self.open_loops > 0
     }
 
     /// Closes the innermost open loop, giving it a vectorization hint.
     pub fn end_loop_vectorized(&mut self, vector_width: u32, tail: Tail) {
         let body = self.stack.pop().expect("end_loop without begin_loop");
         let mut holder = self.stack.pop().expect("end_loop without begin_loop");
+        self.open_loops = self.open_loops.saturating_sub(1);
         match holder.pop() {
             Some(Stmt::Loop(mut l)) => {
                 l.body = body;
