@@ -10,12 +10,13 @@
 //!
 //! Which buffers: those a kernel never reads (loads, or runtime calls taking their address)
 //! and into which one launch stores at least [`TargetCpu::streaming_min_bytes`]. A buffer the
-//! kernel reads back (softmax's staged values, an accumulator) must stay in cache. Which stores: contiguous vector
-//! stores of at least 16 bytes whose address is a multiple of the vector's size; x86 has no
-//! unaligned streaming vector store, so each store tests its address (the test is the same for
-//! every iteration of a contiguous loop, so the branch is always predicted) and misaligned rows
-//! store as usual. Streaming stores are weakly ordered, so a kernel that has any ends with an
-//! `sfence`, before the thread pool's release of the chunk makes its writes visible to others.
+//! kernel reads back (softmax's staged values, an accumulator) must stay in cache. Which
+//! stores: contiguous vector stores of at least 16 bytes whose address is a multiple of the
+//! vector register's size; x86 has no unaligned streaming vector store, so each store tests
+//! its address (the test is the same for every iteration of a contiguous loop, so the branch
+//! is always predicted) and misaligned rows store as usual. Streaming stores are weakly
+//! ordered, so a kernel that has any ends with an `sfence`, before the thread pool's release of
+//! the chunk makes its writes visible to others.
 
 use inkwell::values::{PointerValue, VectorValue};
 use inkwell::IntPredicate;
@@ -89,9 +90,8 @@ const MIN_STREAMED_STORE_BYTES: u32 = 16;
 impl<'a, 'ctx> Translator<'a, 'ctx> {
     /// Stores the vector `v` of `bytes` bytes at `ptr` (a contiguous store of a vector loop
     /// into a streamed buffer): non-temporally where `ptr` is a multiple of `bytes` (or of the
-    /// widest register's size, if smaller), else as
-    /// an ordinary store of elements aligned to `elem_bytes`. `false` (nothing stored) when
-    /// the vector is too small to stream.
+    /// widest register's size, if smaller), else as an ordinary store of elements aligned to
+    /// `elem_bytes`. `false` (nothing stored) when the vector is too small to stream.
     pub(crate) fn streaming_store(
         &self,
         ptr: PointerValue<'ctx>,

@@ -1,10 +1,11 @@
 //! f32 transcendental functions, written once against [`MathOps`].
 //!
 //! Every function here is a straight-line sequence of elementary IEEE-754 binary32 and i32
-//! operations (`sin_wide` and `cos_wide`, for code outside loops, also binary64 ones): no loops, per-lane decisions through `select`, and one kind of data-dependent
-//! choice, [`MathOps::choose`] between two routines for one value (sin, cos and tan reduce
-//! moderate arguments by Cody-Waite and the rest by Payne-Hanek), which kernels run as the fast
-//! routine plus a branch to the slow one taken when any lane needs it. That lets
+//! operations (`sin_wide` and `cos_wide`, for code outside loops, also binary64 ones): no
+//! loops, per-lane decisions through `select`, and one kind of data-dependent choice,
+//! [`MathOps::choose`] between two routines for one value (sin, cos and tan reduce moderate
+//! arguments by Cody-Waite and the rest by Payne-Hanek), which kernels run as the fast routine
+//! plus a branch to the slow one taken when any lane needs it. That lets
 //! the same definition be replayed by each backend tier (LLVM vectorises it to AVX-512,
 //! Cranelift emits 128-bit SIMD) and by the kernel interpreter ([`Eval`]), so all tiers
 //! compute bit-identical results and the accuracy proven by the ulp tests holds for every
@@ -1625,8 +1626,9 @@ const WIDE_PIO2_LO: f64 = f64::from_bits(0x3dd0_b461_1a62_6331);
 /// sin(x) as [`sin`] defines it, through f64 below [`TRIG_SMALL`]: the reduction and a Taylor
 /// polynomial in binary64 make a dependent chain about half as long as the f32 routine's
 /// compensated one (which a scalar kernel, a while loop's step, waits on in full), at half the
-/// lanes per vector, so the lowering takes it outside loops only. At most 1 ulp (measured by
-/// `tests/math_ulp.rs`); from [`TRIG_SMALL`] on, and for inf and NaN, it is [`sin`].
+/// lanes per vector, so the lowering takes it outside loops only. At most 0.502 ulp below
+/// [`TRIG_SMALL`] (`tests/math_ulp.rs` holds it to 1); from there on, and for inf and NaN, it
+/// is [`sin`].
 pub fn sin_wide<M: MathOps>(m: &mut M, x: M::F) -> M::F {
     let ax = m.abs(x);
     let lim = m.f(TRIG_SMALL);
@@ -1645,11 +1647,11 @@ pub fn cos_wide<M: MathOps>(m: &mut M, x: M::F) -> M::F {
 }
 
 /// sin(ax + shift pi/2) for 0 <= ax < [`TRIG_SMALL`] in binary64: q = the integer nearest
-/// ax 2/pi (at most 2^16), r = ax - q [`WIDE_PIO2_HI`] exactly (both lie on a grid of 2^-33 that
-/// holds their difference), less q [`WIDE_PIO2_LO`], so |r| <= pi/4 carries an absolute error near
-/// 2^-70, against |r| >= 2^-27.8 for an f32 ax; then Taylor's sin to degree 11 and cos to
-/// degree 10, within 2^-36 and 2^-32 relative on |r| <= pi/4, so the f32 rounding of the result
-/// is all but exact.
+/// ax 2/pi (at most 2^16), r = ax - q [`WIDE_PIO2_HI`] exactly (both lie on a grid of 2^-32
+/// that holds their difference), less q [`WIDE_PIO2_LO`], so |r| <= pi/4 carries an absolute
+/// error near 2^-70, against |r| >= 2^-27.8 for an f32 ax; then Taylor's sin to degree 11 and
+/// cos to degree 10, within 2^-36 and 2^-32 relative on |r| <= pi/4, so the f32 rounding of
+/// the result is all but exact.
 fn trig_wide<M: MathOps>(m: &mut M, ax: M::F, shift: i32) -> M::F {
     let a = m.widen(ax);
     let k = m.d(std::f64::consts::FRAC_2_PI);
