@@ -21,7 +21,7 @@
 use inkwell::values::{PointerValue, VectorValue};
 use inkwell::IntPredicate;
 
-use tessera_lower::kernel::{CallArg, Kernel, MemType, Op, Stmt};
+use tessera_lower::kernel::{Kernel, MemType};
 
 use super::function::Translator;
 use super::target::TargetCpu;
@@ -33,55 +33,15 @@ use crate::CodegenError;
 /// lines written around the cache cost a read at the memory controller each).
 pub(crate) fn streamed_buffers(kernel: &Kernel, target: &TargetCpu) -> Vec<bool> {
     let Some(min_bytes) = target.streaming_min_bytes else { return vec![false; kernel.buffers.len()] };
-    let mut uses = vec![Use::default(); kernel.buffers.len()];
-    tally(&kernel.body, u64::try_from(kernel.grid.extent).unwrap_or(0), &mut uses);
     kernel
         .buffers
         .iter()
-        .zip(uses)
-        .map(|(b, u)| {
-            b.writable && !u.read && !matches!(b.mem, MemType::Packed { .. }) && u.stored_bits / 8 >= min_bytes
+        .zip(kernel.buffer_traffic())
+        .map(|(b, t)| {
+            let read = t.loaded_bits > 0 || t.called;
+            b.writable && !read && !matches!(b.mem, MemType::Packed { .. }) && t.stored_bits / 8 >= min_bytes
         })
         .collect()
-}
-
-#[derive(Clone, Copy, Default)]
-struct Use {
-    read: bool,
-    /// Over every iteration and both arms of every branch.
-    stored_bits: u64,
-}
-
-fn tally(body: &[Stmt], times: u64, uses: &mut [Use]) {
-    for s in body {
-        match s {
-            Stmt::Let(_, Op::Load { buf, .. }) => {
-                if let Some(u) = uses.get_mut(buf.0 as usize) {
-                    u.read = true;
-                }
-            }
-            Stmt::Call { args, .. } => {
-                for a in args {
-                    if let CallArg::Ptr { buf, .. } = a {
-                        if let Some(u) = uses.get_mut(buf.0 as usize) {
-                            u.read = true;
-                        }
-                    }
-                }
-            }
-            Stmt::Store { buf, mem, .. } => {
-                if let Some(u) = uses.get_mut(buf.0 as usize) {
-                    u.stored_bits = u.stored_bits.saturating_add(times.saturating_mul(u64::from(mem.bits())));
-                }
-            }
-            Stmt::Loop(l) => tally(&l.body, times.saturating_mul(u64::try_from(l.end - l.start).unwrap_or(0)), uses),
-            Stmt::If { then_body, else_body, .. } => {
-                tally(then_body, times, uses);
-                tally(else_body, times, uses);
-            }
-            Stmt::Let(..) | Stmt::DeclLocal { .. } | Stmt::SetLocal { .. } => {}
-        }
-    }
 }
 
 /// The smallest store worth streaming: one whole 16-byte register.
@@ -134,6 +94,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         self.builder.build_unconditional_branch(join).map_err(&err)?;
 
         self.builder.position_at_end(join);
+        self.streamed_any.set(true);
         Ok(true)
     }
 

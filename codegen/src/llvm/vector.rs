@@ -336,7 +336,6 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                     if self.streamed.get(buf.0 as usize).copied().unwrap_or(false)
                         && self.streaming_store(ptr, v.into_vector_value(), w * elem_bytes, elem_bytes)?
                     {
-                        self.streamed_any.set(true);
                         continue;
                     }
                     let st = self.builder.build_store(ptr, v).map_err(&err)?;

@@ -47,6 +47,7 @@ pub mod random;
 /// The text form (`Display` for kernels, statements, ops and index expressions).
 mod text;
 mod traffic;
+pub use traffic::BufferTraffic;
 /// The verifier of this module's contract.
 pub mod verify;
 
