@@ -58,6 +58,16 @@ np.save(sys.argv[1], np.random.default_rng(4096).uniform(-1, 1, (4096, 4096)).as
 ' "$work/relayout/0.npy"
     workloads+=("relayout_tiled_4096|benches/modules/relayout_tiled_4096.hlo|$work/relayout|1")
 fi
+# bench_transpose_4096's result layout makes it a copy in memory; this one moves every element.
+if wanted transpose_rows_4096; then
+    echo "==> arguments for transpose_rows_4096" >&2
+    mkdir -p "$work/transpose_rows"
+    python3 -c '
+import sys, numpy as np
+np.save(sys.argv[1], np.random.default_rng(4097).uniform(-1, 1, (4096, 4096)).astype(np.float32))
+' "$work/transpose_rows/0.npy"
+    workloads+=("transpose_rows_4096|benches/modules/transpose_rows_4096.hlo|$work/transpose_rows|1")
+fi
 if wanted argmax_64x65536; then
     echo "==> arguments for argmax_64x65536" >&2
     mkdir -p "$work/argmax"

@@ -32,6 +32,7 @@ mod select_and_scatter;
 mod sort;
 mod staging;
 mod stochastic;
+mod transposed;
 mod types;
 mod update_in_place;
 mod window;
@@ -138,6 +139,8 @@ pub(crate) struct Emitter<'m> {
     parts: complex::PartFrames<'m>,
     /// What the kernel stages in its output ([`staging`]).
     staging: staging::Staging,
+    /// The dimension whose block loop the next output nest moves inward ([`transposed`]).
+    nest_block: Option<usize>,
 }
 
 /// An element of an instruction in a frame: (frame, instruction, logical index).
@@ -197,6 +200,7 @@ impl<'m> Emitter<'m> {
             row_roots: Vec::new(),
             parts: complex::PartFrames::default(),
             staging: staging::Staging::default(),
+            nest_block: None,
         })
     }
 
@@ -361,6 +365,7 @@ impl<'m> Emitter<'m> {
                 nest::strip_mine(&map, &mut splits);
             }
             let bits = self.outputs[group[0]].mem.bits();
+            self.nest_block = self.transposed_read(&roots, &map, bits, &mut splits);
             self.row_roots = group
                 .iter()
                 .filter_map(|&o| match &values[o] {
@@ -492,8 +497,12 @@ impl<'m> Emitter<'m> {
         if dims.contains(&0) {
             return Ok(());
         }
+        let block = self.nest_block.take();
         match nest::plan(map, splits) {
-            Some(digits) => {
+            Some(mut digits) => {
+                if let Some(p) = block {
+                    nest::block_transposed(&mut digits, p);
+                }
                 let mut limits: Vec<Option<i64>> = dims.iter().map(|&n| Some(n)).collect();
                 let mut vals = Vec::new();
                 let ctx = NestCtx { digits: &digits, rank: dims.len(), bits, rows: &rows };

@@ -146,6 +146,23 @@ pub fn plan(map: &LayoutMap, splits: &[Vec<i64>]) -> Option<Vec<Digit>> {
     Some(out)
 }
 
+/// Moves dimension `p`'s least significant digit to just above the innermost loop, when that
+/// loop is another dimension's contiguous lanes: a transposed read then walks square blocks
+/// (`transposed`). The digits of each dimension keep their order, so the limits of jagged
+/// dimensions and the affine addresses are unchanged.
+pub fn block_transposed(digits: &mut Vec<Digit>, p: usize) {
+    let Some(lane) = digits.iter().rposition(|g| g.extent > 1) else { return };
+    if digits[lane].dim == p || digits[lane].coef != 1 {
+        return;
+    }
+    let Some(k) = digits.iter().rposition(|g| g.dim == p) else { return };
+    if k > lane || digits[k].weight != 1 {
+        return;
+    }
+    let d = digits.remove(k);
+    digits.insert(lane - 1, d);
+}
+
 /// The most elements one grid index of a strip-mined nest covers.
 const MAX_STRIP: i64 = 2048;
 
@@ -203,4 +220,65 @@ pub fn vector_width(bits: u32, trip: i64) -> u32 {
         w /= 2;
     }
     w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tessera_hlo::Shape;
+
+    fn map(shape: &str) -> LayoutMap {
+        LayoutMap::new(shape.parse::<Shape>().unwrap().as_array().unwrap()).unwrap()
+    }
+
+    /// (dim, weight, extent, coef) of each digit, outermost first.
+    fn digits(ds: &[Digit]) -> Vec<(usize, i64, i64, i64)> {
+        ds.iter().map(|g| (g.dim, g.weight, g.extent, g.coef)).collect()
+    }
+
+    #[test]
+    fn a_transposed_read_walks_blocks_of_rows() {
+        // f32[16384,300] read from an x[300,16384]: rows split at 512 and the lanes at 16,
+        // then the rows' in-block loop under the lanes' block loop. 300 = 18 x 16 + 12 is
+        // jagged: the lanes' block digit covers 19 blocks and the nest peels the last.
+        let m = map("f32[16384,300]{1,0}");
+        let mut ds = plan(&m, &[vec![512], vec![16]]).unwrap();
+        assert_eq!(digits(&ds), [(0, 512, 32, 153600), (0, 1, 512, 300), (1, 16, 19, 16), (1, 1, 16, 1)]);
+        block_transposed(&mut ds, 0);
+        assert_eq!(digits(&ds), [(0, 512, 32, 153600), (1, 16, 19, 16), (0, 1, 512, 300), (1, 1, 16, 1)]);
+        // With too few rows to split and still feed the threads (4096 / 512 < MIN_GRID), the
+        // rows move whole and the lanes' blocks become the grid.
+        let m = map("f32[4096,300]{1,0}");
+        let mut ds = plan(&m, &[vec![512], vec![16]]).unwrap();
+        block_transposed(&mut ds, 0);
+        assert_eq!(digits(&ds), [(1, 16, 19, 16), (0, 1, 4096, 300), (1, 1, 16, 1)]);
+    }
+
+    #[test]
+    fn a_tiled_output_moves_its_in_tile_row_loop() {
+        // f32[300,200]{1,0:T(8,128)} split at the 8-row tiles of the transposed parameter:
+        // the in-tile row digit (dim 0, weight 1) goes under the 8-column blocks.
+        let m = map("f32[300,200]{1,0:T(8,128)}");
+        let mut ds = plan(&m, &[vec![], vec![8]]).unwrap();
+        assert_eq!(digits(&ds), [(0, 8, 38, 2048), (1, 128, 2, 1024), (0, 1, 8, 128), (1, 8, 16, 8), (1, 1, 8, 1)]);
+        block_transposed(&mut ds, 0);
+        assert_eq!(digits(&ds), [(0, 8, 38, 2048), (1, 128, 2, 1024), (1, 8, 16, 8), (0, 1, 8, 128), (1, 1, 8, 1)]);
+    }
+
+    #[test]
+    fn nests_without_a_distinct_lane_dimension_stay_as_planned() {
+        let m = map("f32[64,300]{1,0}");
+        let planned = plan(&m, &[]).unwrap();
+        // The lanes are dimension 1 itself.
+        let mut ds = planned.clone();
+        block_transposed(&mut ds, 1);
+        assert_eq!(ds, planned);
+        // A column-major output: the innermost loop runs down dimension 0 with coefficient 1,
+        // and dimension 1's only digit lies above it already.
+        let m = map("f32[64,300]{0,1}");
+        let planned = plan(&m, &[]).unwrap();
+        let mut ds = planned.clone();
+        block_transposed(&mut ds, 1);
+        assert_eq!(ds, planned);
+    }
 }
