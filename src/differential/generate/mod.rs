@@ -690,6 +690,7 @@ mod tests {
             "while_invariant_motion",
             "runs its body once",
             "reduce of a broadcast",
+            "reduce of a transpose",
             "slice inside one operand of a concatenate",
             "slice inside the operand of a pad",
             "concatenate of continuing slices",

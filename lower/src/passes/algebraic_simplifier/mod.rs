@@ -22,8 +22,8 @@
 //! the dot's result order; a transpose that swaps a dot's free dimensions is the dot with its
 //! operands swapped.
 //!
-//! Beyond these, each in its own file: reduces of broadcasts and reduces that keep every
-//! element (`reduce`), slice, pad and
+//! Beyond these, each in its own file: reduces of broadcasts, reduces of transposes and
+//! reduces that keep every element (`reduce`), slice, pad and
 //! concatenate folding (`data_movement`), and compare and select canonical forms
 //! (`compare_select`). A select of x and x is x.
 
@@ -93,9 +93,9 @@ fn simplify(
         .or_else(|| data_movement::fold(comp, id))
         .or_else(|| compare_select::canonical(comp, id))
         .or_else(|| match comp.inst(id).opcode {
-            Opcode::Reduce => {
-                reduce::reduce_to_reshape(comp, id).or_else(|| reduce::reduce_of_broadcast(comp, id, reducers))
-            }
+            Opcode::Reduce => reduce::reduce_to_reshape(comp, id)
+                .or_else(|| reduce::reduce_of_broadcast(comp, id, reducers))
+                .or_else(|| reduce::reduce_of_transpose(comp, id)),
             Opcode::Dot => vector_dot::to_reduce(comp, id, adders),
             _ => None,
         })

@@ -13,11 +13,20 @@
 //! size 1: a batch norm's statistics of a batch of one, a gradient summed over a broadcast's
 //! unit dimensions) is a reshape of its operand, as XLA's rule has it: the initial value is
 //! taken to be the reducer's identity, so only the sign of a zero sum can differ.
+//!
+//! A reduce of a transpose reduces the transpose's operand along the dimensions the
+//! permutation maps the reduced ones to, as XLA's rule does: the reduction reads the operand
+//! in its own order (a sum over the rows of `transpose(x)` is a sum along `x`'s rows, one
+//! kernel, not a transposed copy of `x` and a reduction of it). Where the permutation also
+//! reordered the kept dimensions, the new reduce's result is transposed back, as XLA's rule
+//! does when every user of the transpose is a reduce (the transpose is then gone, and the
+//! added one moves fewer elements). Only the order in which the reducer combines elements
+//! changes, which HLO leaves open.
 
 use std::collections::HashMap;
 
 use tessera_hlo::ir::{AttrList, AttrValue};
-use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Layout, Literal, Module, Opcode, Shape};
 
 use super::splat;
 use crate::passes::rewrite::{add_constant, become_broadcast, become_op};
@@ -122,6 +131,59 @@ pub(super) fn reduce_to_reshape(comp: &mut Computation, id: InstId) -> Option<&'
     }
     become_op(comp, id, Opcode::Reshape, vec![operand]);
     Some("reduce keeping every element: a reshape of its operand")
+}
+
+/// The rewrite of single-operand reduce `id` of a transpose into a reduce of the transpose's
+/// operand (module doc); the rule's name.
+pub(super) fn reduce_of_transpose(comp: &mut Computation, id: InstId) -> Option<&'static str> {
+    let inst = comp.inst(id);
+    let &[operand, init] = inst.operands.as_slice() else { return None };
+    let t = comp.inst(operand);
+    if t.opcode != Opcode::Transpose {
+        return None;
+    }
+    let x = t.operands[0];
+    let perm = t.attr_ints("dimensions")?.to_vec();
+    let reduced = inst.attr_ints("dimensions")?.to_vec();
+    let rank = perm.len();
+    let perm: Vec<usize> =
+        perm.iter().map(|&p| usize::try_from(p).ok().filter(|&p| p < rank)).collect::<Option<_>>()?;
+    let reduced: Vec<usize> =
+        reduced.iter().map(|&d| usize::try_from(d).ok().filter(|&d| d < rank)).collect::<Option<_>>()?;
+    let mut new_reduced: Vec<i64> = reduced.iter().map(|&d| perm[d] as i64).collect();
+    new_reduced.sort_unstable();
+    // The operand dimension each result dimension comes from, in the result's order; the new
+    // reduce keeps them in the operand's order.
+    let kept: Vec<usize> = (0..rank).filter(|d| !reduced.contains(d)).map(|d| perm[d]).collect();
+    let mut sorted = kept.clone();
+    sorted.sort_unstable();
+    let back: Vec<i64> = kept.iter().map(|k| sorted.iter().position(|s| s == k).unwrap_or(0) as i64).collect();
+    let reordered = back.iter().enumerate().any(|(i, &b)| b != i as i64);
+    if reordered {
+        let mut users = comp.instructions.iter().filter(|i| i.operands.contains(&operand));
+        if !users.all(|u| u.opcode == Opcode::Reduce) {
+            return None;
+        }
+        let out = inst.shape.as_array()?;
+        let x_dims = comp.inst(x).shape.dims().to_vec();
+        let dims: Vec<i64> = sorted.iter().map(|&d| x_dims[d]).collect();
+        let shape = Shape::array_with_layout(out.element_type, &dims, Layout::row_major(dims.len()));
+        let mut r = inst.clone();
+        r.name = comp.unique_name(&format!("{}.untransposed", inst.name));
+        r.shape = shape;
+        r.operands = vec![x, init];
+        r.control_predecessors.clear();
+        r.set_attr("dimensions", AttrValue::Ints(new_reduced));
+        let r = comp.add(r);
+        become_op(comp, id, Opcode::Transpose, vec![r]);
+        comp.inst_mut(id).set_attr("dimensions", AttrValue::Ints(back));
+        Some("reduce of a transpose: a transpose of the reduce of its operand")
+    } else {
+        let inst = comp.inst_mut(id);
+        inst.operands[0] = x;
+        inst.set_attr("dimensions", AttrValue::Ints(new_reduced));
+        Some("reduce of a transpose: the reduce of its operand")
+    }
 }
 
 /// The value `op` leaves unchanged, as [`splat`] reads constants: infinities for float max
