@@ -42,6 +42,14 @@ enum Accumulate {
 /// The most elements of the minor dimension one grid index takes.
 const MAX_CHUNK: i64 = 512;
 
+/// The most accumulator bytes a grid index over whole rows keeps (an L1's worth): the blocks
+/// `tree_reduction` makes of a wide column reduction's rows sweep rows this long whole.
+const MAX_ROW_ACC_BYTES: i64 = 32 << 10;
+
+/// The fewest indices a grid over whole rows needs when its rows pass [`MAX_CHUNK`]: fewer
+/// would leave threads idle where chunks of the rows would not.
+const MIN_ROW_GRID: i64 = 8;
+
 /// Whether a column reduction computes its input's elements with `op` in its vector loop:
 /// elementwise ops and data movement, nothing that opens loops of its own.
 pub(crate) fn is_input_op(op: Opcode) -> bool {
@@ -228,12 +236,17 @@ impl<'m> Emitter<'m> {
         let outer = by_stride(kept.iter().copied().filter(|&d| d != minor && dims[d] > 1).collect());
         // The grid: the major-most of those, when there is one and a chunk can span the minor
         // dimension (each grid index then sweeps whole rows: `tree_reduction` splits a tall
-        // column reduction's rows into such blocks); else chunks of the minor dimension,
-        // whole vectors each, at least four when the dimension allows (two per thread on two
-        // cores), else two, else one.
+        // or a wide column reduction's rows into such blocks; rows past MAX_CHUNK need their
+        // accumulators to fit L1 and enough blocks for the threads); else chunks of the minor
+        // dimension, whole vectors each, at least four when the dimension allows (two per
+        // thread on two cores), else two, else one.
         let lanes = i64::from(width_of(acc_ty));
         let fits = |c: i64, n: i64| c % lanes == 0 && extent % c == 0 && extent / c >= n;
-        let grid_outer = outer.first().copied().filter(|_| extent <= MAX_CHUNK);
+        let whole_rows = |d: &usize| {
+            extent <= MAX_CHUNK
+                || extent * i64::from(acc_ty.bits() / 8) <= MAX_ROW_ACC_BYTES && dims[*d] >= MIN_ROW_GRID
+        };
+        let grid_outer = outer.first().copied().filter(whole_rows);
         let chunk = if grid_outer.is_some() {
             extent
         } else {
