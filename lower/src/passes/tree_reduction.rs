@@ -236,7 +236,7 @@ fn plan_columns(module: &Module, comp: &Computation, inst: &Instruction) -> Opti
         return split(kept, dims[..kept].iter().product(), false);
     }
     // A wide one: one kept dimension (so the rows are one run of the input), blocks of rows
-    // by a reshape of the leading ones, as many as divide them up to eight per block.
+    // by a reshape of the leading ones: the most blocks, up to 64, that divide them.
     if rank - k != 1 || row > MAX_WIDE_ROW || elements < MIN_WIDE_ELEMENTS {
         return None;
     }
