@@ -1,9 +1,11 @@
 //! Transposes and relayouts large enough that the lowering walks them in blocks
-//! (`emit::transposed`): both JIT tiers against the interpreter bit for bit, and the
+//! (`emit::transposed`), whose 32-bit rows the LLVM tier moves through registers
+//! (`llvm/transpose.rs`): both JIT tiers against the interpreter bit for bit, and the
 //! interpreter against the permutation itself. The shapes leave partial blocks at every edge
-//! (1000 = 62 x 16 + 8 lanes, 67 rows), read permuted operands through elementwise ops and
-//! broadcasts, and cover f64, bf16 and s8 elements, three-dimensional permutations, a
-//! column-major parameter read in row order, and a tiled layout.
+//! (1000 = 62 x 16 + 8 lanes, 67 rows: eight blocks of 8 and 3 more), read permuted operands
+//! through elementwise ops and broadcasts, and cover s32, f64, bf16 and s8 elements,
+//! three-dimensional permutations, a column-major parameter read in row order, and a tiled
+//! layout.
 
 use tessera_hlo::{Literal, Shape};
 
@@ -57,7 +59,7 @@ fn transpose_module(et: &str, in_dims: &[usize], in_layout: &str, perm: &[usize]
 
 #[test]
 fn two_dimensional_transposes_with_partial_blocks() {
-    for et in ["f32", "f64", "bf16", "s8"] {
+    for et in ["f32", "s32", "f64", "bf16", "s8"] {
         let text = transpose_module(et, &[1000, 67], "{1,0}", &[1, 0], "{1,0}");
         check_transpose(&text, &format!("{et}[1000,67]{{1,0}}"), &[1, 0]);
         let text = transpose_module(et, &[67, 1000], "{1,0}", &[1, 0], "{1,0}");

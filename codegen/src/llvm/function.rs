@@ -45,6 +45,11 @@ pub struct Translator<'a, 'ctx> {
     pub stream_align: u32,
     /// Whether any store bypassed the cache (the kernel then ends with a fence).
     pub streamed_any: std::cell::Cell<bool>,
+    /// No launch passes a buffer it writes that shares bytes with another (`translate`).
+    pub disjoint: bool,
+    /// Values of strided loads a block of a transposed loop serves from registers
+    /// (`transpose.rs`), for the body copy being translated.
+    pub transposed: HashMap<ValueId, BasicValueEnum<'ctx>>,
 }
 
 /// What a scope (one statement list) defined, to be forgotten when the list ends.
@@ -164,6 +169,8 @@ pub fn translate<'ctx>(
         streamed: super::streaming::streamed_buffers(kernel, target),
         streamed_any: std::cell::Cell::new(false),
         stream_align: target.vector_bytes,
+        disjoint,
+        transposed: HashMap::new(),
     };
     t.define_var(kernel.grid.var)?;
     let latch = t.counted_loop(kernel.grid.var, lo, hi, |t| t.block(&kernel.body))?;
@@ -241,7 +248,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             .ok_or_else(|| self.unsupported(format!("loop variable v{} is not in scope", var.0)))
     }
 
-    fn define_var(&mut self, var: VarId) -> Result<(), CodegenError> {
+    pub(super) fn define_var(&mut self, var: VarId) -> Result<(), CodegenError> {
         if !self.defined.insert((0, var.0)) {
             return Err(self.unsupported(format!("loop variable v{} is defined twice", var.0)));
         }
@@ -343,6 +350,9 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         }
         if !l.reductions.is_empty() {
             return self.scalar_lanes(l);
+        }
+        if self.transposed_loop(l)? {
+            return Ok(());
         }
         let i64t = self.ctx.i64_type();
         let (start, end) = (i64t.const_int(l.start as u64, true), i64t.const_int(l.end as u64, true));

@@ -17,6 +17,7 @@ mod memory;
 mod ops;
 mod streaming;
 mod target;
+mod transpose;
 mod vector;
 
 pub(crate) use target::initialize_native;
@@ -729,6 +730,49 @@ mod tests {
         // A small scalar loop is left to O3's unroller and vectorizers.
         let scalar_loop = copy_of("scalar_loop", 64, Some(1));
         assert!(!super::vectorized(&scalar_loop) && !super::light(&scalar_loop, copy_work));
+    }
+
+    /// A blocked transpose's rows go through registers (`transpose.rs`) when its launches are
+    /// disjoint, and are read lane by lane otherwise; both give the permutation, including the
+    /// outer loop's remainder (67 rows: eight blocks of 8 and 3 more) and the jagged last block
+    /// of lanes (1000 = 62 x 16 + 8), which keeps the lane-by-lane form.
+    #[test]
+    fn transposes_move_rows_through_registers() {
+        let text = "HloModule t, entry_computation_layout={(f32[1000,67]{1,0})->f32[67,1000]{1,0}}\n\n\
+                    ENTRY main {\n  x = f32[1000,67]{1,0} parameter(0)\n  \
+                    ROOT t = f32[67,1000]{1,0} transpose(x), dimensions={1,0}\n}\n";
+        let module = tessera_hlo::text::parse_module(text).unwrap();
+        let program = tessera_lower::lower_module(&module, &tessera_lower::LowerOptions::default()).unwrap();
+        let kernels = program.kernels.clone();
+        assert_eq!(kernels.len(), 1);
+        let host = super::target::target_cpu(&crate::CpuTarget::host().resolve("llvm").unwrap()).unwrap();
+        let input: Vec<f32> = (0..67_000).map(|i| i as f32 * 0.5 - 3.0).collect();
+        for disjoint in [true, false] {
+            let dir = std::env::temp_dir().join(format!("tessera-transpose-{}-{disjoint}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let groups = vec![(super::Effort::Full, vec![0])];
+            let (objects, _) = super::compile_groups(&host, &kernels, &[disjoint], &groups, Some(&dir)).unwrap();
+            let asm = std::fs::read_to_string(dir.join("llvm.s")).unwrap();
+            std::fs::remove_dir_all(&dir).ok();
+            if host.triple.starts_with("x86_64") && host.vector_bytes >= 32 {
+                assert_eq!(asm.contains("vunpcklps"), disjoint, "rows in registers only when disjoint:\n{asm}");
+            }
+            let code = super::ObjectCode {
+                objects,
+                kernels: kernels.iter().map(|k| crate::kernel_symbol(&k.name)).collect(),
+                entry: None,
+            };
+            let (compiled, _) = code.load(&mut crate::Timings::new()).unwrap();
+            let mut out = vec![0f32; 67_000];
+            let table = [input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8];
+            // SAFETY: the table holds the kernel's two buffers at their declared sizes.
+            unsafe { (compiled.functions[0])(table.as_ptr(), 0, kernels[0].grid.extent) };
+            for i in 0..67 {
+                for j in 0..1000 {
+                    assert_eq!(out[i * 1000 + j], input[j * 67 + i], "t[{i}, {j}] (disjoint {disjoint})");
+                }
+            }
+        }
     }
 }
 

@@ -182,7 +182,7 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
 }
 
 impl<'a, 'ctx> Translator<'a, 'ctx> {
-    fn vector_type(&self, ty: Ty, lanes: u32) -> VectorType<'ctx> {
+    pub(super) fn vector_type(&self, ty: Ty, lanes: u32) -> VectorType<'ctx> {
         match self.llvm_type(ty) {
             BasicTypeEnum::FloatType(t) => t.vec_type(lanes),
             BasicTypeEnum::IntType(t) => t.vec_type(lanes),
@@ -253,6 +253,13 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         Ok(true)
     }
 
+    /// One vector iteration of `l` (a loop `vectorizes` takes, without lane reductions) at
+    /// the current value of its variable: a block copy of `transpose.rs`.
+    pub(super) fn inner_vector_body(&mut self, l: &Loop) -> Result<(), CodegenError> {
+        let plan = plan(l).ok_or_else(|| self.unsupported("a block's inner loop does not vectorize"))?;
+        self.vector_body(l, &plan, &HashMap::new())
+    }
+
     fn vector_body(
         &mut self,
         l: &Loop,
@@ -308,6 +315,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                                     .ok_or_else(|| self.unsupported("a read of a local not held in lanes"))?;
                                 self.builder.build_load(self.vector_type(ty, w), slot, "acc").map_err(&err)?
                             }
+                            Op::Load { .. } if self.transposed.contains_key(id) => self.transposed[id],
                             Op::Load { buf, index, .. } if plan.strided.contains_key(id) => {
                                 self.strided_load(*buf, index, ty, w, plan.strided[id])?
                             }
