@@ -4,10 +4,10 @@
 //! `S` elements apart. `vector.rs` reads such a load lane by lane, a load and an insert per
 //! element; here eight iterations of the outer loop run together instead. Each lane's row
 //! gives one contiguous `<8 x T>` load covering the eight iterations, and a shuffle network
-//! (LLVM's `unpcklps`/`shufps`/`vperm2f128` on AVX) turns the `W` rows into the eight
-//! iterations' `<W x T>` vectors. The eight copies of the body then run in order with those
-//! vectors in place of the strided loads: the same values, so the same results, with a
-//! quarter of the instructions per element.
+//! (on AVX, LLVM selects `vunpck[lh]ps`, `vunpck[lh]pd`, `vinsertf128` and `vperm2f128`)
+//! turns the `W` rows into the eight iterations' `<W x T>` vectors. The eight copies of the
+//! body then run in order with those vectors in place of the strided loads: the same values,
+//! so the same results, with about a third of the instructions per element.
 //!
 //! The outer loop's body must be that one vector loop, of exactly one vector iteration (so the
 //! copies run in the original order), without branches or locals, whose loads are all such
