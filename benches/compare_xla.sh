@@ -49,25 +49,20 @@ for case in bench_elementwise_16m bench_reduce_sum_64m bench_softmax_4096 bench_
     [ "$case" = bench_matmul_1024 ] && bound=0
     workloads+=("${case#bench_}|$shared/corpus/$case/module.hlo|$work/$case|$bound")
 done
-if wanted relayout_tiled_4096; then
-    echo "==> arguments for relayout_tiled_4096" >&2
-    mkdir -p "$work/relayout"
+# Modules of benches/modules/ with one f32[4096,4096] argument, uniform in [-1, 1).
+square_workload() { # name, argument folder, seed
+    wanted "$1" || return 0
+    echo "==> arguments for $1" >&2
+    mkdir -p "$work/$2"
     python3 -c '
 import sys, numpy as np
-np.save(sys.argv[1], np.random.default_rng(4096).uniform(-1, 1, (4096, 4096)).astype(np.float32))
-' "$work/relayout/0.npy"
-    workloads+=("relayout_tiled_4096|benches/modules/relayout_tiled_4096.hlo|$work/relayout|1")
-fi
+np.save(sys.argv[1], np.random.default_rng(int(sys.argv[2])).uniform(-1, 1, (4096, 4096)).astype(np.float32))
+' "$work/$2/0.npy" "$3"
+    workloads+=("$1|benches/modules/$1.hlo|$work/$2|1")
+}
+square_workload relayout_tiled_4096 relayout 4096
 # bench_transpose_4096's result layout makes it a copy in memory; this one moves every element.
-if wanted transpose_rows_4096; then
-    echo "==> arguments for transpose_rows_4096" >&2
-    mkdir -p "$work/transpose_rows"
-    python3 -c '
-import sys, numpy as np
-np.save(sys.argv[1], np.random.default_rng(4097).uniform(-1, 1, (4096, 4096)).astype(np.float32))
-' "$work/transpose_rows/0.npy"
-    workloads+=("transpose_rows_4096|benches/modules/transpose_rows_4096.hlo|$work/transpose_rows|1")
-fi
+square_workload transpose_rows_4096 transpose_rows 4097
 if wanted argmax_64x65536; then
     echo "==> arguments for argmax_64x65536" >&2
     mkdir -p "$work/argmax"

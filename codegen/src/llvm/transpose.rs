@@ -50,9 +50,8 @@ fn plan<'l>(outer: &'l Loop, writable: &dyn Fn(BufId) -> bool) -> Option<(&'l Lo
     if !matches!(w, 8 | 16) || !inner.reductions.is_empty() || inner.end - inner.start != i64::from(w) {
         return None;
     }
-    if !super::vector::vectorizes(inner) {
-        return None;
-    }
+    // The loads `vector.rs` would read lane by lane, a cache line or more apart.
+    let strided = super::vector::strided_loads(inner)?;
     let mut loads = Vec::new();
     for stmt in &inner.body {
         match stmt {
@@ -61,12 +60,12 @@ fn plan<'l>(outer: &'l Loop, writable: &dyn Fn(BufId) -> bool) -> Option<(&'l Lo
                 // rows lie a power of two apart: an f32[4096,4096] 20.3 -> 25.7 ms, where
                 // f32[4000,4000] ran 16.0 -> 14.2. A block's eight copies read eight rows of
                 // `y` 16 KiB apart, all in one cache set beside the 16 rows being transposed.
-                let stride = lane_stride(index, inner.var)?;
+                let stride = *strided.get(id)?;
                 let ty = match mem {
                     MemType::Scalar(t @ (Ty::F32 | Ty::I32)) => *t,
                     _ => return None,
                 };
-                if writable(*buf) || stride.unsigned_abs() < 16 || !steps_by_one(index, outer.var) {
+                if writable(*buf) || !steps_by_one(index, outer.var) {
                     return None;
                 }
                 loads.push(RowLoad { id: *id, buf: *buf, index: index.clone(), ty, stride });
@@ -76,20 +75,6 @@ fn plan<'l>(outer: &'l Loop, writable: &dyn Fn(BufId) -> bool) -> Option<(&'l Lo
         }
     }
     (!loads.is_empty()).then_some((inner, loads))
-}
-
-/// The scale of `var` in `index` when it is a plain term other than 1 (a strided lane).
-fn lane_stride(index: &IndexExpr, var: VarId) -> Option<i64> {
-    let mut found = None;
-    for t in &index.terms {
-        if t.src == IndexSrc::Var(var) {
-            if t.div != 1 || t.modulo.is_some() || found.is_some() {
-                return None;
-            }
-            found = Some(t.scale);
-        }
-    }
-    found.filter(|&s| s != 0 && s != 1)
 }
 
 /// Whether `index` moves by exactly one element per step of `var` (one plain term of scale 1,

@@ -93,6 +93,12 @@ pub(crate) fn vectorizes(l: &Loop) -> bool {
     l.vector_width > 1 && plan(l).is_some()
 }
 
+/// The loads of `l` that a vector translation reads lane by lane (lanes at least a cache
+/// line apart), with their strides; `None` when `l` does not translate as a vector loop.
+pub(super) fn strided_loads(l: &Loop) -> Option<HashMap<ValueId, i64>> {
+    (l.vector_width > 1).then(|| plan(l)).flatten().map(|p| p.strided)
+}
+
 fn plan(l: &Loop) -> Option<Plan> {
     let mut plan = Plan {
         varying: HashMap::new(),

@@ -150,6 +150,29 @@ pub(crate) type CacheKey = (usize, InstId, Vec<IndexExpr>);
 #[derive(Clone, Copy)]
 pub(crate) struct Mark(usize, usize);
 
+/// For a transpose or broadcast `inst` read at output dimensions `dims` (per its own
+/// dimension), the output dimension each of its operand's dimensions follows, if any.
+pub(crate) fn operand_dims(inst: &tessera_hlo::Instruction, dims: &[Option<usize>]) -> Option<Vec<Option<usize>>> {
+    use tessera_hlo::ir::AttrList;
+    let map = inst.attr_ints("dimensions")?;
+    let at = |d: i64| usize::try_from(d).ok().and_then(|d| dims.get(d).copied()).flatten();
+    match inst.opcode {
+        // Operand dimension map[i] is result dimension i.
+        Opcode::Transpose => {
+            let mut od = vec![None; map.len()];
+            for (i, &p) in map.iter().enumerate() {
+                if let Some(slot) = usize::try_from(p).ok().and_then(|p| od.get_mut(p)) {
+                    *slot = at(i as i64);
+                }
+            }
+            Some(od)
+        }
+        // Operand dimension i is result dimension map[i].
+        Opcode::Broadcast => Some(map.iter().map(|&m| at(m)).collect()),
+        _ => None,
+    }
+}
+
 pub(crate) fn array_shape<'a>(shape: &'a Shape, inst: &str) -> Result<&'a ArrayShape, LowerError> {
     shape.as_array().ok_or_else(|| LowerError::unsupported(inst, format!("a value of shape {shape} here")))
 }
@@ -445,7 +468,6 @@ impl<'m> Emitter<'m> {
             return;
         }
         let inst = self.comp.inst(id);
-        use tessera_hlo::ir::AttrList;
         match inst.opcode {
             Opcode::Parameter => {
                 let Ok(map) = layout_map(&inst.shape, &inst.name) else { return };
@@ -455,19 +477,8 @@ impl<'m> Emitter<'m> {
                     }
                 }
             }
-            Opcode::Transpose => {
-                let Some(perm) = inst.attr_ints("dimensions") else { return };
-                let mut od = vec![None; perm.len()];
-                for (i, &p) in perm.iter().enumerate() {
-                    if let Some(slot) = od.get_mut(p as usize) {
-                        *slot = dims.get(i).copied().flatten();
-                    }
-                }
-                self.collect_splits(inst.operands[0], &od, out, seen);
-            }
-            Opcode::Broadcast => {
-                let Some(map) = inst.attr_ints("dimensions") else { return };
-                let od: Vec<Option<usize>> = map.iter().map(|&m| dims.get(m as usize).copied().flatten()).collect();
+            Opcode::Transpose | Opcode::Broadcast => {
+                let Some(od) = operand_dims(inst, dims) else { return };
                 self.collect_splits(inst.operands[0], &od, out, seen);
             }
             op if op.is_elementwise() || op == Opcode::Copy => {

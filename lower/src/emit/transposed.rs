@@ -19,10 +19,9 @@
 
 use std::collections::HashSet;
 
-use tessera_hlo::ir::AttrList;
 use tessera_hlo::{InstId, LayoutMap, Opcode};
 
-use super::{layout_map, nest, Emitter};
+use super::{layout_map, nest, operand_dims, Emitter};
 
 /// Outputs smaller than this stay in cache whatever their loop order.
 const MIN_ELEMENTS: i64 = 1 << 12;
@@ -114,19 +113,8 @@ impl<'m> Emitter<'m> {
                 true
             }
             Opcode::Constant | Opcode::Iota => true,
-            Opcode::Transpose => {
-                let Some(perm) = inst.attr_ints("dimensions") else { return false };
-                let mut od = vec![None; perm.len()];
-                for (i, &p) in perm.iter().enumerate() {
-                    if let Some(slot) = od.get_mut(p as usize) {
-                        *slot = dims.get(i).copied().flatten();
-                    }
-                }
-                self.plain_reads(inst.operands[0], &od, reads, seen)
-            }
-            Opcode::Broadcast => {
-                let Some(map) = inst.attr_ints("dimensions") else { return false };
-                let od: Vec<Option<usize>> = map.iter().map(|&m| dims.get(m as usize).copied().flatten()).collect();
+            Opcode::Transpose | Opcode::Broadcast => {
+                let Some(od) = operand_dims(inst, dims) else { return false };
                 self.plain_reads(inst.operands[0], &od, reads, seen)
             }
             op if op.is_elementwise() => inst.operands.iter().all(|&o| {
