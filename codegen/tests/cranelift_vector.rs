@@ -686,3 +686,104 @@ fn predicate_loads_and_stores_keep_the_vector_loop() {
     assert_eq!(f32::from_le_bytes(bufs[2][4..8].try_into().unwrap()), 0.0, "masked out");
     assert_eq!(f32::from_le_bytes(bufs[2][8..12].try_into().unwrap()), -7.5, "kept");
 }
+
+/// 8- and 16-bit integers in vector loops (zero-extended 32-bit lanes): loads, stores, a
+/// select, extensions, a wrapping truncation and the conversions to and from f32, saturating
+/// ones at every edge (NaN, infinities, just inside and outside each range, -0.5), four lanes
+/// at a time with a scalar tail, as the interpreter computes them.
+#[test]
+fn narrow_integers_keep_the_vector_loop() {
+    let floats: Vec<f32> = vec![
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -0.0,
+        -0.5,
+        0.5,
+        3.7,
+        -3.7,
+        127.4,
+        127.6,
+        128.0,
+        -128.9,
+        -129.0,
+        255.5,
+        256.0,
+        1e10,
+        -1e10,
+        32767.9,
+        32768.0,
+        -32769.0,
+        65535.5,
+        65536.0,
+        -1.0,
+    ];
+    let n = floats.len() as i64;
+    let mut b = KernelBuilder::new("narrow_ints", 1);
+    let bytes_in = b.buffer("bytes", MemType::Scalar(Ty::I8), n, false);
+    let x = b.buffer("x", MemType::Scalar(Ty::F32), n, false);
+    let outs: Vec<(&str, Ty)> = vec![
+        ("s8", Ty::I8),
+        ("u8", Ty::I8),
+        ("s16", Ty::I16),
+        ("u16", Ty::I16),
+        ("from_s8", Ty::F32),
+        ("from_u8", Ty::F32),
+        ("sext_plus_100", Ty::I8),
+        ("zext", Ty::I32),
+        ("picked", Ty::I8),
+        ("from_s16", Ty::F32),
+    ];
+    let o: Vec<BufId> = outs.iter().map(|(name, ty)| b.buffer(*name, MemType::Scalar(*ty), n, true)).collect();
+    let i = b.begin_loop(0, n);
+    let at = IndexExpr::var(i, 1);
+    let byte = b.load(bytes_in, at.clone());
+    let v = b.load(x, at.clone());
+    let s8 = b.cast(CastOp::FPToSISat, Ty::F32, Ty::I8, v);
+    let u8v = b.cast(CastOp::FPToUISat, Ty::F32, Ty::I8, v);
+    let s16 = b.cast(CastOp::FPToSISat, Ty::F32, Ty::I16, v);
+    let u16v = b.cast(CastOp::FPToUISat, Ty::F32, Ty::I16, v);
+    let from_s8 = b.cast(CastOp::SIToFP, Ty::I8, Ty::F32, byte);
+    let from_u8 = b.cast(CastOp::UIToFP, Ty::I8, Ty::F32, byte);
+    let wide = b.cast(CastOp::SExt, Ty::I8, Ty::I32, byte);
+    let hundred = b.constant(Const::Int { ty: Ty::I32, bits: 100 });
+    let sum = b.binary(BinOp::Add, Ty::I32, wide, hundred);
+    let wrapped = b.cast(CastOp::Trunc, Ty::I32, Ty::I8, sum);
+    let zext = b.cast(CastOp::ZExt, Ty::I8, Ty::I32, byte);
+    let zero = b.constant(Const::F32(0));
+    let positive = b.cmp(CmpOp::FGt, Ty::F32, v, zero);
+    let picked = b.select(Ty::I8, positive, s8, byte);
+    let from_s16 = b.cast(CastOp::SIToFP, Ty::I16, Ty::F32, s16);
+    for (buf, value) in o.iter().zip([s8, u8v, s16, u16v, from_s8, from_u8, wrapped, zext, picked, from_s16]) {
+        b.store(*buf, at.clone(), value);
+    }
+    b.end_loop_vectorized(8, Tail::Peel);
+    let k = b.finish();
+    let text = clif(&k);
+    assert!(text.contains("uwiden_low") && text.contains("unarrow"), "{text}");
+    let bytes: Vec<u8> = (0..n).map(|i| [0x80, 0x7f, 0xff, 0x00, 0x9c, 0x01, 0xc8][i as usize % 7]).collect();
+    let xs: Vec<u8> = floats.iter().flat_map(|f| f.to_le_bytes()).collect();
+    let mut bufs = vec![bytes, xs];
+    bufs.extend(outs.iter().map(|(_, ty)| vec![0x5a; n as usize * bytes_of(*ty)]));
+    run(&k, &mut bufs);
+    // Spot checks of the saturating conversions, so the interpreter is held to them too.
+    let s8_out = &bufs[2];
+    assert_eq!(s8_out[..4], [0, 127, 0x80, 0], "NaN, inf, -inf, -0");
+    assert_eq!(s8_out[8..13], [127, 127, 127, 0x80, 0x80], "127.4 127.6 128 -128.9 -129");
+    let u8_out = &bufs[3];
+    assert_eq!(u8_out[..5], [0, 255, 0, 0, 0], "NaN, inf, -inf, -0, -0.5");
+    assert_eq!(u8_out[13..15], [255, 255], "255.5 256");
+    let from_s8 = f32::from_le_bytes(bufs[6][..4].try_into().unwrap());
+    assert_eq!(from_s8, -128.0);
+    let wrapped = &bufs[8];
+    assert_eq!(wrapped[..3], [(-128i32 + 100) as u8, (127 + 100) as u8, 99], "wraps");
+}
+
+fn bytes_of(ty: Ty) -> usize {
+    match ty {
+        Ty::I8 => 1,
+        Ty::I16 => 2,
+        Ty::I32 | Ty::F32 => 4,
+        _ => 8,
+    }
+}

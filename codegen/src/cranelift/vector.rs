@@ -19,7 +19,10 @@
 //! - varying ops in the set Cranelift vectorizes (arithmetic, fused multiply-add, min/max,
 //!   sqrt, abs, neg, rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a
 //!   uniform amount, int<->float conversions of 32-bit lanes); 16-bit loads and stores
-//!   (f16/bf16 bits) with their extensions to and truncations from 32-bit lanes; predicate
+//!   (f16/bf16 bits) with their extensions to and truncations from 32-bit lanes; 8- and
+//!   16-bit integers, held zero-extended in 32-bit lanes, loaded, stored, selected, extended,
+//!   truncated and converted to and from f32 (an int8 quantization's `f32 -> s8`, saturating
+//!   to the narrow range, ran scalar on this tier at 9x the LLVM tier's time); predicate
 //!   bytes loaded and stored four at a time as masks of 32-bit lanes;
 //!   math functions are called once per lane.
 //!
@@ -68,9 +71,10 @@ fn mismatch() -> Failure {
 /// Lane count of a varying value of type `ty` (`None` for types with no vector form here).
 fn lanes_of(ty: Ty) -> Option<i64> {
     match ty {
-        // I16 lanes (f16/bf16 bits) live zero-extended in i32x4 registers: loaded with
-        // `uload16x4`, stored narrowed; only conversions to and from I32 touch them.
-        Ty::F32 | Ty::I32 | Ty::I16 => Some(4),
+        // I16 lanes (f16/bf16 bits, 16-bit integers) and I8 lanes (8-bit integers) live
+        // zero-extended in i32x4 registers: loaded widened, stored narrowed; only selects and
+        // conversions touch them.
+        Ty::F32 | Ty::I32 | Ty::I16 | Ty::I8 => Some(4),
         Ty::F64 => Some(2),
         _ => None,
     }
@@ -79,7 +83,7 @@ fn lanes_of(ty: Ty) -> Option<i64> {
 fn vector_type(ty: Ty, lanes: i64) -> Type {
     match (ty, lanes) {
         (Ty::F32, _) => types::F32X4,
-        (Ty::I32 | Ty::I16, _) => types::I32X4,
+        (Ty::I32 | Ty::I16 | Ty::I8, _) => types::I32X4,
         (Ty::F64, _) => types::F64X2,
         // Masks have lanes as wide as the values they select between.
         (_, 4) => types::I32X4,
@@ -258,7 +262,7 @@ impl Planner<'_, '_, '_> {
             Op::Load { index, mem, .. } => match self.access(index)? {
                 Access::Uniform => Some(None),
                 Access::Contiguous => match mem {
-                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16)) => {
+                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16 | Ty::I8)) => {
                         self.lanes(*t)?;
                         Some(Some(*t))
                     }
@@ -362,11 +366,13 @@ impl Planner<'_, '_, '_> {
                     (op, from, to),
                     (CastOp::Bitcast, Ty::F32, Ty::I32)
                         | (CastOp::Bitcast, Ty::I32, Ty::F32)
-                        | (CastOp::ZExt | CastOp::SExt, Ty::I16, Ty::I32)
-                        | (CastOp::Trunc, Ty::I32, Ty::I16)
+                        | (CastOp::ZExt | CastOp::SExt, Ty::I16 | Ty::I8, Ty::I32)
+                        | (CastOp::Trunc, Ty::I32, Ty::I16 | Ty::I8)
                         | (CastOp::Trunc, Ty::I64, Ty::I32)
-                        | (CastOp::SIToFP, Ty::I32, Ty::F32)
-                        | (CastOp::FPToSISat, Ty::F32, Ty::I32)
+                        | (CastOp::SIToFP, Ty::I32 | Ty::I16 | Ty::I8, Ty::F32)
+                        | (CastOp::UIToFP, Ty::I16 | Ty::I8, Ty::F32)
+                        | (CastOp::FPToSISat, Ty::F32, Ty::I32 | Ty::I16 | Ty::I8)
+                        | (CastOp::FPToUISat, Ty::F32, Ty::I16 | Ty::I8)
                 );
                 ok.then_some(Some(*to))
             }
@@ -404,7 +410,7 @@ impl Planner<'_, '_, '_> {
                 },
                 Stmt::Store { index, mem, value, .. } => {
                     match (self.access(index)?, mem) {
-                        (Access::Contiguous, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16)))
+                        (Access::Contiguous, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16 | Ty::I8)))
                         | (Access::Strided, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64))) => self.lanes(*t)?,
                         (Access::Contiguous, MemType::Pred) => self.lanes(Ty::I32)?,
                         _ => return None,
@@ -810,6 +816,14 @@ impl Translator<'_, '_> {
                         let wide = self.b.ins().bitcast(types::I64X2, lane_cast_flags(), v);
                         let pair = self.b.ins().extractlane(wide, 0);
                         self.b.ins().store(mem_flags(), pair, addr, 0);
+                    } else if ty == Ty::I8 {
+                        // Four zero-extended lanes packed to bytes (exact: each is below 2^8),
+                        // and only those 4 bytes written.
+                        let halves = self.b.ins().unarrow(v, v);
+                        let bytes = self.b.ins().unarrow(halves, halves);
+                        let words = self.b.ins().bitcast(types::I32X4, lane_cast_flags(), bytes);
+                        let word = self.b.ins().extractlane(words, 0);
+                        self.b.ins().store(mem_flags(), word, addr, 0);
                     } else if ty == Ty::I16 {
                         // Four zero-extended lanes packed to 16 bits (exact: each is below
                         // 2^16), and only those 8 bytes written.
@@ -889,7 +903,7 @@ impl Translator<'_, '_> {
         let lane = if ty == Ty::Pred {
             let all = self.b.ins().ineg(s);
             self.b.ins().sextend(vt.lane_type(), all)
-        } else if ty == Ty::I16 {
+        } else if ty == Ty::I16 || ty == Ty::I8 {
             self.b.ins().uextend(types::I32, s)
         } else {
             s
@@ -940,6 +954,23 @@ impl Translator<'_, '_> {
         Some(self.b.ins().bitcast(types::I32X4, lane_cast_flags(), shuffled))
     }
 
+    /// 32-bit lanes holding `bits`-bit integers (zero-extended, or wrapped), sign-extended.
+    fn sign_extend(&mut self, x: Value, bits: i64) -> Value {
+        if bits >= 32 {
+            return x;
+        }
+        let amount = self.b.ins().iconst(types::I32, 32 - bits);
+        let up = self.b.ins().ishl(x, amount);
+        self.b.ins().sshr(up, amount)
+    }
+
+    /// The low `bits` bits of 32-bit lanes: a narrow integer's zero-extended form.
+    fn low_bits(&mut self, x: Value, bits: i64) -> Value {
+        let mask = self.b.ins().iconst(types::I32, (1i64 << bits) - 1);
+        let mask = self.splat_lanes(types::I32X4, mask);
+        self.b.ins().band(x, mask)
+    }
+
     /// The constant amount of the logical right shift that defines `v`, if one does.
     fn shifted_right_by(&self, v: Value) -> Option<i64> {
         let dfg = &self.b.func.dfg;
@@ -957,6 +988,13 @@ impl Translator<'_, '_> {
                 let addr = self.index(index, access_form(*buf, *mem)?)?;
                 if ty == Ty::I16 {
                     self.b.ins().uload16x4(mem_flags(), addr, 0)
+                } else if ty == Ty::I8 {
+                    // Four bytes, zero-extended to 32-bit lanes.
+                    let word = self.b.ins().load(types::I32, mem_flags(), addr, 0);
+                    let v = self.b.ins().scalar_to_vector(types::I32X4, word);
+                    let bytes = self.b.ins().bitcast(types::I8X16, lane_cast_flags(), v);
+                    let halves = self.b.ins().uwiden_low(bytes);
+                    self.b.ins().uwiden_low(halves)
                 } else if ty == Ty::Pred {
                     // Four bytes (any nonzero byte is true), widened to 32-bit lanes, compared with 0.
                     let word = self.b.ins().load(types::I32, mem_flags(), addr, 0);
@@ -1091,25 +1129,50 @@ impl Translator<'_, '_> {
             }
             // The index's lanes are 32-bit already.
             Op::Cast { op: CastOp::Trunc, from: Ty::I64, a, .. } => self.vector_operand(*a, Ty::I32, lanes, vectors)?,
-            Op::Cast { op, from, a, .. } => {
+            Op::Cast { op, from, to, a } => {
                 let x = self.vector_operand(*a, *from, lanes, vectors)?;
+                // Bits of the narrow integer side (I16 and I8 lanes are zero-extended 32-bit
+                // lanes), 32 for the rest.
+                let narrow = |t: Ty| match t {
+                    Ty::I16 => 16,
+                    Ty::I8 => 8,
+                    _ => 32,
+                };
                 match op {
-                    // I16 lanes are already zero-extended 32-bit lanes.
                     CastOp::ZExt => return Ok(x),
-                    CastOp::SExt => {
-                        let sixteen = self.b.ins().iconst(types::I32, 16);
-                        let up = self.b.ins().ishl(x, sixteen);
-                        return Ok(self.b.ins().sshr(up, sixteen));
-                    }
+                    CastOp::SExt => return Ok(self.sign_extend(x, narrow(*from))),
                     CastOp::Trunc => {
-                        // A logical shift right by 16 or more (a bf16's bits, narrowed)
-                        // leaves nothing above the low half to clear.
-                        if self.shifted_right_by(x).is_some_and(|k| (16..32).contains(&k)) {
+                        let bits = narrow(*to);
+                        // A logical shift right by 32 - bits or more (a bf16's bits, narrowed)
+                        // leaves nothing above the low bits to clear.
+                        if self.shifted_right_by(x).is_some_and(|k| (32 - bits..32).contains(&k)) {
                             return Ok(x);
                         }
-                        let mask = self.b.ins().iconst(types::I32, 0xffff);
-                        let mask = self.b.ins().splat(types::I32X4, mask);
-                        return Ok(self.b.ins().band(x, mask));
+                        return Ok(self.low_bits(x, bits));
+                    }
+                    CastOp::SIToFP | CastOp::UIToFP => {
+                        // Zero-extended lanes are already the unsigned value, which an i32
+                        // conversion reads exactly; signed ones are sign-extended first.
+                        let x = if *op == CastOp::SIToFP { self.sign_extend(x, narrow(*from)) } else { x };
+                        return Ok(self.b.ins().fcvt_from_sint(vt, x));
+                    }
+                    CastOp::FPToSISat | CastOp::FPToUISat if *to != Ty::I32 => {
+                        // Saturated to i32 (NaN to 0), then to the narrow type's range: the
+                        // same value as saturating to that range at once.
+                        let bits = narrow(*to);
+                        let wide = self.b.ins().fcvt_to_sint_sat(types::I32X4, x);
+                        let (lo, hi) = if *op == CastOp::FPToSISat {
+                            (-(1i64 << (bits - 1)), (1i64 << (bits - 1)) - 1)
+                        } else {
+                            (0, (1i64 << bits) - 1)
+                        };
+                        let lo = self.b.ins().iconst(types::I32, lo);
+                        let lo = self.splat_lanes(types::I32X4, lo);
+                        let hi = self.b.ins().iconst(types::I32, hi);
+                        let hi = self.splat_lanes(types::I32X4, hi);
+                        let clamped = self.b.ins().smax(wide, lo);
+                        let clamped = self.b.ins().smin(clamped, hi);
+                        return Ok(if *op == CastOp::FPToSISat { self.low_bits(clamped, bits) } else { clamped });
                     }
                     _ => {}
                 }
@@ -1119,7 +1182,6 @@ impl Translator<'_, '_> {
                     CastOp::FPExt => ins.fvpromote_low(x),
                     CastOp::FPTrunc => ins.fvdemote(x),
                     CastOp::Bitcast => ins.bitcast(vt, lane_cast_flags(), x),
-                    CastOp::SIToFP => ins.fcvt_from_sint(vt, x),
                     _ => ins.fcvt_to_sint_sat(vt, x),
                 }
             }
