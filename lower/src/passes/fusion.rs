@@ -55,6 +55,7 @@ use std::collections::{HashMap, HashSet};
 use tessera_hlo::ir::{AttrList, AttrValue, Payload, UniqueNames};
 use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
 
+use super::multi_output_fusion;
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -94,7 +95,7 @@ impl Pass for Fusion {
         let mut names = UniqueNames::of_computations(module);
         for comp_id in sequenced_computations(module) {
             changed |= self.split_mixed_row_reductions(module.comp_mut(comp_id));
-            let (inlined, roots) = {
+            let (inlined, roots, groups) = {
                 let module: &Module = module;
                 let comp = module.comp(comp_id);
                 // A staged producer must end in one kernel with its row reductions and a root
@@ -103,6 +104,9 @@ impl Pass for Fusion {
                 // Likewise a producer inlined because all its users share one kernel
                 // (`one_kernel`) is decided again as materialized where they no longer do.
                 let users = comp.users();
+                let position: HashMap<InstId, usize> =
+                    comp.post_order().into_iter().enumerate().map(|(i, id)| (id, i)).collect();
+                let kernels = |p: InstId, inlined: &[bool]| use_kernels(comp, &users, &position, p, inlined);
                 let mut unstaged: HashSet<InstId> = HashSet::new();
                 let (mut shared, mut unshared): (HashSet<InstId>, HashSet<InstId>) = Default::default();
                 let inlined = loop {
@@ -111,7 +115,7 @@ impl Pass for Fusion {
                     let failed: Vec<InstId> =
                         staged.into_iter().filter(|&p| !staged_kernel(module, comp, &users, p, &inlined)).collect();
                     let split: Vec<InstId> =
-                        shared.iter().copied().filter(|&p| one_kernel(comp, &users, p, &inlined).is_none()).collect();
+                        shared.iter().copied().filter(|&p| kernels(p, &inlined).is_none()).collect();
                     let joining: Vec<InstId> = comp
                         .post_order()
                         .into_iter()
@@ -122,7 +126,7 @@ impl Pass for Fusion {
                                 && users[p.index()].len() > 1
                                 && !shared.contains(&p)
                                 && !unshared.contains(&p)
-                                && one_kernel(comp, &users, p, &inlined).is_some()
+                                && kernels(p, &inlined).is_some()
                         })
                         .collect();
                     if failed.is_empty() && split.is_empty() && joining.is_empty() {
@@ -146,10 +150,34 @@ impl Pass for Fusion {
                     .into_iter()
                     .filter(|&id| !inlined[id.index()] && computes(comp.inst(id)))
                     .collect();
-                (inlined, roots)
+                let mut by_position: Vec<InstId> = shared.iter().copied().collect();
+                by_position.sort_by_key(|p| position[p]);
+                let groups =
+                    sibling_groups(comp, &position, by_position.into_iter().filter_map(|p| kernels(p, &inlined)));
+                (inlined, roots, groups)
             };
             for root in roots {
                 changed |= fuse_into(module, &mut names, comp_id, root, &inlined);
+            }
+            for group in &groups {
+                // Members that fusion made other than loop kernels of one shape (rare: the
+                // check before fusing looked at their roots alone) stay apart, each
+                // computing the shared producers itself.
+                if !multi_output_fusion::loop_siblings(module, module.comp(comp_id), group) {
+                    continue;
+                }
+                let merged = multi_output_fusion::merge_loops(module, &mut names, comp_id, group);
+                for &m in group {
+                    self.decisions.push(FusionDecision {
+                        producer: module.comp(comp_id).inst(m).name.clone(),
+                        consumer: merged.clone(),
+                        fused: true,
+                        reason: "sibling of kernels sharing a costly producer: one loop computes it once and writes all their results",
+                    });
+                }
+            }
+            if !groups.is_empty() {
+                module.comp_mut(comp_id).order_operands_first();
             }
         }
         Ok(changed)
@@ -301,7 +329,7 @@ impl Fusion {
                 staged.push(id);
                 (true, "staged: its row kernel stores it in the output as its row reduction reads it, and its other users read it back")
             } else if shared.contains(&id) {
-                (true, "several users, all in one kernel at its own index: computed once there")
+                (true, "several users, all in one kernel (or sibling kernels merged into one) at its own index: computed once there")
             } else {
                 (false, "several users and not cheap: materialized once")
             };
@@ -426,23 +454,79 @@ pub(crate) fn walk_index_uses(
     true
 }
 
-/// The one kernel every use of `p` ends in, as `inlined` decides, when every path there is
-/// made of elementwise ops over `p`'s dimensions: inlined there, `p` is computed once per
-/// element, not once per user, since the emitter keeps an element it computed by instruction
-/// and index (an `exp(x)` read by a compare and a multiply, as a complex `exp` is written).
-fn one_kernel(comp: &Computation, users: &[Vec<InstId>], p: InstId, inlined: &[bool]) -> Option<InstId> {
-    let mut root: Option<InstId> = None;
+/// The kernels every use of `p` ends in, as `inlined` decides, when every path there is made
+/// of elementwise ops over `p`'s dimensions and those kernels are one, or siblings that one
+/// multi-output loop kernel can compute (`are_siblings`). Inlined there, `p` is computed once
+/// per element, not once per user, since the emitter keeps an element it computed by
+/// instruction and index (an `exp(x)` read by a compare and a multiply, as a complex `exp` is
+/// written; a ThreeFry round's `x ^ rotate(y)`, which both of a round's results read).
+fn use_kernels(
+    comp: &Computation,
+    users: &[Vec<InstId>],
+    position: &HashMap<InstId, usize>,
+    p: InstId,
+    inlined: &[bool],
+) -> Option<Vec<InstId>> {
+    let mut roots: Vec<InstId> = Vec::new();
     let fits = walk_index_uses(comp, users, p, |u, ui| {
-        if ui.opcode == Opcode::Reduce || root.is_some_and(|r| r != u && !inlined[u.index()]) {
+        if ui.opcode == Opcode::Reduce {
             return Use::Refuse;
         }
         if inlined[u.index()] {
             return Use::Through;
         }
-        root = Some(u);
+        if !roots.contains(&u) {
+            roots.push(u);
+        }
         Use::Stop
     });
-    root.filter(|_| fits)
+    let one = roots.len() == 1;
+    (fits && (one || are_siblings(comp, position, &roots))).then_some(roots)
+}
+
+/// Whether `roots` (two or more) can be one multi-output loop kernel: at most
+/// `multi_output_fusion::MAX_OUTPUTS` elementwise ops of one array shape (layout included),
+/// none the computation's result or pinned by control dependencies, and none reading
+/// another, directly or not.
+fn are_siblings(comp: &Computation, position: &HashMap<InstId, usize>, roots: &[InstId]) -> bool {
+    let shape = &comp.inst(roots[0]).shape;
+    let fits = |&r: &InstId| {
+        let i = comp.inst(r);
+        r != comp.root
+            && i.shape == *shape
+            && is_loop_fusible(i)
+            && i.control_predecessors.is_empty()
+            && elements(i).is_some_and(|n| n > 1)
+    };
+    roots.len() <= multi_output_fusion::MAX_OUTPUTS
+        && roots.iter().all(fits)
+        && roots.iter().all(|&a| roots.iter().all(|&b| a == b || !multi_output_fusion::may_reach(comp, position, a, b)))
+}
+
+/// The groups of sibling kernels (`are_siblings`) that shared producers end in, from each
+/// producer's kernels: groups that share a kernel are one group where the union still is
+/// siblings; a producer whose kernels would join groups that cannot be one stays duplicated
+/// in them, as its decision allows.
+fn sibling_groups(
+    comp: &Computation,
+    position: &HashMap<InstId, usize>,
+    kernels: impl Iterator<Item = Vec<InstId>>,
+) -> Vec<Vec<InstId>> {
+    let mut groups: Vec<Vec<InstId>> = Vec::new();
+    for roots in kernels.filter(|r| r.len() > 1) {
+        let (joined, rest): (Vec<Vec<InstId>>, Vec<Vec<InstId>>) =
+            groups.into_iter().partition(|g| g.iter().any(|m| roots.contains(m)));
+        let mut union: Vec<InstId> = joined.iter().flatten().copied().chain(roots.iter().copied()).collect();
+        union.sort_by_key(|m| position[m]);
+        union.dedup();
+        groups = rest;
+        if are_siblings(comp, position, &union) {
+            groups.push(union);
+        } else {
+            groups.extend(joined);
+        }
+    }
+    groups
 }
 
 /// Whether staged `p` ends, as `inlined` decides, in one kernel with what staging needs

@@ -43,7 +43,7 @@ mod producer;
 
 /// The most results one merged kernel writes: each is a store stream of the loop, and the
 /// kernel's body grows with every member.
-const MAX_OUTPUTS: usize = 8;
+pub(crate) const MAX_OUTPUTS: usize = 8;
 
 #[derive(Default)]
 pub struct MultiOutputFusion {
@@ -333,7 +333,7 @@ const MAX_WALK: usize = 256;
 
 /// Whether `to` may depend on `from` through operands. Post order puts every operand before
 /// its users, so the walk back from `to` skips instructions placed before `from`.
-fn may_reach(comp: &Computation, position: &HashMap<InstId, usize>, from: InstId, to: InstId) -> bool {
+pub(crate) fn may_reach(comp: &Computation, position: &HashMap<InstId, usize>, from: InstId, to: InstId) -> bool {
     let floor = position[&from];
     let mut stack = vec![to];
     let mut seen: HashSet<InstId> = HashSet::new();
@@ -438,6 +438,19 @@ impl Merged {
             vec![map[&body.root]]
         }
     }
+}
+
+/// Whether `group`'s members (in `comp` of `module`) are loop kernels writing one shape, which
+/// [`merge_loops`] can make one kernel.
+pub(crate) fn loop_siblings(module: &Module, comp: &Computation, group: &[InstId]) -> bool {
+    let kinds: Vec<Option<Kind>> = group.iter().map(|&m| kernel_kind(module, comp, comp.inst(m))).collect();
+    matches!(kinds.first(), Some(Some(k @ Kind::Loop(_))) if kinds.iter().all(|o| o.as_ref() == Some(k)))
+}
+
+/// [`merge`] of loop kernels (`loop_siblings`): `fusion` merges the kernels that a costly
+/// producer it inlined into each of them ends in.
+pub(crate) fn merge_loops(module: &mut Module, names: &mut UniqueNames, comp_id: CompId, group: &[InstId]) -> String {
+    merge(module, names, comp_id, group, FusionKind::Loop)
 }
 
 /// Replaces `group`'s members by one fusion returning a tuple of their results and a
