@@ -723,14 +723,15 @@ mod tests {
     /// Some generated programs hold a row kernel that fusion stages (`emit::staging`), some
     /// one staging a chain of values (a lane reduction loading one staged value and storing
     /// the next over it), some a
-    /// kernel of merged sibling loops, some one of merged sibling column reductions and some a
+    /// kernel of merged sibling loops, some one of sibling loops that fusion merged around a
+    /// costly value they share, some one of merged sibling column reductions and some a
     /// column reduction that also writes a producer merged into it (`multi_output_fusion`),
     /// some a column reduction split into blocks of rows (`tree_reduction`), so the
     /// differential tests check these kinds of kernel against the interpreter.
     #[test]
     fn staged_and_multi_output_kernels_are_generated() {
         let (mut staged, mut chained, mut siblings, mut reductions, mut blocks) = (0, 0, 0, 0, 0);
-        let mut producers = 0;
+        let (mut producers, mut shared) = (0, 0);
         for seed in 0..400 {
             let program = generate(seed, &Options::default()).unwrap();
             let mut module = program.module.clone();
@@ -742,6 +743,7 @@ mod tests {
             siblings += usize::from(says("(sibling:"));
             reductions += usize::from(says("(sibling reduction:"));
             producers += usize::from(says("(producer-consumer:"));
+            shared += usize::from(says("(sibling of kernels sharing a costly producer:"));
             blocks += usize::from(says("(a grid over the blocks)"));
             if says("(staged:") {
                 let lowered = tessera_lower::lower_module(&program.module, &Default::default())
@@ -751,12 +753,14 @@ mod tests {
         }
         println!(
             "of 400 programs: {staged} with a staged row kernel ({chained} staging a chain), {siblings} with merged \
-             sibling loops, {reductions} with merged sibling reductions, {producers} with a producer merged into a \
-             column reduction, {blocks} with a column reduction in blocks"
+             sibling loops ({shared} merged around a shared costly value), {reductions} with merged sibling \
+             reductions, {producers} with a producer merged into a column reduction, {blocks} with a column \
+             reduction in blocks"
         );
         assert!(staged > 0, "no generated program stages a row kernel");
         assert!(chained > 0, "no generated program stages a chain of values");
         assert!(siblings > 0, "no generated program merges sibling loops");
+        assert!(shared > 0, "no generated program merges sibling loops around a shared costly value");
         assert!(reductions > 0, "no generated program merges sibling reductions");
         assert!(producers > 0, "no generated program merges a producer into a column reduction");
         assert!(blocks > 0, "no generated program splits a column reduction into blocks");
