@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 
 use tessera_hlo::ir::{AttrValue, UniqueNames};
-use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Module, Opcode, Shape};
+use tessera_hlo::{CompId, Computation, InstId, Instruction, Module, Opcode, Shape};
 
 use super::{column_kernel, kernel_kind, may_reach, movable, runs_math, FusionDecision, Kind, Merged, MAX_OUTPUTS};
 use crate::emit::column_reduce;
@@ -138,8 +138,8 @@ fn find_pair(module: &Module, comp: &Computation) -> Option<(InstId, InstId)> {
         if column.results >= MAX_OUTPUTS {
             continue;
         }
-        // f32 sums accumulate in f64 (`sweepable`).
-        let sums_f32 = column.plain_add && column.input.element_type() == ElementType::F32;
+        // Long f32 sums accumulate in f64 (`sweepable`).
+        let sums_f32 = column_reduce::sums_in_f64(column.input, column.dims, column.plain_add);
         let math = runs_math(module, reduction);
         for &p in &reduction.operands {
             let producer = comp.inst(p);
