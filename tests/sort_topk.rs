@@ -345,6 +345,40 @@ fn topk_largest_and_smallest_with_ties_and_nans() {
     }
 }
 
+/// Rows in order and reversed: a topk of the largest inserts every element of an ascending
+/// row (every block of the selection's filter finds one that enters) and only the first 16 of
+/// a descending one (every later block is skipped whole); a row that turns halfway does both.
+#[test]
+fn topk_of_rows_in_order_reversed_and_turning() {
+    let (rows, n, k) = (3usize, 1000usize, 16i64);
+    let mut values = Vec::with_capacity(rows * n);
+    for i in 0..n {
+        values.push(i as f32 * 0.5);
+    }
+    for i in 0..n {
+        values.push((n - i) as f32 * 0.25 - 7.0);
+    }
+    for i in 0..n {
+        values.push(if i < n / 2 { -(i as f32) } else { i as f32 });
+    }
+    let x = Literal::from_vec(&[rows as i64, n as i64], values.clone()).unwrap();
+    for largest in [true, false] {
+        let text = topk_module("f32[3,1000]{1,0}", "f32[3,16]{1,0}", "s32[3,16]{1,0}", k, Some(largest));
+        let out = agree(&text, &[x.clone()]);
+        let is = out[1].to_bits_vec().unwrap();
+        for r in 0..rows {
+            let mut want: Vec<usize> = (0..n).collect();
+            want.sort_by(|&a, &b| {
+                let (va, vb) = (values[r * n + a], values[r * n + b]);
+                let o = va.total_cmp(&vb);
+                (if largest { o.reverse() } else { o }).then(a.cmp(&b))
+            });
+            let got: Vec<usize> = (0..k as usize).map(|c| is[r * k as usize + c] as usize).collect();
+            assert_eq!(got, want[..k as usize], "row {r}, largest {largest}");
+        }
+    }
+}
+
 #[test]
 fn topk_on_rank_three_and_non_default_layouts() {
     let mut rng = Rng::new(0x5eed_0009);
