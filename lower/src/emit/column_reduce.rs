@@ -3,13 +3,10 @@
 //! Element at a time, each output walks its column with the minor dimension's stride, a cache
 //! line per element. This form keeps one accumulator per output element in scratch and sweeps
 //! the input row by row: a vector loop along the kept minor dimension updates a chunk of
-//! accumulators per row. Each accumulator sees its column's elements in the same order as
-//! the element-at-a-time form (reduced dimensions major to minor), in the same type for
-//! f16/bf16 sums (f32) and other reducers, so those give its bits; only the loop order
-//! changes. f32 sums, which that form adds in f64, add in f32 when they have at most
-//! [`MAX_F32_RUN`] elements per output, and in f32 blocks of inner rows, each added into an
-//! f64 sum, when they are longer and their inner rows number at most that (`f32_blocks`);
-//! else in f64. The grid runs over the major-most other kept dimension when there is one and a
+//! accumulators per row. Each accumulator sees its column's elements in the same order
+//! (reduced dimensions major to minor) and in the same type (f32 sums of more than
+//! [`MAX_F32_RUN`] elements in f64, shorter ones and f16/bf16 sums in f32) as the
+//! element-at-a-time form, so the result is the same bits; only the loop order changes. The grid runs over the major-most other kept dimension when there is one and a
 //! chunk can span the minor dimension (the blocks of rows `tree_reduction` makes of a tall
 //! column reduction: each grid index reads whole rows), else over chunks of the minor
 //! dimension; either way threads own disjoint accumulators, and every chunk is whole cache
@@ -51,54 +48,12 @@ enum Accumulate {
 pub(crate) const MAX_F32_RUN: i64 = 1024;
 
 /// Whether a plain sum (`plain_add`) of `input` over `dims` accumulates in f64: an f32 one
-/// adding more than [`MAX_F32_RUN`] elements per output.
+/// adding more than [`MAX_F32_RUN`] elements per output. Multi-output fusion asks it too, since
+/// what computes beside f64 accumulators must fit their lane count.
 pub(crate) fn sums_in_f64(input: &tessera_hlo::Shape, dims: &[i64], plain_add: bool) -> bool {
     let Some(array) = input.as_array() else { return false };
     let run: i64 = dims.iter().filter_map(|&d| usize::try_from(d).ok().and_then(|d| array.dims.get(d))).product();
     plain_add && array.element_type == ElementType::F32 && run > MAX_F32_RUN
-}
-
-/// Whether the sweep of such a sum (`sums_in_f64`) adds its elements in f64 lanes: when its
-/// inner rows cannot make f32 blocks (`f32_blocks`). Multi-output fusion asks it, since what
-/// computes beside f64 accumulators must fit their lane count.
-pub(crate) fn sweeps_in_f64(input: &tessera_hlo::Shape, dims: &[i64], plain_add: bool) -> bool {
-    if !sums_in_f64(input, dims, plain_add) {
-        return false;
-    }
-    let strides = layout_map(input, "input").ok().and_then(|m| super::plain_strides(&m));
-    let Some((array, strides)) = input.as_array().zip(strides) else { return true };
-    let rows = reduced_rows(&array.dims, &strides, dims);
-    f32_blocks(&array.dims, &rows).is_none()
-}
-
-/// The reduced dimensions of a column reduction over more than one index, by decreasing
-/// stride: the sweep's loops over rows, outermost first.
-fn reduced_rows(sizes: &[i64], strides: &[i64], reduced: &[i64]) -> Vec<usize> {
-    let mut rows: Vec<usize> = reduced
-        .iter()
-        .filter_map(|&d| usize::try_from(d).ok())
-        .filter(|&d| sizes.get(d).is_some_and(|&n| n > 1))
-        .collect();
-    rows.sort_by_key(|&d| std::cmp::Reverse(strides.get(d).copied().unwrap_or(0)));
-    rows.dedup();
-    rows
-}
-
-/// Where a long f32 sum's row loops (`rows`, outermost first) split into outer loops, whose
-/// iterations each add an f32 block into the f64 accumulators, and inner ones, whose rows add
-/// in f32 lanes into the block: the first loop from which on the rows number at most
-/// [`MAX_F32_RUN`]. `None` when the innermost loop alone is longer (or there is one loop).
-fn f32_blocks(sizes: &[i64], rows: &[usize]) -> Option<usize> {
-    let mut run = 1i64;
-    let mut split = rows.len();
-    for (k, &d) in rows.iter().enumerate().rev() {
-        run = run.saturating_mul(sizes[d]);
-        if run > MAX_F32_RUN {
-            break;
-        }
-        split = k;
-    }
-    (split > 0 && split < rows.len()).then_some(split)
 }
 
 /// The most elements of the minor dimension one grid index takes.
@@ -375,52 +330,22 @@ impl<'m> Emitter<'m> {
         }
         self.b.end_loop_vectorized(width, tail);
 
-        // Rows: every reduced index, major to minor, then the chunk of the minor dimension. A
-        // long f32 sum whose inner rows number at most MAX_F32_RUN adds them in f32 blocks,
-        // each then added into its f64 accumulator: f32 lanes where it counts, the f64 sum's
-        // accuracy over the blocks (an NHWC global average pool's 56 x 56 rows: 56 blocks).
+        // Rows: every reduced index, major to minor, then the chunk of the minor dimension.
         let mark = self.mark();
-        let rows = reduced_rows(&dims, &in_strides, &reduced_attr);
-        let split = if how == Accumulate::F64Sum { f32_blocks(&dims, &rows) } else { None };
         let mut rows_opened = 0;
-        let mut blocks = None;
-        for (k, &d) in rows.iter().enumerate() {
-            if split == Some(k) {
-                // The block's f32 sums start at -0.0, the identity of an f32 add.
-                let zero = self.b.constant(crate::kernel::Const::F32((-0.0f32).to_bits()));
-                let width = nest::vector_width(32, chunk);
-                let tail = if chunk % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
-                let mut bufs = Vec::with_capacity(roots.len());
-                for r in &roots {
-                    let acc_name = format!("{}.block", comp.inst(r.id).name);
-                    bufs.push(self.b.buffer(acc_name, MemType::Scalar(Ty::F32), scratch_len, true));
-                }
-                let j = self.open_loop(0, chunk);
-                full[minor] = index::add(&base, &index::var(j));
-                let at = out_at(self, &full, &out_map);
-                for &buf in &bufs {
-                    self.b.store(buf, at.clone(), zero);
-                }
-                self.b.end_loop_vectorized(width, tail);
-                blocks = Some((bufs, rows_opened));
+        for d in by_stride((0..dims.len()).filter(|&d| reduced[d]).collect()) {
+            if dims[d] > 1 {
+                full[d] = index::var(self.open_loop(0, dims[d]));
+                rows_opened += 1;
             }
-            full[d] = index::var(self.open_loop(0, dims[d]));
-            rows_opened += 1;
         }
-        let row_width = if blocks.is_some() { nest::vector_width(32, chunk) } else { width };
-        let row_tail = if chunk % i64::from(row_width) == 0 { Tail::None } else { Tail::Peel };
         let j = self.open_loop(0, chunk);
         full[minor] = index::add(&base, &index::var(j));
         let at = out_at(self, &full, &out_map);
-        for (i, (r, bufs)) in roots.iter().zip(&scratch).enumerate() {
-            let bufs = match &blocks {
-                Some((block, _)) => std::slice::from_ref(&block[i]),
-                None => bufs.as_slice(),
-            };
+        for (r, bufs) in roots.iter().zip(&scratch) {
             let accs: Vec<_> = bufs.iter().map(|&buf| self.b.load(buf, at.clone())).collect();
             let xs = r.inputs.iter().map(|&input| self.elem(&f, input, &full)).collect::<Result<Vec<_>, _>>()?;
             let next = match how {
-                Accumulate::F64Sum if blocks.is_some() => vec![self.b.binary(BinOp::Add, Ty::F32, accs[0], xs[0])],
                 Accumulate::F64Sum => {
                     let x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, xs[0]);
                     vec![self.b.binary(BinOp::Add, Ty::F64, accs[0], x)]
@@ -446,26 +371,8 @@ impl<'m> Emitter<'m> {
             let addr = self.layout_offset(&map, &full);
             self.b.store(buf, addr, m);
         }
-        self.b.end_loop_vectorized(row_width, row_tail);
-        let outer = blocks.as_ref().map_or(0, |(_, outer)| *outer);
-        for _ in outer..rows_opened {
-            self.b.end_loop();
-        }
-        if let Some((block, _)) = &blocks {
-            // The block into the f64 accumulators.
-            let j = self.open_loop(0, chunk);
-            full[minor] = index::add(&base, &index::var(j));
-            let at = out_at(self, &full, &out_map);
-            for (bufs, &b32) in scratch.iter().zip(block) {
-                let acc = self.b.load(bufs[0], at.clone());
-                let part = self.b.load(b32, at.clone());
-                let part = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, part);
-                let sum = self.b.binary(BinOp::Add, Ty::F64, acc, part);
-                self.b.store(bufs[0], at.clone(), sum);
-            }
-            self.b.end_loop_vectorized(width, tail);
-        }
-        for _ in 0..outer {
+        self.b.end_loop_vectorized(width, tail);
+        for _ in 0..rows_opened {
             self.b.end_loop();
         }
         self.forget_since(mark);

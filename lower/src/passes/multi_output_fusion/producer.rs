@@ -139,7 +139,7 @@ fn find_pair(module: &Module, comp: &Computation) -> Option<(InstId, InstId)> {
             continue;
         }
         // Long f32 sums accumulate in f64 (`sweepable`).
-        let sums_f32 = column_reduce::sweeps_in_f64(column.input, column.dims, column.plain_add);
+        let sums_f32 = column_reduce::sums_in_f64(column.input, column.dims, column.plain_add);
         let math = runs_math(module, reduction);
         for &p in &reduction.operands {
             let producer = comp.inst(p);
