@@ -13,7 +13,9 @@
 //! broadcasts of small fused depth; small integer arrays, gather and dynamic-slice indices,
 //! through reshapes and slices too and to a deeper depth), because inlining then duplicates
 //! its work per user; or when all its users end in one kernel through elementwise ops over
-//! its dimensions (`one_kernel`), which then computes it once per element.
+//! its dimensions (`use_kernels`), which then computes it once per element, or in sibling
+//! loop kernels of one shape, which the pass then merges into one multi-output kernel that
+//! computes it once per element.
 //! For the same reason a broadcast that repeats elements does not absorb a producer that
 //! contains an expensive op (exp, divide, tanh, ...): that op would run once per copy.
 //! A single-output `reduce-window` is elemental: it is inlined into a loop-fusible user (it
@@ -101,8 +103,9 @@ impl Pass for Fusion {
                 // A staged producer must end in one kernel with its row reductions and a root
                 // of its own shape (`staged_kernel`); where it would not, it is decided again
                 // as materialized, which may change what else is fused.
-                // Likewise a producer inlined because all its users share one kernel
-                // (`one_kernel`) is decided again as materialized where they no longer do.
+                // Likewise a producer inlined because all its users share one kernel, or sibling
+                // kernels merged into one (`use_kernels`), is decided again as materialized
+                // where they no longer do.
                 let users = comp.users();
                 let position: HashMap<InstId, usize> =
                     comp.post_order().into_iter().enumerate().map(|(i, id)| (id, i)).collect();
@@ -264,7 +267,8 @@ impl Fusion {
     /// Whether each instruction of `comp` is inlined into its users, recording a decision for
     /// every producer-consumer pair where the producer computes something; with the producers
     /// inlined as staged (none of them in `unstaged`). Producers in `shared`, whose users all
-    /// end in one kernel (`one_kernel`), are inlined there when those users can fuse them.
+    /// end in one kernel or in sibling kernels merged into one (`use_kernels`), are inlined there
+    /// when those users can fuse them.
     fn decide(
         &mut self,
         comp: &Computation,
@@ -481,7 +485,7 @@ fn use_kernels(
         Use::Stop
     });
     let one = roots.len() == 1;
-    (fits && (one || are_siblings(comp, position, &roots))).then_some(roots)
+    (fits && !roots.is_empty() && (one || are_siblings(comp, position, &roots))).then_some(roots)
 }
 
 /// Whether `roots` (two or more) can be one multi-output loop kernel: at most
@@ -489,7 +493,8 @@ fn use_kernels(
 /// none the computation's result or pinned by control dependencies, and none reading
 /// another, directly or not.
 fn are_siblings(comp: &Computation, position: &HashMap<InstId, usize>, roots: &[InstId]) -> bool {
-    let shape = &comp.inst(roots[0]).shape;
+    let Some(&first) = roots.first() else { return false };
+    let shape = &comp.inst(first).shape;
     let fits = |&r: &InstId| {
         let i = comp.inst(r);
         r != comp.root
