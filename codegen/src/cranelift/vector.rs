@@ -801,13 +801,18 @@ impl Translator<'_, '_> {
                         }
                     } else if ty == Ty::I16 && self.halves.is_some() {
                         self.half_store((buf.0, *value), v, addr)?;
-                    } else if ty == Ty::Pred {
-                        // A mask's lanes as bytes 0 or 1, four at once.
-                        let one = self.b.ins().iconst(types::I32, 1);
-                        let one = self.b.ins().splat(types::I32X4, one);
-                        let bits = self.b.ins().band(v, one);
-                        let halves = self.b.ins().snarrow(bits, bits);
-                        let bytes = self.b.ins().snarrow(halves, halves);
+                    } else if ty == Ty::Pred || ty == Ty::I8 {
+                        // Four zero-extended lanes packed to bytes (exact: each is below 2^8; a
+                        // mask's lanes become bytes 0 or 1), and only those 4 bytes written.
+                        let v = if ty == Ty::Pred {
+                            let one = self.b.ins().iconst(types::I32, 1);
+                            let one = self.b.ins().splat(types::I32X4, one);
+                            self.b.ins().band(v, one)
+                        } else {
+                            v
+                        };
+                        let halves = self.b.ins().unarrow(v, v);
+                        let bytes = self.b.ins().unarrow(halves, halves);
                         let words = self.b.ins().bitcast(types::I32X4, lane_cast_flags(), bytes);
                         let word = self.b.ins().extractlane(words, 0);
                         self.b.ins().store(mem_flags(), word, addr, 0);
@@ -816,14 +821,6 @@ impl Translator<'_, '_> {
                         let wide = self.b.ins().bitcast(types::I64X2, lane_cast_flags(), v);
                         let pair = self.b.ins().extractlane(wide, 0);
                         self.b.ins().store(mem_flags(), pair, addr, 0);
-                    } else if ty == Ty::I8 {
-                        // Four zero-extended lanes packed to bytes (exact: each is below 2^8),
-                        // and only those 4 bytes written.
-                        let halves = self.b.ins().unarrow(v, v);
-                        let bytes = self.b.ins().unarrow(halves, halves);
-                        let words = self.b.ins().bitcast(types::I32X4, lane_cast_flags(), bytes);
-                        let word = self.b.ins().extractlane(words, 0);
-                        self.b.ins().store(mem_flags(), word, addr, 0);
                     } else if ty == Ty::I16 {
                         // Four zero-extended lanes packed to 16 bits (exact: each is below
                         // 2^16), and only those 8 bytes written.
@@ -988,20 +985,17 @@ impl Translator<'_, '_> {
                 let addr = self.index(index, access_form(*buf, *mem)?)?;
                 if ty == Ty::I16 {
                     self.b.ins().uload16x4(mem_flags(), addr, 0)
-                } else if ty == Ty::I8 {
-                    // Four bytes, zero-extended to 32-bit lanes.
-                    let word = self.b.ins().load(types::I32, mem_flags(), addr, 0);
-                    let v = self.b.ins().scalar_to_vector(types::I32X4, word);
-                    let bytes = self.b.ins().bitcast(types::I8X16, lane_cast_flags(), v);
-                    let halves = self.b.ins().uwiden_low(bytes);
-                    self.b.ins().uwiden_low(halves)
-                } else if ty == Ty::Pred {
-                    // Four bytes (any nonzero byte is true), widened to 32-bit lanes, compared with 0.
+                } else if ty == Ty::I8 || ty == Ty::Pred {
+                    // Four bytes, zero-extended to 32-bit lanes; a mask's (any nonzero byte is
+                    // true) then compared with 0.
                     let word = self.b.ins().load(types::I32, mem_flags(), addr, 0);
                     let v = self.b.ins().scalar_to_vector(types::I32X4, word);
                     let bytes = self.b.ins().bitcast(types::I8X16, lane_cast_flags(), v);
                     let halves = self.b.ins().uwiden_low(bytes);
                     let words = self.b.ins().uwiden_low(halves);
+                    if ty == Ty::I8 {
+                        return Ok(words);
+                    }
                     let zero = self.b.ins().iconst(types::I32, 0);
                     let zero = self.b.ins().splat(types::I32X4, zero);
                     self.b.ins().icmp(cranelift_codegen::ir::condcodes::IntCC::NotEqual, words, zero)
@@ -1133,11 +1127,7 @@ impl Translator<'_, '_> {
                 let x = self.vector_operand(*a, *from, lanes, vectors)?;
                 // Bits of the narrow integer side (I16 and I8 lanes are zero-extended 32-bit
                 // lanes), 32 for the rest.
-                let narrow = |t: Ty| match t {
-                    Ty::I16 => 16,
-                    Ty::I8 => 8,
-                    _ => 32,
-                };
+                let narrow = |t: Ty| i64::from(t.bits().min(32));
                 match op {
                     CastOp::ZExt => return Ok(x),
                     CastOp::SExt => return Ok(self.sign_extend(x, narrow(*from))),
