@@ -167,6 +167,18 @@ pub fn program_objects(
     Ok((plan, code, timings))
 }
 
+/// One object defining `kernels`, each under its kernel symbol, and no entry: the LLVM tier's
+/// kernels whose LLVM compile would not pay (`llvm::program_objects`). Its machine code goes
+/// into `dump/cranelift.clif` when given.
+pub(crate) fn kernels_object(
+    kernels: &[Kernel],
+    cpu: &CpuTarget,
+    dump: Option<&std::path::Path>,
+) -> std::result::Result<(Vec<u8>, Timings), CodegenError> {
+    let (mut code, timings) = compile_object(kernels, None, cpu, dump)?;
+    Ok((code.objects.pop().unwrap_or_default(), timings))
+}
+
 /// The symbol of a program's entry (never a kernel's: `crate::kernel_symbol`).
 const ENTRY_NAME: &str = "tessera.entry";
 

@@ -75,8 +75,9 @@ pub fn compile_dumping(
 /// and its entry (the step tree as one function, `crate::entry`). The entry's module also
 /// holds the small scalar kernels (`Effort::Light`), so LLVM inlines them into the loops that
 /// launch them: a scalar loop step becomes straight-line code. The other kernels' modules
-/// compile side by side with it; the entry calls their kernels by symbol, and linking the
-/// objects binds those calls.
+/// compile side by side with it, and so does one object of Cranelift's for the sequential and
+/// scalar kernels with little work in a run ([`handed_over`]); the entry calls their kernels
+/// by symbol, and linking the objects binds those calls.
 pub fn program_objects(
     program: &Program,
     cpu: &CpuTarget,
@@ -125,13 +126,28 @@ pub fn program_objects(
             !small
         });
     }
+    // The sequential and scalar kernels left, when a run does little of their work, compile
+    // with Cranelift (`handed_over`).
+    let mut handed: Vec<Kernel> = Vec::new();
+    for (_, group) in groups.iter_mut().filter(|(effort, _)| *effort != Effort::Full) {
+        group.retain(|&k| {
+            let hand = handed_over(&kernels[k], run_work[k]);
+            if hand {
+                handed.push(kernels[k].clone());
+            }
+            !hand
+        });
+    }
     groups.retain(|(_, group)| !group.is_empty());
     let names: Vec<String> = representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect();
-    let (separate, entry_object) = std::thread::scope(|s| {
+    let (separate, entry_object, cranelift) = std::thread::scope(|s| {
         let (host, groups) = (&host, &groups);
         let disjoint = &disjoint;
         let separate =
             (!groups.is_empty()).then(|| s.spawn(move || compile_groups(host, kernels, disjoint, groups, dump)));
+        let handed = &handed;
+        let cranelift =
+            (!handed.is_empty()).then(|| s.spawn(move || crate::cranelift::kernels_object(handed, cpu, dump)));
         let mut entry_timings = Timings::new();
         let entry_object =
             entry_object(host, &plan, kernels, &names, &inlined, &always_inlined, dump, &mut entry_timings);
@@ -139,14 +155,52 @@ pub fn program_objects(
             Some(handle) => handle.join().unwrap_or_else(|_| Err(panicked())),
             None => Ok((Vec::new(), Timings::new())),
         };
-        (separate, entry_object.map(|c| (c, entry_timings)))
+        let cranelift = cranelift.map(|handle| handle.join().unwrap_or_else(|_| Err(panicked())));
+        (separate, entry_object.map(|c| (c, entry_timings)), cranelift)
     });
     let (mut objects, slowest) = separate?;
     let (entry_object, entry_timings) = entry_object?;
     objects.push(entry_object);
     // The modules compile side by side: the slowest one's phases are the wall time.
-    timings.extend(if slowest.total() > entry_timings.total() { &slowest } else { &entry_timings });
+    let mut wall = if slowest.total() > entry_timings.total() { slowest } else { entry_timings };
+    match cranelift {
+        Some(Ok((object, cranelift_timings))) => {
+            objects.push(object);
+            if cranelift_timings.total() > wall.total() {
+                wall = cranelift_timings;
+            }
+        }
+        // A target Cranelift cannot compile for (or a kernel it refuses) leaves them to LLVM.
+        Some(Err(_)) => {
+            let indices: Vec<usize> = (0..handed.len()).collect();
+            let all_light = vec![true; handed.len()];
+            let groups = module_groups(&handed, &indices, &all_light, dump.is_some());
+            let no_disjoint = vec![false; handed.len()];
+            let (more, more_timings) = compile_groups(&host, &handed, &no_disjoint, &groups, dump)?;
+            objects.extend(more);
+            timings.extend(&more_timings);
+        }
+        None => {}
+    }
+    timings.extend(&wall);
     Ok((plan, ObjectCode { objects, kernels: names, entry: Some(ENTRY_NAME.to_string()) }, timings))
+}
+
+/// Whether the LLVM tier compiles `kernel` with Cranelift: a sequential kernel (a sort's
+/// merges, a scan) or a scalar one, doing at most [`LIGHT_WORK`] statements in a run
+/// (`run_work`). LLVM's passes and instruction selection spent 10-25 ms on one such kernel
+/// (top_k's: 15 ms optimizing and 10 ms in code generation, for 300 lines of assembly), where
+/// XLA:CPU compiles the whole module in 15 to 90 and Cranelift compiles it in about 2 (the
+/// modules' LLVM compile, 3 alternating rounds: top_k 24.5 -> 7.1 ms, sort_1d_2d 33.6 -> 7.8,
+/// argsort 43.9 -> 21.9; XLA:CPU 14.8, 33.6 and 86.6). Its code for them runs about as fast,
+/// since neither tier vectorizes a sequential loop (3 alternating rounds of 1,000 runs:
+/// sort_1d_2d 33.6 against 33.9 us, argsort 13.0 against 12.2), but for top_k's test of a
+/// block of 16 in one vector, 4 lanes wide on Cranelift (3.8 against 4.8). Vectorized kernels stay with
+/// LLVM, however small: Cranelift's 128-bit code made tiny elementwise programs 30-70%
+/// slower (a convert of a few hundred elements 0.9 -> 1.3 us), whose compile a few
+/// milliseconds less did not repay.
+fn handed_over(kernel: &Kernel, run_work: u64) -> bool {
+    run_work <= LIGHT_WORK && (crate::partition::is_sequential(kernel) || crate::partition::is_scalar(kernel))
 }
 
 /// The LLVM library's version (`22.1.x`): the compile cache keys entries by it, as code
@@ -732,6 +786,56 @@ mod tests {
         // A small scalar loop is left to O3's unroller and vectorizers.
         let scalar_loop = copy_of("scalar_loop", 64, Some(1));
         assert!(!super::vectorized(&scalar_loop) && !super::light(&scalar_loop, copy_work));
+    }
+
+    /// `out[0] = in[0] + 1 + 1 + ...` (`adds` additions): a scalar kernel too large to inline.
+    fn scalar_chain(name: &str, adds: usize) -> Kernel {
+        use tessera_lower::kernel::{BinOp, Const};
+        let mut b = KernelBuilder::new(name, 1);
+        let input = b.buffer("in", MemType::Scalar(Ty::F32), 64, false);
+        let out = b.buffer("out", MemType::Scalar(Ty::F32), 64, true);
+        let mut x = b.load(input, IndexExpr::constant(0));
+        let one = b.constant(Const::F32(1f32.to_bits()));
+        for _ in 0..adds {
+            x = b.binary(BinOp::Add, Ty::F32, x, one);
+        }
+        b.store(out, IndexExpr::constant(0), x);
+        b.finish()
+    }
+
+    #[test]
+    fn small_sequential_and_scalar_kernels_compile_with_cranelift() {
+        let chain = scalar_chain("chain", 150);
+        let work = crate::partition::work(&chain);
+        assert!(crate::partition::statements(&chain.body) > crate::partition::INLINED_STATEMENTS);
+        assert!(super::handed_over(&chain, work));
+        assert!(!super::handed_over(&chain, u64::MAX), "not when a while loop launches it");
+        assert!(!super::handed_over(&copy("a", true), 2 * 129), "a vectorized kernel stays with LLVM");
+
+        let mut p = program(&[(0, [0, 1]), (3, [0, 1])]);
+        p.kernels.push(chain);
+        let dir = std::env::temp_dir().join(format!("tessera-handed-over-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (_, objects, _) = super::program_objects(&p, &crate::CpuTarget::host(), Some(&dir)).unwrap();
+        let clif = std::fs::read_to_string(dir.join("cranelift.clif")).unwrap();
+        let llvm: String = ["llvm.ll", "llvm-light.ll", "llvm-entry.ll"]
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(dir.join(f)).ok())
+            .collect();
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(clif.contains("; kernel chain\n") && !clif.contains("; kernel a\n"), "{clif}");
+        assert!(
+            llvm.contains("define void @tessera.kernel.a(") && !llvm.contains("define void @tessera.kernel.chain(")
+        );
+        // The objects link together: the entry's calls and every kernel's symbol resolve, and
+        // Cranelift's kernel runs.
+        let (compiled, _) = objects.load_program(crate::Tier::Llvm, &mut crate::Timings::new()).unwrap();
+        let input = [2.5f32; 64];
+        let mut out = [0f32; 64];
+        let table = [input.as_ptr() as *mut u8, out.as_mut_ptr() as *mut u8];
+        // SAFETY: the table holds the kernel's two buffers at their declared sizes.
+        unsafe { (compiled.functions[3])(table.as_ptr(), 0, 1) };
+        assert_eq!(out[0], 152.5);
     }
 
     /// A blocked transpose's rows go through registers (`transpose.rs`) when its launches are
