@@ -195,10 +195,10 @@ pub fn program_objects(
 /// argsort 43.9 -> 21.9; XLA:CPU 14.8, 33.6 and 86.6). Its code for them runs about as fast,
 /// since neither tier vectorizes a sequential loop (3 alternating rounds of 1,000 runs:
 /// sort_1d_2d 33.6 against 33.9 us, argsort 13.0 against 12.2), but for top_k's test of a
-/// block of 16 in one vector, 4 lanes wide on Cranelift (3.8 against 4.8). Vectorized kernels stay with
-/// LLVM, however small: Cranelift's 128-bit code made tiny elementwise programs 30-70%
-/// slower (a convert of a few hundred elements 0.9 -> 1.3 us), whose compile a few
-/// milliseconds less did not repay.
+/// block of 16 in one vector, 4 lanes wide on Cranelift (3.8 against 4.8 us). Vectorized
+/// kernels stay with LLVM, however small: Cranelift's 128-bit code made tiny elementwise
+/// programs 30-70% slower (a convert of a few hundred elements 0.9 -> 1.3 us), which a few
+/// milliseconds less of compile time did not repay.
 fn handed_over(kernel: &Kernel, run_work: u64) -> bool {
     run_work <= LIGHT_WORK && (crate::partition::is_sequential(kernel) || crate::partition::is_scalar(kernel))
 }
