@@ -18,7 +18,7 @@
 //! When the reducer's result does not depend on the order it combines elements in (a float
 //! maximum or minimum, NaN-propagating and exact; integer ops, wrapping), a reduction over a
 //! contiguous row and other dimensions runs the row in lanes too, inside serial loops over the
-//! others, one lane reduction after another into the same accumulator (`nested_row`).
+//! others, one lane reduction after another into the same accumulator (`row_of`).
 
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{CompId, InstId, Instruction, Opcode};
@@ -373,47 +373,14 @@ fn lane_row_of(
         _ => return Ok(None),
     };
     let ty = if f64_lanes { Ty::F64 } else { types::reg(et, &inst.name)? };
-    if let Some((dim, extent)) = contiguous_row(comp, inst, lanes)? {
-        return Ok(Some(LaneRow { dim, extent, lanes, ty, op, outer: Vec::new() }));
-    }
-    // Other reduced dimensions loop around the row, serially, when the op's result does not
-    // depend on the order it combines elements in.
+    let Some((dim, extent, outer)) = row_of(comp, inst, lanes)? else { return Ok(None) };
+    // Other reduced dimensions loop around the row, serially, only when the op's result does
+    // not depend on the order it combines elements in.
     let order_free = !wide && !f64_lanes && !(matches!(ty, Ty::F32 | Ty::F64) && matches!(op, BinOp::Add | BinOp::Mul));
-    if !order_free {
+    if !outer.is_empty() && !order_free {
         return Ok(None);
     }
-    let Some((dim, extent, outer)) = nested_row(comp, inst, lanes)? else { return Ok(None) };
     Ok(Some(LaneRow { dim, extent, lanes, ty, op, outer }))
-}
-
-/// The row of reduce `inst` (as [`contiguous_row`]'s) when it reduces other dimensions too:
-/// its first input's most minor reduced dimension, walked with unit stride, of at least two
-/// vectors of `lanes` elements, and the other reduced dimensions of extent above 1, each one
-/// digit of an untiled layout, with their extents, major to minor: the loops around the row.
-/// A maximum over a slice's rows (`max(x[:, :40])`) ran serially, which LLVM's O3 unrolled
-/// and vectorized for 190 ms of its pipeline.
-fn nested_row(
-    comp: &tessera_hlo::Computation,
-    inst: &Instruction,
-    lanes: i64,
-) -> Result<Option<(usize, i64, Vec<(usize, i64)>)>, LowerError> {
-    let Some(&input) = inst.operands.first() else { return Ok(None) };
-    let in_map = layout_map(&comp.inst(input).shape, &inst.name)?;
-    let Some(rdims) = inst.attr_ints("dimensions") else { return Ok(None) };
-    let dims = in_map.dims();
-    let busy = |d: usize| rdims.contains(&(d as i64)) && dims.get(d).is_some_and(|&n| n > 1);
-    let Some(digits) = super::nest::plan(&in_map, &[]) else { return Ok(None) };
-    // Major to minor; every busy dimension one digit.
-    let mine: Vec<&super::nest::Digit> = digits.iter().filter(|g| busy(g.dim)).collect();
-    let Some((row, outer)) = mine.split_last() else { return Ok(None) };
-    if outer.is_empty() || mine.iter().enumerate().any(|(i, g)| mine[..i].iter().any(|h| h.dim == g.dim)) {
-        return Ok(None);
-    }
-    let extent = dims[row.dim];
-    if row.weight != 1 || row.coef != 1 || extent < 2 * lanes || outer.iter().any(|g| g.weight != 1) {
-        return Ok(None);
-    }
-    Ok(Some((row.dim, extent, outer.iter().map(|g| (g.dim, dims[g.dim])).collect())))
 }
 
 /// The (dimension, extent) of reduce `inst`'s row when it reduces one contiguous row of its
@@ -424,25 +391,39 @@ pub(super) fn contiguous_row(
     inst: &Instruction,
     lanes: i64,
 ) -> Result<Option<(usize, i64)>, LowerError> {
+    Ok(row_of(comp, inst, lanes)?.filter(|(_, _, outer)| outer.is_empty()).map(|(dim, extent, _)| (dim, extent)))
+}
+
+/// The row of reduce `inst`, as [`contiguous_row`]'s, and the other reduced dimensions of
+/// extent above 1, with their extents, major to minor: the loops a reduction over more than
+/// the row runs around it (module doc). The row is the first input's most
+/// minor reduced dimension, walked with unit stride; every reduced dimension is one digit of
+/// its layout. A maximum over a slice's rows (`max(x[:, :40])`) ran serially, which LLVM's
+/// O3 unrolled and vectorized for 190 ms of its pipeline.
+fn row_of(
+    comp: &tessera_hlo::Computation,
+    inst: &Instruction,
+    lanes: i64,
+) -> Result<Option<(usize, i64, Vec<(usize, i64)>)>, LowerError> {
     let Some(&input) = inst.operands.first() else { return Ok(None) };
     let in_map = layout_map(&comp.inst(input).shape, &inst.name)?;
     let Some(rdims) = inst.attr_ints("dimensions") else { return Ok(None) };
     let dims = in_map.dims();
-    // Reduced dimensions of extent 1 loop nowhere; exactly one must be left.
-    let busy: Vec<usize> = rdims
-        .iter()
-        .filter_map(|&d| usize::try_from(d).ok())
-        .filter(|&d| dims.get(d).is_some_and(|&n| n > 1))
-        .collect();
-    let [dim] = busy.as_slice() else { return Ok(None) };
+    // Reduced dimensions of extent 1 loop nowhere.
+    let busy = |d: usize| rdims.contains(&(d as i64)) && dims.get(d).is_some_and(|&n| n > 1);
     let Some(digits) = super::nest::plan(&in_map, &[]) else { return Ok(None) };
-    let mine: Vec<&super::nest::Digit> = digits.iter().filter(|g| g.dim == *dim).collect();
-    let [g] = mine.as_slice() else { return Ok(None) };
-    let extent = dims[*dim];
-    if g.weight != 1 || g.coef != 1 || extent < 2 * lanes {
+    // Major to minor.
+    let mine: Vec<&super::nest::Digit> = digits.iter().filter(|g| busy(g.dim)).collect();
+    let Some((row, outer)) = mine.split_last() else { return Ok(None) };
+    let mut seen = std::collections::HashSet::new();
+    if !mine.iter().all(|g| seen.insert(g.dim) && g.weight == 1) {
         return Ok(None);
     }
-    Ok(Some((*dim, extent)))
+    let extent = dims[row.dim];
+    if row.coef != 1 || extent < 2 * lanes {
+        return Ok(None);
+    }
+    Ok(Some((row.dim, extent, outer.iter().map(|g| (g.dim, dims[g.dim])).collect())))
 }
 
 /// Whether reduce `inst` is an f32 sum of a whole array (a rank-0 result), which its lanes
@@ -479,7 +460,7 @@ struct LaneRow {
     ty: Ty,
     op: BinOp,
     /// Other reduced dimensions (with their extents), looped serially around the row, major
-    /// to minor (`nested_row`); empty for a row reduction.
+    /// to minor (`row_of`); empty for a row reduction.
     outer: Vec<(usize, i64)>,
 }
 
