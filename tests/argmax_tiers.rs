@@ -18,7 +18,7 @@ use tier_support::agree;
 /// that breaks ties (`LT`: the earlier position, as JAX).
 fn reducer(vt: &str, it: &str, dir: &str, nan_check: bool, tie: &str) -> String {
     let keep = if nan_check {
-        format!("  nan = pred[] compare(a, a), direction=NE\n  keep = pred[] or(better, nan)\n")
+        format!("  unordered = pred[] compare(a, a), direction=NE\n  keep = pred[] or(better, unordered)\n")
     } else {
         "  keep = pred[] copy(better)\n".to_string()
     };

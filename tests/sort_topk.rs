@@ -112,16 +112,16 @@ fn jax_cmp(t: &str) -> String {
         "cmp {{
   a = {t}[] parameter(0)
   a_nan = pred[] compare(a, a), direction=NE
-  nan = {t}[] constant(nan)
+  qnan = {t}[] constant(nan)
   zero = {t}[] constant(0)
   a_zero = pred[] compare(a, zero), direction=EQ
   a1 = {t}[] select(a_zero, zero, a)
-  a2 = {t}[] select(a_nan, nan, a1)
+  a2 = {t}[] select(a_nan, qnan, a1)
   b = {t}[] parameter(1)
   b_nan = pred[] compare(b, b), direction=NE
   b_zero = pred[] compare(b, zero), direction=EQ
   b1 = {t}[] select(b_zero, zero, b)
-  b2 = {t}[] select(b_nan, nan, b1)
+  b2 = {t}[] select(b_nan, qnan, b1)
   ROOT lt = pred[] compare(a2, b2), direction=LT, type=TOTALORDER
 }}"
     )

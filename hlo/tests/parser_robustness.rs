@@ -71,3 +71,22 @@ fn huge_constants_are_errors_not_allocations() {
         assert!(parse_module(text).is_err(), "{text}");
     }
 }
+
+/// Words XLA's lexer reads as keywords or numbers name no instruction, bare or with `%`; as
+/// values (`constant(nan)`, `constant(true)`) they still parse.
+#[test]
+fn keywords_are_not_instruction_names() {
+    for word in ["nan", "inf", "true", "manual", "ENTRY", "ROOT"] {
+        for spelled in [word.to_string(), format!("%{word}")] {
+            let text = format!(
+                "HloModule m\nENTRY e {{\n  {spelled} = f32[] parameter(0)\n  ROOT r = f32[] negate({spelled})\n}}\n"
+            );
+            let err = tessera_hlo::text::parse_module(&text).expect_err(&text).to_string();
+            // A bare `ROOT` starts a root instruction, whose name is then missing.
+            let named = err.contains(&format!("'{word}' is a keyword")) || err.contains("expects name");
+            assert!(named && err.starts_with("3:"), "{text}: {err}");
+        }
+    }
+    let text = "HloModule m\nENTRY e {\n  n = f32[] constant(nan)\n  t = pred[] constant(true)\n  ROOT r = (f32[], pred[]) tuple(n, t)\n}\n";
+    tessera_hlo::text::parse_module(text).unwrap();
+}

@@ -59,7 +59,7 @@ fn parts_abs_compare_and_conversions() {
         check(&module(
             &ps[..1],
             &format!(
-                "  re = {r}[4,3]{{1,0}} real(a)\n  nan = {r}[] constant(nan)\n  n = {r}[4,3]{{1,0}} broadcast(nan), dimensions={{}}\n  z = {c}[4,3]{{1,0}} complex(re, n)\n  e1 = pred[4,3]{{1,0}} compare(a, a), direction=EQ\n  e2 = pred[4,3]{{1,0}} compare(a, z), direction=NE\n  ROOT t = (pred[4,3]{{1,0}}, pred[4,3]{{1,0}}) tuple(e1, e2)"
+                "  re = {r}[4,3]{{1,0}} real(a)\n  qnan = {r}[] constant(nan)\n  n = {r}[4,3]{{1,0}} broadcast(qnan), dimensions={{}}\n  z = {c}[4,3]{{1,0}} complex(re, n)\n  e1 = pred[4,3]{{1,0}} compare(a, a), direction=EQ\n  e2 = pred[4,3]{{1,0}} compare(a, z), direction=NE\n  ROOT t = (pred[4,3]{{1,0}}, pred[4,3]{{1,0}}) tuple(e1, e2)"
             ),
         ));
         check(&module(

@@ -118,6 +118,32 @@ struct Head {
     payload: Payload,
 }
 
+/// Words XLA's lexer reads as keywords or numbers wherever they stand bare
+/// (`HloLexer::LexIdentifier`), which therefore name no instruction: XLA refuses a module
+/// defining one (`nan = f32[] ...`: "expects name"), and one defined as `%nan` would print in
+/// the short form, without its `%`, as text that reads the keyword back.
+const RESERVED_WORDS: [&str; 19] = [
+    "ROOT",
+    "ENTRY",
+    "HloModule",
+    "nan",
+    "inf",
+    "true",
+    "false",
+    "FileLocations",
+    "FileNames",
+    "FunctionNames",
+    "StackFrames",
+    "maximal",
+    "replicated",
+    "manual",
+    "last_tile_dim_replicate",
+    "shard_as",
+    "shard_like",
+    "unknown",
+    "unreduced",
+];
+
 struct CompState {
     comp: Computation,
     names: HashMap<String, InstId>,
@@ -700,9 +726,8 @@ impl<'a> Parser<'a> {
             Some(w) if probe.looking_at("=") => {
                 self.c = probe;
                 let name = w.trim_start_matches('%');
-                // Printed without its `%` (the short form), it would read as the keyword.
-                if name == "ROOT" {
-                    return Err(self.err(name_pos, "'ROOT' is a keyword, not an instruction name"));
+                if RESERVED_WORDS.contains(&name) {
+                    return Err(self.err(name_pos, format!("'{name}' is a keyword, not an instruction name")));
                 }
                 name.to_string()
             }
@@ -1088,8 +1113,8 @@ impl<'a> Parser<'a> {
             return Err(self
                 .err(pos, "Operand had no shape in HLO text; cannot create parameter for single-instruction module."));
         };
-        if name == "ROOT" {
-            return Err(self.err(pos, "'ROOT' is a keyword, not an operand name"));
+        if RESERVED_WORDS.contains(&name) {
+            return Err(self.err(pos, format!("'{name}' is a keyword, not an operand name")));
         }
         let number = cs.comp.parameters().len() as i64;
         let name = if name.is_empty() { format!("_{number}") } else { name.to_string() };
