@@ -7,6 +7,7 @@
 //! Reductions and dots generate inner loops with accumulators at the element they produce.
 
 mod arg_reduce;
+mod coalesce;
 pub(crate) mod column_reduce;
 mod complex;
 mod conv;
@@ -235,11 +236,13 @@ impl<'m> Emitter<'m> {
         Ok(ArrayBuf { buf, et: map.element_type(), map, mem })
     }
 
-    /// The kernel emitted so far, with its grid and the hoisting every kernel gets.
+    /// The kernel emitted so far, with its grid and the loop coalescing and hoisting every
+    /// kernel gets.
     pub(crate) fn into_kernel(self) -> Kernel {
         let grid = self.grid_extent;
         let mut kernel = self.b.finish();
         kernel.grid.extent = grid;
+        coalesce::coalesce(&mut kernel);
         hoist::hoist(&mut kernel);
         hoist::share_indices(&mut kernel);
         hoist::pool_constants(&mut kernel);
