@@ -5,6 +5,8 @@
 //! rows of 40 lanes that each end in a scalar remainder; coalesced they are one loop of 640
 //! lanes with none. A tiled layout's in-tile loops (bf16 in `T(8,128)(2,1)`: 128 columns of
 //! two-lane pairs) become the tile's run of contiguous elements, vectorized at full width.
+//! The grid coalesces with a kernel's only loop the same way, a few of its indices at a time:
+//! an `f32[N,3]` runs strips of rows as one loop rather than one 3-element loop per grid index.
 //!
 //! The coalesced loop visits the same iterations in the same order (m = B·a + b), so every
 //! tier and the interpreter compute exactly what they computed before; only the lanes grouped
@@ -21,7 +23,33 @@ use crate::kernel::{CallArg, IndexExpr, IndexSrc, Kernel, LocalId, Loop, MemType
 pub fn coalesce(kernel: &mut Kernel) {
     let body = std::mem::take(&mut kernel.body);
     kernel.body = walk(body);
+    into_grid(kernel);
 }
+
+/// A grid whose every index runs one plain vector loop of a few elements (an `f32[N,3]`: a
+/// grid of N rows of 3) takes `k` of its indices into that loop, `k` dividing its extent: the
+/// loop covers `k` rows as one run of up to [`nest::MAX_STRIP`] elements, and the grid keeps
+/// at least [`nest::MIN_GRID`] indices for the threads. The grid variable's terms scale by `k`.
+/// Only rows shorter than [`SHORT_ROW`] elements: in longer ones the remainder and the loop's
+/// set-up are a small share of a row.
+fn into_grid(kernel: &mut Kernel) {
+    let grid = kernel.grid.extent;
+    let mut loops = kernel.body.iter_mut().filter(|s| !matches!(s, Stmt::Let(_, Op::Const(_))));
+    let (Some(Stmt::Loop(inner)), None) = (loops.next(), loops.next()) else { return };
+    let rows = inner.end - inner.start;
+    if rows >= SHORT_ROW {
+        return;
+    }
+    let Some(bits) = qualifies(kernel.grid.var, 0, grid, inner) else { return };
+    let most = (nest::MAX_STRIP / rows).min(grid / nest::MIN_GRID);
+    let Some(k) = (2..=most).rev().find(|k| grid % k == 0) else { return };
+    scale_var(&mut inner.body, kernel.grid.var, k);
+    stretch(inner, rows * k, bits);
+    kernel.grid.extent = grid / k;
+}
+
+/// The longest loop [`into_grid`] coalesces with the grid.
+const SHORT_ROW: i64 = 128;
 
 fn walk(stmts: Vec<Stmt>) -> Vec<Stmt> {
     stmts
@@ -41,14 +69,17 @@ fn walk(stmts: Vec<Stmt>) -> Vec<Stmt> {
 
 /// `outer` with its inner loop coalesced into it, when it qualifies (module doc); else as is.
 fn merged(mut outer: Loop) -> Loop {
-    let Some((trips, width)) = plan(&outer) else { return outer };
+    let [Stmt::Loop(inner)] = outer.body.as_slice() else { return outer };
+    if outer.vector_width != 1 || !outer.reductions.is_empty() {
+        return outer;
+    }
+    let Some(bits) = qualifies(outer.var, outer.start, outer.end, inner) else { return outer };
+    let Some(trips) = (outer.end - outer.start).checked_mul(inner.end - inner.start) else { return outer };
     let mut body = std::mem::take(&mut outer.body);
     match body.pop() {
         Some(Stmt::Loop(mut inner)) if body.is_empty() => {
-            drop_var(&mut inner.body, outer.var);
-            inner.end = trips;
-            inner.vector_width = width;
-            inner.tail = if trips % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
+            scale_var(&mut inner.body, outer.var, 0);
+            stretch(&mut inner, trips, bits);
             inner
         }
         last => {
@@ -59,13 +90,14 @@ fn merged(mut outer: Loop) -> Loop {
     }
 }
 
-/// The trip count and vector width of `outer` coalesced with its inner loop, if it qualifies.
-fn plan(outer: &Loop) -> Option<(i64, u32)> {
-    let [Stmt::Loop(inner)] = outer.body.as_slice() else { return None };
-    let outer_trips = outer.end - outer.start;
+/// Whether a variable `a` over `start..end` (a plain loop's or the grid's) and the plain vector
+/// loop `inner` it runs coalesce (module doc): the widest element `inner` stores, in bits.
+fn qualifies(a: VarId, start: i64, end: i64, inner: &Loop) -> Option<u32> {
     let inner_trips = inner.end - inner.start;
-    let plain = |l: &Loop| l.start == 0 && l.reductions.is_empty();
-    if !plain(outer) || !plain(inner) || outer.vector_width != 1 || inner.vector_width <= 1 || outer_trips < 2 {
+    if start != 0 || end - start < 2 || inner.start != 0 || inner_trips < 1 {
+        return None;
+    }
+    if inner.vector_width <= 1 || !inner.reductions.is_empty() {
         return None;
     }
     // A padded tail (a trip count the width does not divide, with no remainder loop) would
@@ -73,9 +105,8 @@ fn plan(outer: &Loop) -> Option<(i64, u32)> {
     if inner.tail == Tail::None && inner_trips % i64::from(inner.vector_width) != 0 {
         return None;
     }
-    let trips = outer_trips.checked_mul(inner_trips)?;
     let mut scan = Scan {
-        a: outer.var,
+        a,
         b: inner.var,
         extent: inner_trips,
         ok: true,
@@ -88,8 +119,15 @@ fn plan(outer: &Loop) -> Option<(i64, u32)> {
     if !scan.ok || !scan.independent() {
         return None;
     }
-    let width = inner.vector_width.max(nest::vector_width(scan.store_bits?, trips));
-    Some((trips, width))
+    scan.store_bits
+}
+
+/// `inner` as the coalesced loop of `trips` iterations, as wide as the nest would have made a
+/// loop of that length storing `bits`-bit elements (never narrower than it was).
+fn stretch(inner: &mut Loop, trips: i64, bits: u32) {
+    inner.end = trips;
+    inner.vector_width = inner.vector_width.max(nest::vector_width(bits, trips));
+    inner.tail = if trips % i64::from(inner.vector_width) == 0 { Tail::None } else { Tail::Peel };
 }
 
 /// What the inner body does with the two loop variables, its buffers and its locals.
@@ -196,18 +234,25 @@ impl Scan {
     }
 }
 
-/// Removes `var`'s terms from every index in `stmts`: what is left moves by the coalesced
-/// loop's variable (the inner one) exactly as the two did together.
-fn drop_var(stmts: &mut [Stmt], var: VarId) {
-    let strip = |e: &mut IndexExpr| e.terms.retain(|t| t.src != IndexSrc::Var(var));
+/// Multiplies `var`'s terms in every index in `stmts` by `k`: by 0, what is left moves by
+/// the coalesced loop's variable (the inner one) exactly as the two did together.
+fn scale_var(stmts: &mut [Stmt], var: VarId, k: i64) {
+    let scale = |e: &mut IndexExpr| {
+        for t in &mut e.terms {
+            if t.src == IndexSrc::Var(var) {
+                t.scale *= k;
+            }
+        }
+        e.terms.retain(|t| t.scale != 0);
+    };
     for s in stmts {
         match s {
-            Stmt::Let(_, Op::Load { index, .. }) | Stmt::Let(_, Op::Index(index)) => strip(index),
-            Stmt::Store { index, .. } => strip(index),
-            Stmt::Loop(l) => drop_var(&mut l.body, var),
+            Stmt::Let(_, Op::Load { index, .. }) | Stmt::Let(_, Op::Index(index)) => scale(index),
+            Stmt::Store { index, .. } => scale(index),
+            Stmt::Loop(l) => scale_var(&mut l.body, var, k),
             Stmt::If { then_body, else_body, .. } => {
-                drop_var(then_body, var);
-                drop_var(else_body, var);
+                scale_var(then_body, var, k);
+                scale_var(else_body, var, k);
             }
             _ => {}
         }
@@ -312,5 +357,65 @@ mod tests {
         let mut k = b.finish();
         coalesce(&mut k);
         assert_eq!(loops(&k.to_string()), ["for v1 in 0..6 {", "for v2 in 0..5 vector(4) peel {"]);
+    }
+}
+
+#[cfg(test)]
+mod grid_tests {
+    use super::*;
+    use crate::kernel::{KernelBuilder, Ty};
+
+    /// A grid of `rows` indices, each copying its row of 3 (`in` read at `in_scale` per row),
+    /// as text after coalescing.
+    fn rows(rows: i64, in_scale: i64) -> String {
+        let mut b = KernelBuilder::new("k", rows);
+        let input = b.buffer("in", MemType::Scalar(Ty::F32), rows * 3, false);
+        let out = b.buffer("out", MemType::Scalar(Ty::F32), rows * 3, true);
+        let g = b.grid_var();
+        let v = b.begin_loop(0, 3);
+        let mut at = IndexExpr::var(g, in_scale);
+        at.terms.extend(IndexExpr::var(v, 1).terms);
+        let x = b.load(input, at);
+        let mut at = IndexExpr::var(g, 3);
+        at.terms.extend(IndexExpr::var(v, 1).terms);
+        b.store(out, at, x);
+        b.end_loop_vectorized(2, Tail::Peel);
+        let mut k = b.finish();
+        coalesce(&mut k);
+        k.to_string()
+    }
+
+    #[test]
+    fn a_grid_of_short_rows_runs_strips_of_rows() {
+        // 4096 rows of 3: 256 rows a grid index (768 elements; 4096 / 256 = 16 indices left).
+        let text = rows(4096, 3);
+        assert!(text.contains("grid g0 in 0..16"), "{text}");
+        assert!(text.contains("for v1 in 0..768 vector(16) {"), "{text}");
+        assert!(text.contains("load.f32 b0[g0*768 + v1]"), "{text}");
+        // 262144 rows: at most 2048 elements a strip, so 512 rows (1536 elements).
+        let text = rows(262_144, 3);
+        assert!(text.contains("grid g0 in 0..512"), "{text}");
+        assert!(text.contains("for v1 in 0..1536 vector(16) {"), "{text}");
+        // A prime number of rows has no strip that divides it; a row read at another stride
+        // is not one run with the others.
+        for (n, scale) in [(4099, 3), (4096, 4)] {
+            let text = rows(n, scale);
+            assert!(text.contains(&format!("grid g0 in 0..{n}")), "{text}");
+            assert!(text.contains("for v1 in 0..3 vector(2) peel {"), "{text}");
+        }
+    }
+
+    #[test]
+    fn empty_loops_are_left_alone() {
+        let mut b = KernelBuilder::new("k", 64);
+        let out = b.buffer("out", MemType::Scalar(Ty::F32), 64, true);
+        let zero = b.constant(crate::kernel::Const::F32(0));
+        let v = b.begin_loop(0, 0);
+        b.store(out, IndexExpr::var(v, 1), zero);
+        b.end_loop_vectorized(4, Tail::None);
+        let mut k = b.finish();
+        let before = k.to_string();
+        coalesce(&mut k);
+        assert_eq!(k.to_string(), before);
     }
 }

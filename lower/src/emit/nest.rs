@@ -27,7 +27,7 @@ pub struct Digit {
 }
 
 /// The smallest grid a split of the outermost loop may leave.
-const MIN_GRID: i64 = 16;
+pub(crate) const MIN_GRID: i64 = 16;
 
 /// `(dim, weight, modulus)` when a layout expression is digit `(x / weight) % modulus` of a
 /// logical index; `None` for the combining (`*`) layouts, and `Some(None)` for a zero.
@@ -164,7 +164,7 @@ pub fn block_transposed(digits: &mut Vec<Digit>, p: usize) {
 }
 
 /// The most elements one grid index of a strip-mined nest covers.
-const MAX_STRIP: i64 = 2048;
+pub(crate) const MAX_STRIP: i64 = 2048;
 
 /// Splits the only loop of a nest whose one non-trivial digit is contiguous (a 1-D output, or
 /// `f32[1,n]`) into a grid of strips and an inner loop over each strip: otherwise that digit
