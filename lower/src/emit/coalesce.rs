@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 
 use super::nest;
-use crate::kernel::{CallArg, IndexExpr, IndexSrc, Kernel, LocalId, Loop, MemType, Op, Stmt, Tail, VarId};
+use crate::kernel::{CallArg, IndexExpr, IndexSrc, Kernel, LocalId, Loop, MemType, Op, Stmt, Tail, ValueId, VarId};
 
 pub fn coalesce(kernel: &mut Kernel) {
     let body = std::mem::take(&mut kernel.body);
@@ -114,6 +114,7 @@ fn qualifies(a: VarId, start: i64, end: i64, inner: &Loop) -> Option<u32> {
         accesses: Vec::new(),
         declared: HashSet::new(),
         set: HashSet::new(),
+        defined: HashSet::new(),
     };
     scan.body(&inner.body);
     if !scan.ok || !scan.independent() {
@@ -142,15 +143,22 @@ struct Scan {
     accesses: Vec<(u32, IndexExpr, bool)>,
     declared: HashSet<LocalId>,
     set: HashSet<LocalId>,
+    /// The values the body defines: an index term reading one may differ between iterations.
+    defined: HashSet<ValueId>,
 }
 
 impl Scan {
     fn body(&mut self, stmts: &[Stmt]) {
         for s in stmts {
             match s {
-                Stmt::Let(_, Op::Load { buf, index, mem }) => self.access(buf.0, index, *mem, false),
-                Stmt::Let(_, Op::Index(index)) => self.index(index),
-                Stmt::Let(..) => {}
+                Stmt::Let(v, op) => {
+                    match op {
+                        Op::Load { buf, index, mem } => self.access(buf.0, index, *mem, false),
+                        Op::Index(index) => self.index(index),
+                        _ => {}
+                    }
+                    self.defined.insert(*v);
+                }
                 Stmt::Store { buf, index, mem, .. } => {
                     self.access(buf.0, index, *mem, true);
                     let bits = match mem {
@@ -219,17 +227,21 @@ impl Scan {
     }
 
     /// No local carries a value from one iteration to the next, and each buffer the body
-    /// writes is read and written at one index only (an iteration touches no element another
-    /// iteration writes).
+    /// writes is read and written at one index only, affine in the coalesced variable with an
+    /// offset the same for every iteration (no term reads a value the body computes, such as a
+    /// scatter's row from an index array): then no iteration touches an element another one
+    /// writes.
     fn independent(&self) -> bool {
         if !self.set.is_subset(&self.declared) {
             return false;
         }
         let written: HashSet<u32> = self.accesses.iter().filter(|x| x.2).map(|x| x.0).collect();
+        let uniform =
+            |e: &IndexExpr| e.terms.iter().all(|t| !matches!(t.src, IndexSrc::Value(v) if self.defined.contains(&v)));
         written.iter().all(|&w| {
             let mut at = self.accesses.iter().filter(|x| x.0 == w).map(|x| &x.1);
             let first = at.next();
-            at.all(|i| Some(i) == first)
+            first.is_none_or(uniform) && at.all(|i| Some(i) == first)
         })
     }
 }
@@ -352,6 +364,29 @@ mod tests {
         let vb = b.begin_loop(0, 5);
         let x = b.load(out, lin(&[(va, 5), (vb, 1)], 2));
         b.store(out, lin(&[(va, 5), (vb, 1)], 0), x);
+        b.end_loop_vectorized(4, Tail::Peel);
+        b.end_loop();
+        let mut k = b.finish();
+        coalesce(&mut k);
+        assert_eq!(loops(&k.to_string()), ["for v1 in 0..6 {", "for v2 in 0..5 vector(4) peel {"]);
+    }
+
+    #[test]
+    fn a_write_at_a_row_the_body_reads_from_memory_stays_nested() {
+        // out[rows[5a + b] + 5a + b] += 1: the offset read per iteration may send two
+        // iterations to one element, as a scatter's duplicate indices do.
+        let mut b = KernelBuilder::new("k", 1);
+        let rows = b.buffer("rows", MemType::Scalar(Ty::I64), 30, false);
+        let out = b.buffer("out", MemType::Scalar(Ty::F32), 64, true);
+        let one = b.constant(crate::kernel::Const::F32(1f32.to_bits()));
+        let va = b.begin_loop(0, 6);
+        let vb = b.begin_loop(0, 5);
+        let row = b.load(rows, lin(&[(va, 5), (vb, 1)], 0));
+        let mut at = lin(&[(va, 5), (vb, 1)], 0);
+        at.terms.push(crate::kernel::Term { src: IndexSrc::Value(row), div: 1, modulo: None, scale: 1 });
+        let x = b.load(out, at.clone());
+        let x = b.binary(BinOp::Add, Ty::F32, x, one);
+        b.store(out, at, x);
         b.end_loop_vectorized(4, Tail::Peel);
         b.end_loop();
         let mut k = b.finish();
