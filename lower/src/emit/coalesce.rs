@@ -69,25 +69,18 @@ fn walk(stmts: Vec<Stmt>) -> Vec<Stmt> {
 
 /// `outer` with its inner loop coalesced into it, when it qualifies (module doc); else as is.
 fn merged(mut outer: Loop) -> Loop {
-    let [Stmt::Loop(inner)] = outer.body.as_slice() else { return outer };
-    if outer.vector_width != 1 || !outer.reductions.is_empty() {
-        return outer;
-    }
-    let Some(bits) = qualifies(outer.var, outer.start, outer.end, inner) else { return outer };
-    let Some(trips) = (outer.end - outer.start).checked_mul(inner.end - inner.start) else { return outer };
-    let mut body = std::mem::take(&mut outer.body);
-    match body.pop() {
-        Some(Stmt::Loop(mut inner)) if body.is_empty() => {
-            scale_var(&mut inner.body, outer.var, 0);
-            stretch(&mut inner, trips, bits);
-            inner
+    let plan = match outer.body.as_slice() {
+        [Stmt::Loop(inner)] if outer.vector_width == 1 && outer.reductions.is_empty() => {
+            let bits = qualifies(outer.var, outer.start, outer.end, inner);
+            bits.zip((outer.end - outer.start).checked_mul(inner.end - inner.start))
         }
-        last => {
-            body.extend(last);
-            outer.body = body;
-            outer
-        }
-    }
+        _ => None,
+    };
+    let Some((bits, trips)) = plan else { return outer };
+    let Some(Stmt::Loop(mut inner)) = outer.body.pop() else { return outer };
+    scale_var(&mut inner.body, outer.var, 0);
+    stretch(&mut inner, trips, bits);
+    inner
 }
 
 /// Whether a variable `a` over `start..end` (a plain loop's or the grid's) and the plain vector
@@ -255,7 +248,7 @@ fn scale_var(stmts: &mut [Stmt], var: VarId, k: i64) {
                 t.scale *= k;
             }
         }
-        e.terms.retain(|t| t.scale != 0);
+        e.terms.retain(|t| t.src != IndexSrc::Var(var) || t.scale != 0);
     };
     for s in stmts {
         match s {
@@ -393,12 +386,6 @@ mod tests {
         coalesce(&mut k);
         assert_eq!(loops(&k.to_string()), ["for v1 in 0..6 {", "for v2 in 0..5 vector(4) peel {"]);
     }
-}
-
-#[cfg(test)]
-mod grid_tests {
-    use super::*;
-    use crate::kernel::{KernelBuilder, Ty};
 
     /// A grid of `rows` indices, each copying its row of 3 (`in` read at `in_scale` per row),
     /// as text after coalescing.
@@ -408,12 +395,8 @@ mod grid_tests {
         let out = b.buffer("out", MemType::Scalar(Ty::F32), rows * 3, true);
         let g = b.grid_var();
         let v = b.begin_loop(0, 3);
-        let mut at = IndexExpr::var(g, in_scale);
-        at.terms.extend(IndexExpr::var(v, 1).terms);
-        let x = b.load(input, at);
-        let mut at = IndexExpr::var(g, 3);
-        at.terms.extend(IndexExpr::var(v, 1).terms);
-        b.store(out, at, x);
+        let x = b.load(input, lin(&[(g, in_scale), (v, 1)], 0));
+        b.store(out, lin(&[(g, 3), (v, 1)], 0), x);
         b.end_loop_vectorized(2, Tail::Peel);
         let mut k = b.finish();
         coalesce(&mut k);
