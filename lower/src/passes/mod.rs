@@ -9,6 +9,7 @@ mod constant_folding;
 mod control_flow_simplifier;
 pub(crate) mod cse;
 mod dce;
+mod divide_by_constant;
 pub(crate) mod fusion;
 mod layout_assignment;
 mod layout_normalize;
@@ -35,6 +36,7 @@ pub use constant_folding::ConstantFolding;
 pub use control_flow_simplifier::ControlFlowSimplifier;
 pub use cse::Cse;
 pub use dce::Dce;
+pub use divide_by_constant::DivideByConstant;
 pub use fusion::{Fusion, FusionDecision};
 pub use layout_assignment::LayoutAssignment;
 pub use layout_normalize::LayoutNormalize;
@@ -67,6 +69,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "call_inline" => Box::new(CallInline),
         "tuple_simplify" => Box::new(TupleSimplify),
         "dce" => Box::new(Dce),
+        "divide_by_constant" => Box::new(DivideByConstant::default()),
         "layout_assignment" => Box::new(LayoutAssignment::default()),
         "layout_normalize" => Box::new(LayoutNormalize),
         "fusion" => Box::new(Fusion::default()),
@@ -96,7 +99,12 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// adjacent reduced dimensions merge into one (after the column split, which blocks by them).
 /// bf16 excess precision follows call inlining, as in XLA:CPU, so an op and its converts in
 /// different computations are treated as one computation would be; it precedes the
-/// simplifiers so that the interpreter, which runs it too, still checks their rewrites.
+/// simplifiers so that the interpreter, which runs it too, still checks their rewrites. So
+/// does XLA's division by a constant as a multiply by its reciprocal, which changes values
+/// as it does on XLA:CPU (`divide_by_constant`). Batch norms expand after it, so their means
+/// and variances divide by the element count: the interpreter evaluates batch norm in f64,
+/// and the reciprocal's extra rounding of the mean, amplified by the cancellation in
+/// `sum(dy * (x - mean))`, took a batch-norm gradient 1.6e-4 (relative) from it.
 /// Intermediate layouts are chosen before the simplifiers, whose layout-preserving rules
 /// (a transpose of a dot, a copy that changes nothing) then see the chosen ones.
 /// Opt-barriers go after the simplifiers (whose CSE they fence) and before fusion, as in
@@ -110,11 +118,12 @@ pub fn standard_pipeline(fusion: bool, excess_precision: bool) -> Pipeline {
 pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_each: bool) -> Pipeline {
     let mut p = Pipeline::new();
     p.verify_each(verify_each);
-    p.add(StaticBounds).add(BatchNormExpand).add(Unwrap).add(SingleDeviceCollectives);
+    p.add(StaticBounds).add(Unwrap).add(SingleDeviceCollectives);
     p.add(CallInline);
     if excess_precision {
         p.add(Bf16Normalization);
     }
+    p.add(DivideByConstant::default()).add(BatchNormExpand);
     p.add(LayoutAssignment::default())
         .add(Simplify::new(verify_each))
         .add(OptBarrierExpander::default())
@@ -131,11 +140,14 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
 
 /// What the interpreter runs before evaluating a module so that it computes what the
 /// compiled tiers do under the same option: the passes of [`standard_pipeline`] that change
-/// values (the others only restate the module for the kernel lowering).
+/// values (the others only restate the module for the kernel lowering), after the call
+/// inlining that precedes them there, so that they meet the same instructions.
 pub fn numerics_pipeline(excess_precision: bool) -> Pipeline {
     let mut p = Pipeline::new();
+    p.add(CallInline);
     if excess_precision {
-        p.add(CallInline).add(Bf16Normalization).add(Dce);
+        p.add(Bf16Normalization);
     }
+    p.add(DivideByConstant::default()).add(Dce);
     p
 }

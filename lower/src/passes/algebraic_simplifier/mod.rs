@@ -11,7 +11,11 @@
 //! concatenate or reverse of nothing, a select on a constant predicate.
 //!
 //! `x / c` becomes `x * (1 / c)` for a constant power of two whose reciprocal the type holds:
-//! the same bits (both round one exact quotient), a multiply instead of a divide.
+//! the same bits (both round one exact quotient), a multiply instead of a divide. Divisors
+//! constant from the start are inverted before this pass, as XLA inverts them
+//! (`divide_by_constant`, which changes values and so runs for the interpreter too); this
+//! rule serves those that simplification reveals, where only the exact case keeps the
+//! interpreter's bits.
 //!
 //! Chains merged: reshape of reshape, transpose of transpose, broadcast of broadcast, slice of
 //! slice, and convert of an exact widening convert (`convert(convert(x: bf16 -> f32) -> f64)`
@@ -202,9 +206,10 @@ fn identity(comp: &Computation, id: InstId) -> Option<(InstId, &'static str)> {
 
 /// `x / c` as `x * (1 / c)` where `c` is a constant power of two whose reciprocal the type
 /// holds exactly. Both compute the same exact quotient and round it once, so the bits are the
-/// same for every `x` (XLA's rule inverts every constant divisor, rounding the reciprocal; this
-/// keeps only the exact case), and a multiply costs a fraction of a divide: attention scales
-/// its scores by `1 / sqrt(64)` as `s / 8`.
+/// same for every `x`, and a multiply costs a fraction of a divide. XLA's rule inverts every
+/// constant divisor, rounding the reciprocal: `divide_by_constant` does that for divisors
+/// constant before the simplifiers run; one they reveal keeps only this exact case, since the
+/// interpreter, which does not run them, still divides.
 fn divide_by_power_of_two(comp: &mut Computation, id: InstId) -> Option<&'static str> {
     let inst = comp.inst(id);
     let (Opcode::Divide, &[x, c]) = (inst.opcode, inst.operands.as_slice()) else { return None };
