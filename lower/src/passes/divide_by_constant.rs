@@ -17,10 +17,12 @@
 //! turns into a constant before its simplifier meets the division: `x / jnp.sqrt(8.0)`, or a
 //! bf16 constant converted to f32 by bf16 normalization). Its value is what the interpreter
 //! computes for it. The reciprocal of each element is `1 / c` in f32 or f64 arithmetic,
-//! rounded once more to f16 or bf16 for those types, as XLA computes it (Eigen's half types
-//! divide in f32). As in XLA, a division of a constant by a constant is left to constant
-//! folding, and integer and complex divisions are left alone (complex reciprocals are
-//! rounded by the C++ library's complex division, which this pass does not reproduce).
+//! rounded once more to f16 for an f16 division, as XLA computes it (Eigen's half types
+//! divide in f32); a bf16 division keeps the f32 reciprocal and multiplies in f32, since
+//! XLA:CPU has widened it to f32 by then. As in XLA, a division of a constant by a constant
+//! is left to constant folding, and integer and complex divisions are left alone (complex
+//! reciprocals are rounded by the C++ library's complex division, which this pass does not
+//! reproduce).
 
 use tessera_hlo::eval::evaluate_instruction;
 use tessera_hlo::ir::AttrValue;
