@@ -16,6 +16,7 @@ mod layout_normalize;
 mod multi_output_fusion;
 mod narrow_reduce_fusions;
 mod opt_barrier_expander;
+mod reassociate_constants;
 mod reduction_dimension_grouper;
 mod rewrite;
 mod simplify;
@@ -43,6 +44,7 @@ pub use layout_normalize::LayoutNormalize;
 pub use multi_output_fusion::MultiOutputFusion;
 pub use narrow_reduce_fusions::NarrowReduceFusions;
 pub use opt_barrier_expander::OptBarrierExpander;
+pub use reassociate_constants::ReassociateConstants;
 pub use reduction_dimension_grouper::ReductionDimensionGrouper;
 pub use simplify::Simplify;
 pub use single_device_collectives::SingleDeviceCollectives;
@@ -76,6 +78,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "multi_output_fusion" => Box::new(MultiOutputFusion::default()),
         "narrow_reduce_fusions" => Box::new(NarrowReduceFusions::default()),
         "opt_barrier_expander" => Box::new(OptBarrierExpander::default()),
+        "reassociate_constants" => Box::new(ReassociateConstants::default()),
         "reduction_dimension_grouper" => Box::new(ReductionDimensionGrouper::default()),
         "unwrap" => Box::new(Unwrap),
         "single_device_collectives" => Box::new(SingleDeviceCollectives),
@@ -101,7 +104,8 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// different computations are treated as one computation would be; it precedes the
 /// simplifiers so that the interpreter, which runs it too, still checks their rewrites. So
 /// does XLA's division by a constant as a multiply by its reciprocal, which changes values
-/// as it does on XLA:CPU (`divide_by_constant`). Batch norms expand after it, so their means
+/// as it does on XLA:CPU (`divide_by_constant`), and XLA's folding of the constants of an
+/// add or multiply chain (`reassociate_constants`). Batch norms expand after them, so their means
 /// and variances divide by the element count: the interpreter evaluates batch norm in f64,
 /// and the reciprocal's extra rounding of the mean, amplified by the cancellation in
 /// `sum(dy * (x - mean))`, took a batch-norm gradient 1.6e-4 (relative) from it.
@@ -123,7 +127,7 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
     if excess_precision {
         p.add(Bf16Normalization);
     }
-    p.add(DivideByConstant::default()).add(BatchNormExpand);
+    p.add(DivideByConstant::default()).add(ReassociateConstants::default()).add(BatchNormExpand);
     p.add(LayoutAssignment::default())
         .add(Simplify::new(verify_each))
         .add(OptBarrierExpander::default())
@@ -148,6 +152,6 @@ pub fn numerics_pipeline(excess_precision: bool) -> Pipeline {
     if excess_precision {
         p.add(Bf16Normalization);
     }
-    p.add(DivideByConstant::default()).add(Dce);
+    p.add(DivideByConstant::default()).add(ReassociateConstants::default()).add(Dce);
     p
 }
