@@ -98,42 +98,43 @@ const XLA_CHAINS: [[u32; 16]; 3] = [
     ],
 ];
 
-#[test]
-fn chains_of_constants_fold_as_on_xla_cpu() {
+/// Runs `text` on `X` on every backend in both precision modes and checks each output's bits
+/// against `xla`, as `expect` adjusts them for the mode (`excess_precision`, output index).
+fn check(text: &str, xla: [[u32; 16]; 3], expect: impl Fn(bool, usize, [u32; 16]) -> [u32; 16]) {
     let x = Literal::from_vec(&[16], X.iter().map(|&b| f32::from_bits(b)).collect::<Vec<f32>>()).unwrap();
     for backend in [Backend::Interp, Backend::Cranelift, Backend::Llvm] {
-        // No bf16 here: both precision modes compute the same.
         for excess_precision in [true, false] {
             let mut options = CompileOptions::default();
             options.lower.excess_precision = excess_precision;
-            let exe = Client::new(backend).unwrap().compile_text(CHAINS, &options).unwrap();
+            let exe = Client::new(backend).unwrap().compile_text(text, &options).unwrap();
             let out = exe.run(std::slice::from_ref(&x)).unwrap();
-            for (i, (got, want)) in out.iter().zip(XLA_CHAINS).enumerate() {
+            for (i, (got, want)) in out.iter().zip(xla).enumerate() {
                 let got: Vec<u32> = got.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got, want, "{backend}, excess precision {excess_precision}, output {i}");
+                assert_eq!(
+                    got,
+                    expect(excess_precision, i, want),
+                    "{backend}, excess precision {excess_precision}, output {i}"
+                );
             }
         }
     }
 }
 
 #[test]
+fn chains_of_constants_fold_as_on_xla_cpu() {
+    // No bf16 here: both precision modes compute the same.
+    check(CHAINS, XLA_CHAINS, |_, _, want| want);
+}
+
+#[test]
 fn divisions_by_constants_match_xla_cpu_bit_for_bit() {
-    let x = Literal::from_vec(&[16], X.iter().map(|&b| f32::from_bits(b)).collect::<Vec<f32>>()).unwrap();
-    for backend in [Backend::Interp, Backend::Cranelift, Backend::Llvm] {
-        for excess_precision in [true, false] {
-            let mut options = CompileOptions::default();
-            options.lower.excess_precision = excess_precision;
-            let exe = Client::new(backend).unwrap().compile_text(MODULE, &options).unwrap();
-            let out = exe.run(std::slice::from_ref(&x)).unwrap();
-            for (i, (got, mut want)) in out.iter().zip(XLA).enumerate() {
-                if i == 2 && !excess_precision {
-                    // XLA:CPU reads the bf16 quotient's f32 product unrounded; strict
-                    // precision rounds it to bf16 first.
-                    want = want.map(|b| half::bf16::from_f32(f32::from_bits(b)).to_f32().to_bits());
-                }
-                let got: Vec<u32> = got.to_vec::<f32>().unwrap().iter().map(|v| v.to_bits()).collect();
-                assert_eq!(got, want, "{backend}, excess precision {excess_precision}, output {i}");
-            }
+    check(MODULE, XLA, |excess_precision, i, want| {
+        if i == 2 && !excess_precision {
+            // XLA:CPU reads the bf16 quotient's f32 product unrounded; strict precision
+            // rounds it to bf16 first.
+            want.map(|b| half::bf16::from_f32(f32::from_bits(b)).to_f32().to_bits())
+        } else {
+            want
         }
-    }
+    });
 }

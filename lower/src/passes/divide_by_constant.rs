@@ -25,10 +25,9 @@
 //! reproduce).
 
 use tessera_hlo::eval::evaluate_instruction;
-use tessera_hlo::ir::AttrValue;
 use tessera_hlo::{Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{add_constant, become_op};
+use super::rewrite::{add_constant, add_splat, become_op};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -191,13 +190,7 @@ fn reciprocal_instruction(comp: &mut Computation, name: &str, reciprocal: Litera
     let splat = shape.rank() > 0 && (1..reciprocal.element_count()).all(|i| reciprocal.get_bits(i) == first);
     let scalar = first.and_then(|b| Literal::from_bits_vec(Shape::scalar(reciprocal.element_type()), vec![b]).ok());
     match scalar {
-        Some(scalar) if splat => {
-            let r = add_constant(comp, &format!("{name}.reciprocal"), scalar);
-            comp.add(
-                Instruction::new(comp.unique_name(&format!("{name}.reciprocals")), Opcode::Broadcast, shape, vec![r])
-                    .with_attr("dimensions", AttrValue::Ints(vec![])),
-            )
-        }
+        Some(scalar) if splat => add_splat(comp, name, "reciprocal", scalar, shape),
         _ => add_constant(comp, &format!("{name}.reciprocal"), reciprocal),
     }
 }

@@ -15,10 +15,9 @@
 //! values, in the interpreter's pipeline too. Constants are scalars, or scalars broadcast to
 //! the op's shape, as JAX writes them; array constants are left alone.
 
-use tessera_hlo::ir::AttrValue;
-use tessera_hlo::{Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
+use tessera_hlo::{Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{add_constant, become_op};
+use super::rewrite::{add_splat, become_op};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -42,7 +41,7 @@ impl Pass for ReassociateConstants {
             for id in comp.post_order() {
                 let Some((family, a, k)) = fold_of(comp, id) else { continue };
                 let (name, shape) = (comp.inst(id).name.clone(), comp.inst(id).shape.clone());
-                let k = splat_instruction(comp, &name, shape, k);
+                let k = add_splat(comp, &name, "constant", k, shape);
                 become_op(comp, id, family, vec![a, k]);
                 self.rewrites.push(format!("{name}: constants folded into one ({family} chain)"));
                 touched = true;
@@ -144,17 +143,4 @@ fn combine(
         _ => return None,
     };
     Literal::from_bits_vec(Shape::scalar(et), vec![bits]).ok()
-}
-
-/// The combined constant as an operand of `id`'s shape: the scalar itself for a scalar op,
-/// else broadcast.
-fn splat_instruction(comp: &mut Computation, name: &str, shape: Shape, k: Literal) -> InstId {
-    let r = add_constant(comp, &format!("{name}.constant"), k);
-    if shape.rank() == 0 {
-        return r;
-    }
-    comp.add(
-        Instruction::new(comp.unique_name(&format!("{name}.constants")), Opcode::Broadcast, shape, vec![r])
-            .with_attr("dimensions", AttrValue::Ints(vec![])),
-    )
 }

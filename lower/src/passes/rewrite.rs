@@ -127,6 +127,19 @@ pub(crate) fn add_constant(comp: &mut Computation, name: &str, lit: Literal) -> 
     comp.add(inst)
 }
 
+/// Adds the scalar constant `lit` as `{name}.{what}` and, for an array `shape`, its
+/// broadcast `{name}.{what}s` to that shape (the form fusion folds into each kernel); the
+/// instruction of `shape` either way.
+pub(crate) fn add_splat(comp: &mut Computation, name: &str, what: &str, lit: Literal, shape: Shape) -> InstId {
+    let c = add_constant(comp, &format!("{name}.{what}"), lit);
+    if shape.rank() == 0 {
+        return c;
+    }
+    let b = Instruction::new(comp.unique_name(&format!("{name}.{what}s")), Opcode::Broadcast, shape, vec![c])
+        .with_attr("dimensions", AttrValue::Ints(vec![]));
+    comp.add(b)
+}
+
 pub(crate) fn become_constant(comp: &mut Computation, id: InstId, lit: Literal) {
     become_op(comp, id, Opcode::Constant, vec![]);
     let inst = comp.inst_mut(id);

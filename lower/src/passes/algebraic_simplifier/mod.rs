@@ -35,9 +35,9 @@ use std::collections::HashMap;
 
 use tessera_hlo::corpus::tolerance::values;
 use tessera_hlo::ir::{AttrList, AttrValue, SliceRange};
-use tessera_hlo::{CompId, Computation, ElementType, InstId, Instruction, Literal, Module, Opcode, Shape};
+use tessera_hlo::{CompId, Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{add_constant, become_op, forward, rewrite_each, Forwards};
+use super::rewrite::{add_splat, become_op, forward, rewrite_each, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -222,15 +222,7 @@ fn divide_by_power_of_two(comp: &mut Computation, id: InstId) -> Option<&'static
     }
     let reciprocal = exact_float(et, 1.0 / v)?;
     let (name, c_shape) = (inst.name.clone(), comp.inst(c).shape.clone());
-    let r = add_constant(comp, &format!("{name}.reciprocal"), reciprocal);
-    let r = if c_shape.rank() == 0 {
-        r
-    } else {
-        comp.add(
-            Instruction::new(comp.unique_name(&format!("{name}.reciprocals")), Opcode::Broadcast, c_shape, vec![r])
-                .with_attr("dimensions", AttrValue::Ints(vec![])),
-        )
-    };
+    let r = add_splat(comp, &name, "reciprocal", reciprocal, c_shape);
     become_op(comp, id, Opcode::Multiply, vec![x, r]);
     Some("x / 2^k = x * 2^-k (the reciprocal exact)")
 }
