@@ -57,7 +57,11 @@ impl Pass for DivideByConstant {
                 let Some((x, reciprocal)) = rewrite_of(module, module.comp(c), id) else { continue };
                 let comp = module.comp_mut(c);
                 let name = comp.inst(id).name.clone();
-                let r = reciprocal_instruction(comp, &name, reciprocal);
+                let mut shape = comp.inst(comp.inst(id).operands[1]).shape.clone();
+                if let Some(a) = shape.as_array_mut().filter(|a| a.element_type == ElementType::BF16) {
+                    a.element_type = ElementType::F32;
+                }
+                let r = reciprocal_instruction(comp, &name, reciprocal, shape);
                 if comp.inst(id).shape.element_type() == ElementType::BF16 {
                     // XLA:CPU has made this an f32 division of widened operands by the time its
                     // simplifier inverts the divisor: the reciprocal and the product are f32,
@@ -100,7 +104,7 @@ impl Pass for DivideByConstant {
 }
 
 /// For a division `id` the rule applies to: its dividend and the reciprocal of its divisor,
-/// shaped as the divisor.
+/// shaped as the divisor, or a scalar when the divisor splats one.
 fn rewrite_of(module: &Module, comp: &Computation, id: InstId) -> Option<(InstId, Literal)> {
     let inst = comp.inst(id);
     let (Opcode::Divide, &[x, c]) = (inst.opcode, inst.operands.as_slice()) else { return None };
@@ -112,18 +116,24 @@ fn rewrite_of(module: &Module, comp: &Computation, id: InstId) -> Option<(InstId
         return None;
     }
     let divisor = constant_value(module, comp, c, 0)?;
-    Some((x, reciprocal(&divisor, et, &comp.inst(c).shape)?))
+    let shape = &comp.inst(c).shape;
+    let shape = if divisor.shape().rank() == 0 { Shape::scalar(et) } else { shape.clone() };
+    Some((x, reciprocal(&divisor, et, &shape)?))
 }
 
 /// The value of `id` when constants alone determine it through ops the rule looks through.
+/// A scalar stands for every element when `id` is an array that broadcasts one (JAX's
+/// `x / 3`), whatever its size: only values held element by element count against
+/// [`MAX_ELEMENTS`].
 fn constant_value(module: &Module, comp: &Computation, id: InstId, depth: usize) -> Option<Literal> {
     use Opcode as O;
     let inst = comp.inst(id);
-    if inst.shape.as_array()?.element_count()? as usize > MAX_ELEMENTS || !inst.control_predecessors.is_empty() {
+    if !inst.control_predecessors.is_empty() || depth >= MAX_DEPTH {
         return None;
     }
+    let elements = inst.shape.as_array()?.element_count()? as usize;
     if inst.opcode == O::Constant {
-        return inst.literal().cloned();
+        return inst.literal().filter(|_| elements <= MAX_ELEMENTS).cloned();
     }
     let through = matches!(
         inst.opcode,
@@ -145,11 +155,24 @@ fn constant_value(module: &Module, comp: &Computation, id: InstId, depth: usize)
             | O::Maximum
             | O::Minimum
     );
-    if !through || depth >= MAX_DEPTH || inst.operands.is_empty() {
+    if !through || inst.operands.is_empty() {
         return None;
     }
     let operands: Vec<Literal> =
         inst.operands.iter().map(|&o| constant_value(module, comp, o, depth + 1)).collect::<Option<_>>()?;
+    if operands.iter().all(|l| l.shape().rank() == 0) && inst.shape.rank() > 0 {
+        // A splat: broadcasts and reshapes keep the scalar, elementwise ops compute it once.
+        if matches!(inst.opcode, O::Broadcast | O::Reshape) {
+            return operands.into_iter().next();
+        }
+        let mut scalar = inst.clone();
+        scalar.shape = Shape::scalar(inst.shape.element_type());
+        return evaluate_instruction(module, &scalar, &operands).ok();
+    }
+    if elements > MAX_ELEMENTS || (inst.shape.rank() > 0 && operands.iter().any(|l| l.shape().rank() == 0)) {
+        // Too large to hold, or a splat beside an array (not worth materializing).
+        return None;
+    }
     evaluate_instruction(module, inst, &operands).ok()
 }
 
@@ -181,16 +204,13 @@ fn reciprocal(divisor: &Literal, et: ElementType, shape: &Shape) -> Option<Liter
     Literal::from_bits_vec(shape, bits).ok()
 }
 
-/// The reciprocal as an instruction of `comp`: a scalar constant broadcast to the divisor's
-/// shape when its elements are all equal (JAX's `x / 3` divides by a broadcast scalar), which
-/// fusion then folds into each kernel, else a constant of that shape.
-fn reciprocal_instruction(comp: &mut Computation, name: &str, reciprocal: Literal) -> InstId {
-    let shape = reciprocal.shape().clone();
-    let first = reciprocal.get_bits(0);
-    let splat = shape.rank() > 0 && (1..reciprocal.element_count()).all(|i| reciprocal.get_bits(i) == first);
-    let scalar = first.and_then(|b| Literal::from_bits_vec(Shape::scalar(reciprocal.element_type()), vec![b]).ok());
-    match scalar {
-        Some(scalar) if splat => add_splat(comp, name, "reciprocal", scalar, shape),
-        _ => add_constant(comp, &format!("{name}.reciprocal"), reciprocal),
+/// The reciprocal as an instruction of `comp` shaped as `shape` (the divisor's, f32 for
+/// bf16): a scalar broadcast (JAX's `x / 3` divides by a broadcast scalar), which fusion then
+/// folds into each kernel, or a constant array.
+fn reciprocal_instruction(comp: &mut Computation, name: &str, reciprocal: Literal, shape: Shape) -> InstId {
+    if reciprocal.shape().rank() == 0 {
+        add_splat(comp, name, "reciprocal", reciprocal, shape)
+    } else {
+        add_constant(comp, &format!("{name}.reciprocal"), reciprocal)
     }
 }
