@@ -147,6 +147,61 @@ fn profiled_and_fast_runs_agree_and_count_every_launch() {
     }
 }
 
+/// A scalar `sin` step of a loop: the LLVM tier inlines it into the entry's fast copy and
+/// runs Cranelift's copy of its kernel in profiled runs. Both copies compute the same bits as
+/// the interpreter, through the moderate reduction and the large arguments' (1e30 + i) alike.
+const SCALAR_SIN_LOOP: &str = "\
+HloModule scalar_sin_loop
+
+cond {
+  s = (s32[], f32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(40)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+body {
+  s = (s32[], f32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  y = f32[] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  fi = f32[] convert(i)
+  t = f32[] add(y, fi)
+  sn = f32[] sine(t)
+  k = f32[] constant(0.999)
+  yk = f32[] multiply(y, k)
+  sum = f32[] add(yk, sn)
+  ROOT out = (s32[], f32[]) tuple(next, sum)
+}
+
+ENTRY main {
+  x = f32[] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[]) tuple(zero, x)
+  w = (s32[], f32[]) while(init), condition=cond, body=body
+  ROOT y = f32[] get-tuple-element(w), index=1
+}
+";
+
+#[test]
+fn a_hot_scalar_step_runs_the_same_profiled_and_fast() {
+    for x in [0.3f32, 1e30] {
+        let arg = Literal::scalar(x);
+        let want = agree(SCALAR_SIN_LOOP, std::slice::from_ref(&arg));
+        for tier in TIERS {
+            let exe = compile(tier, SCALAR_SIN_LOOP);
+            let runtime = exe.runtime().unwrap();
+            runtime.set_profiling(true);
+            let profiled = exe.run(std::slice::from_ref(&arg)).unwrap();
+            let profile = runtime.profile().unwrap();
+            runtime.set_profiling(false);
+            assert_eq!(profiled, want, "{tier}, x = {x}: profiled");
+            assert!(profile.launches.iter().map(|(n, _)| n).sum::<u64>() >= 40, "{tier}: a launch per step");
+        }
+    }
+}
+
 /// A loop that runs zero times returns its initial state, and a swap of two state leaves
 /// per iteration (a result leaf that is another state leaf) is not clobbered.
 #[test]

@@ -127,8 +127,12 @@ pub fn program_objects(
         });
     }
     // The sequential and scalar kernels left, when a run does little of their work, compile
-    // with Cranelift (`handed_over`).
-    let mut handed: Vec<Kernel> = Vec::new();
+    // with Cranelift (`handed_over`). So do the always-inlined kernels' own functions: the fast
+    // copy of the steps runs their code inlined, and only the profiled copy (`--profile`) calls
+    // them, through the runtime. Compiled beside the inlined code, that second copy of a hot
+    // `sin` step doubled the entry's code generation (scalar_while_10k's entry 60 -> 25 ms in
+    // `llc`), for profiles alone.
+    let mut handed: Vec<Kernel> = inlined.iter().filter(|&&k| always_inlined[k]).map(|&k| kernels[k].clone()).collect();
     for (_, group) in groups.iter_mut().filter(|(effort, _)| *effort != Effort::Full) {
         group.retain(|&k| {
             let hand = handed_over(&kernels[k], run_work[k]);
@@ -313,15 +317,16 @@ fn dump_stems(groups: &[(Effort, Vec<usize>)]) -> Vec<String> {
 /// inliner, and instruction combining once inlined. `default<O1>` also ran its loop passes on
 /// the step tree's loops, which doubled the module's machine code (1,929 lines of assembly
 /// against 1,048 for binary_search_loop) and its code-generation time, for no measured gain.
-const ENTRY_PIPELINE: &str = "function(sroa,early-cse,simplifycfg),cgscc(inline),function(sroa,early-cse<memssa>,instcombine<no-verify-fixpoint>,simplifycfg)";
+/// The always-inlined kernels' bodies, available externally, are dropped once inlined.
+const ENTRY_PIPELINE: &str = "function(sroa,early-cse,simplifycfg),cgscc(inline),function(sroa,early-cse<memssa>,instcombine<no-verify-fixpoint>,simplifycfg),elim-avail-extern";
 
 /// The entry function's symbol (never a kernel's: `crate::kernel_symbol`).
 const ENTRY_NAME: &str = "tessera.entry";
 
 /// The object of the entry's module: the entry of `plan` and the kernels `inlined` (indices
 /// into `kernels`), optimized at light effort; kernel `k` is the function `names[k]` (its
-/// symbol), defined
-/// in the module if inlined, else declared (another object defines it).
+/// symbol), defined in the module if inlined (available externally if always inlined: its
+/// symbol is Cranelift's copy), else declared (another object defines it).
 fn entry_object(
     host: &target::TargetCpu,
     plan: &EntryPlan,
@@ -354,6 +359,8 @@ fn entry_object(
                         inkwell::attributes::AttributeLoc::Function,
                         &["alwaysinline"],
                     );
+                    // Its body is here to be inlined; its symbol is Cranelift's copy.
+                    f.set_linkage(inkwell::module::Linkage::AvailableExternally);
                 }
             }
             Ok(())
