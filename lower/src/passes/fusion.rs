@@ -510,7 +510,8 @@ fn are_siblings(comp: &Computation, position: &HashMap<InstId, usize>, roots: &[
 
 /// The groups of sibling kernels (`are_siblings`) that shared producers end in, from each
 /// producer's kernels: groups that share a kernel are one group where the union still is
-/// siblings; a producer whose kernels would join groups that cannot be one stays duplicated
+/// siblings and does not depend on itself through the other groups
+/// (`multi_output_fusion::closes_cycle`); a producer whose kernels would join groups that cannot be one stays duplicated
 /// in them, as its decision allows.
 fn sibling_groups(
     comp: &Computation,
@@ -525,7 +526,12 @@ fn sibling_groups(
         union.sort_by_key(|m| position[m]);
         union.dedup();
         groups = rest;
-        if are_siblings(comp, position, &union) {
+        let group_of: HashMap<InstId, usize> =
+            groups.iter().enumerate().flat_map(|(k, g)| g.iter().map(move |&m| (m, k))).collect();
+        // Each group becomes one kernel: the union must not depend on itself through another.
+        if are_siblings(comp, position, &union)
+            && !multi_output_fusion::closes_cycle(comp, position, &groups, &group_of, None, &union)
+        {
             groups.push(union);
         } else {
             groups.extend(joined);

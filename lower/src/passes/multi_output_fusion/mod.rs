@@ -21,8 +21,8 @@
 //! more than one element in an untiled layout, of a type that is neither complex nor narrower
 //! than a byte, is not its computation's root and has no control dependencies. Only
 //! instructions the root reads count (fusion leaves the producers it inlined behind, dead).
-//! Siblings merge when neither reaches the other (so no cycle forms) and one reads an array
-//! operand the other reads, up to [`MAX_OUTPUTS`] per kernel and at most one of them running
+//! Siblings merge when neither reaches the other, nor through the other groups merged beside
+//! them (`closes_cycle`: so no cycle forms), and one reads an array operand the other reads, up to [`MAX_OUTPUTS`] per kernel and at most one of them running
 //! a math sequence (`runs_math`), first come first served in post order. The merged fusion is
 //! named after its first member plus `.siblings`; each member becomes a `get-tuple-element`
 //! of it under its own name, so its users are unchanged.
@@ -243,6 +243,7 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<(Vec<InstId>, Fusi
     // The groups whose members read an operand, so a candidate looks only at the groups it
     // could join.
     let mut readers: HashMap<InstId, Vec<usize>> = HashMap::new();
+    let mut group_of: HashMap<InstId, usize> = HashMap::new();
     for &id in &order {
         let inst = comp.inst(id);
         if !movable(id) {
@@ -256,7 +257,7 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<(Vec<InstId>, Fusi
             other == kind
                 && groups[k].len() < MAX_OUTPUTS
                 && !(math && has_math)
-                && groups[k].iter().all(|&m| !may_reach(comp, &position, m, id))
+                && !closes_cycle(comp, &position, &groups, &group_of, Some(k), &[id])
         };
         let joined = shared.iter().flat_map(|o| readers.get(o).into_iter().flatten()).copied().find(|&k| fits(k));
         let k = match joined {
@@ -271,6 +272,7 @@ fn sibling_groups(module: &Module, comp: &Computation) -> Vec<(Vec<InstId>, Fusi
                 groups.len() - 1
             }
         };
+        group_of.insert(id, k);
         for o in shared {
             let list = readers.entry(o).or_default();
             if !list.contains(&k) {
@@ -331,6 +333,10 @@ fn is_shared_array(inst: &Instruction) -> bool {
 /// the pass linear in the computation's size.
 const MAX_WALK: usize = 256;
 
+/// The most instructions [`closes_cycle`] visits before it answers yes to be safe: its walk
+/// crosses whole groups, so it is given more room than [`may_reach`]'s.
+const MAX_GROUP_WALK: usize = 4096;
+
 /// Whether `to` may depend on `from` through operands. Post order puts every operand before
 /// its users, so the walk back from `to` skips instructions placed before `from`.
 pub(crate) fn may_reach(comp: &Computation, position: &HashMap<InstId, usize>, from: InstId, to: InstId) -> bool {
@@ -345,6 +351,65 @@ pub(crate) fn may_reach(comp: &Computation, position: &HashMap<InstId, usize>, f
             continue;
         }
         stack.extend(comp.inst(id).operands.iter().copied());
+    }
+    false
+}
+
+/// Whether `new` joining group `joins` of `groups` (or, with `None`, becoming a group of its
+/// own), every group made one kernel, would make the computation depend on itself;
+/// `group_of` maps each member of `groups` to its group. Two groups that are each free of
+/// paths between their own members can still depend on each other: in `b = a + y`,
+/// `d = x * c` with groups {a, d} (they read `x`) and {c, b} (they read `y`), the first
+/// kernel computes `d` from `c` and the second `b` from `a`. So the walk back from the
+/// operands of `new` treats a group as one node: reaching any member reaches the operands of
+/// all. Reaching a member of the joined group, or of `new`, closes a cycle. The members the
+/// group already has were checked when they joined; a cycle through `new` must leave it.
+///
+/// Post order puts operands before users, so the walk skips instructions placed before every
+/// member, unless a group reaches back over that floor: then the floor moves down to that
+/// group's first member, until no group straddles it.
+pub(crate) fn closes_cycle(
+    comp: &Computation,
+    position: &HashMap<InstId, usize>,
+    groups: &[Vec<InstId>],
+    group_of: &HashMap<InstId, usize>,
+    joins: Option<usize>,
+    new: &[InstId],
+) -> bool {
+    let at = |m: &InstId| position.get(m).copied().unwrap_or(0);
+    let joined = joins.and_then(|k| groups.get(k)).map_or(&[][..], Vec::as_slice);
+    let mut floor = joined.iter().chain(new).map(at).min().unwrap_or(0);
+    loop {
+        let straddling = groups
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| Some(k) != joins)
+            .filter_map(|(_, g)| Some((g.iter().map(at).min()?, g.iter().map(at).max()?)))
+            .filter(|&(lo, hi)| lo < floor && hi >= floor)
+            .map(|(lo, _)| lo)
+            .min();
+        match straddling {
+            Some(lo) => floor = lo,
+            None => break,
+        }
+    }
+    let mut crossed: HashSet<usize> = HashSet::new();
+    let mut seen: HashSet<InstId> = HashSet::new();
+    let mut stack: Vec<InstId> = new.iter().flat_map(|&n| comp.inst(n).operands.iter().copied()).collect();
+    while let Some(id) = stack.pop() {
+        let group = group_of.get(&id).copied();
+        if new.contains(&id) || (group.is_some() && group == joins) || seen.len() > MAX_GROUP_WALK {
+            return true;
+        }
+        if position.get(&id).is_none_or(|&p| p < floor) || !seen.insert(id) {
+            continue;
+        }
+        stack.extend(comp.inst(id).operands.iter().copied());
+        if let Some(k) = group {
+            if crossed.insert(k) {
+                stack.extend(groups[k].iter().flat_map(|&m| comp.inst(m).operands.iter().copied()));
+            }
+        }
     }
     false
 }
