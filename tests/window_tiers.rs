@@ -1,7 +1,8 @@
 //! reduce-window and select-and-scatter on both JIT tiers against the interpreter, on what
 //! the corpus does not cover: base and window dilation, odd and negative padding, strides
 //! wider than windows, tiled and column-major layouts, integer, predicate and half types,
-//! variadic reduce-window, reducers of several instructions, overlapping select windows.
+//! variadic reduce-window, reducers of several instructions, overlapping select windows, a row
+//! reduction over a windowed sum fused into it.
 
 mod window_support;
 
@@ -100,6 +101,24 @@ fn variadic_reduce_window_argmax() {
         "  x = f32[6,13]{1,0} parameter(0)\n  io = s32[6,13]{1,0} iota(), iota_dimension=1\n  ninf = f32[] constant(-inf)\n  big = s32[] constant(2147483647)\n  w = (f32[6,7]{1,0}, s32[6,7]{0,1}) reduce-window(x, io, ninf, big), window={size=2x3 stride=1x2 pad=0_1x1_1}, to_apply=argmax\n  v = f32[6,7]{1,0} get-tuple-element(w), index=0\n  i = s32[6,7]{0,1} get-tuple-element(w), index=1\n  n = f32[6,7]{1,0} negate(v)\n  ROOT t = (f32[6,7]{1,0}, s32[6,7]{0,1}) tuple(n, i)",
     );
     check_tiers(&text, &[6, 7], Values::Mixed { specials: false }, 0.0);
+}
+
+/// A row reduction over a windowed sum along the row, fused through a multiply (a scaled
+/// cumulative sum's maximum, as `jnp.max(0.5 * jnp.cumsum(x, 1), 1)` lowers): each lane of
+/// the reduction loop runs the window's own loop, whose index reads that lane's position.
+/// Rows of 64 (the lane copies alone) and of 37 (a scalar tail after them).
+#[test]
+fn row_reduction_of_a_windowed_sum_along_the_row() {
+    for cols in [64, 37] {
+        let text = module(
+            &[reducer("add", "f32", "add"), reducer("mx", "f32", "maximum")],
+            &format!(
+                "  x = f32[6,{cols}]{{1,0}} parameter(0)\n  z = f32[] constant(0)\n  cs = f32[6,{cols}]{{1,0}} reduce-window(x, z), window={{size=1x{cols} pad=0_0x{pad}_0}}, to_apply=add\n  h = f32[] constant(0.5)\n  hb = f32[6,{cols}]{{1,0}} broadcast(h), dimensions={{}}\n  y = f32[6,{cols}]{{1,0}} multiply(cs, hb)\n  ninf = f32[] constant(-inf)\n  ROOT m = f32[6]{{0}} reduce(y, ninf), dimensions={{1}}, to_apply=mx",
+                pad = cols - 1
+            ),
+        );
+        check_tiers(&text, &[3, 4], Values::Mixed { specials: false }, 1e-5);
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use cranelift_codegen::ir::{types, AbiParam, Block, FuncRef, InstBuilder, MemFla
 use cranelift_codegen::Context;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext, Variable};
 use cranelift_module::{Linkage, Module};
-use tessera_lower::kernel::{BufId, CallArg, Kernel, LocalId, Loop, Op, Stmt, Ty, ValueId, VarId};
+use tessera_lower::kernel::{BufId, CallArg, IndexSrc, Kernel, LocalId, Loop, Op, Stmt, Ty, ValueId, VarId};
 
 use super::index::{Form, Partial};
 use super::{Failure, Result};
@@ -52,6 +52,9 @@ pub(crate) struct Translator<'a, 'f> {
     /// Parts of index expressions computed before the loops they sit in, keyed by the
     /// expression's address in the kernel (each occurrence is translated where it stands).
     pub hoisted: HashMap<usize, Partial>,
+    /// For each loop variable and value folded into a part of `hoisted`, the keys of those
+    /// parts: they hold that binding's value, so they go when it does (`forget_hoisted`).
+    pub hoisted_by: HashMap<IndexSrc, Vec<usize>>,
     imports: HashMap<String, FuncRef>,
     /// Set while a vector body is translated as one of two halves sharing 16-bit accesses
     /// (`vector::Halves`).
@@ -211,6 +214,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             vars: Vec::new(),
             bases: Vec::new(),
             hoisted: HashMap::new(),
+            hoisted_by: HashMap::new(),
             imports: HashMap::new(),
             halves: None,
             consts: Default::default(),
@@ -309,6 +313,19 @@ impl Translator<'_, '_> {
         if let Some(s) = self.values.get_mut(id.0 as usize) {
             *s = None;
         }
+        self.forget_hoisted(IndexSrc::Value(id));
+    }
+
+    /// Drops the hoisted index parts holding `src`'s value, which goes out of scope. A body
+    /// translated again (a lane reduction's next copy, a loop's scalar tail) binds it anew,
+    /// and a part computed for the old binding would read the old lane: the copies of a row
+    /// maximum over a windowed sum all summed lane 0's window.
+    pub(crate) fn forget_hoisted(&mut self, src: IndexSrc) {
+        if let Some(keys) = self.hoisted_by.remove(&src) {
+            for k in keys {
+                self.hoisted.remove(&k);
+            }
+        }
     }
 
     pub(crate) fn var(&mut self, id: VarId) -> Result<Value> {
@@ -346,6 +363,7 @@ impl Translator<'_, '_> {
         if let Some(s) = self.vars.get_mut(id.0 as usize) {
             *s = None;
         }
+        self.forget_hoisted(IndexSrc::Var(id));
     }
 
     pub(crate) fn buffer(&self, buf: BufId) -> Result<Value> {

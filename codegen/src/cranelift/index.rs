@@ -210,6 +210,11 @@ impl Translator<'_, '_> {
         };
         let mut done = done;
         for i in ready {
+            // The part now holds this source's value: it goes when the source does.
+            let keys = self.hoisted_by.entry(expr.terms[i].src).or_default();
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
             let (v, d) = self.term(&expr.terms[i], form)?;
             if let Some(v) = v {
                 acc = self.b.ins().iadd(acc, v);
