@@ -766,6 +766,49 @@ mod tests {
         assert!(blocks > 0, "no generated program splits a column reduction into blocks");
     }
 
+    /// Some generated programs hold two pairs of sibling loop kernels that read each other's
+    /// results (`crossed_siblings`: a dot of `exp(x) + y` and `x * exp(y)`), which merged as
+    /// two groups would depend on each other, and some a row reduction with a windowed sum's
+    /// loop inside each lane of its reduction loop (`windowed_rows`), so the differential
+    /// tests check both against the interpreter (each once failed: a cycle the verifier
+    /// refused, and Cranelift's lane copies reading lane 0's window).
+    #[test]
+    fn crossed_siblings_and_windowed_rows_are_generated() {
+        use tessera_hlo::Opcode;
+        use tessera_lower::kernel::Stmt;
+        fn nested_in_lanes(body: &[Stmt]) -> bool {
+            body.iter().any(|s| match s {
+                Stmt::Loop(l) if !l.reductions.is_empty() && l.body.iter().any(|t| matches!(t, Stmt::Loop(_))) => true,
+                Stmt::Loop(l) => nested_in_lanes(&l.body),
+                Stmt::If { then_body, else_body, .. } => nested_in_lanes(then_body) || nested_in_lanes(else_body),
+                _ => false,
+            })
+        }
+        let (mut crossed, mut windowed) = (0, 0);
+        for seed in 0..400 {
+            let program = generate(seed, &Options::default()).unwrap();
+            let entry = program.module.entry_comp();
+            let reads_exp = |id: tessera_hlo::InstId, op: Opcode| {
+                let i = entry.inst(id);
+                i.opcode == op && i.operands.iter().any(|&o| entry.inst(o).opcode == Opcode::Exp)
+            };
+            crossed += usize::from(entry.instructions.iter().any(|i| {
+                i.opcode == Opcode::Dot
+                    && matches!(i.operands.as_slice(), &[b, d] if reads_exp(b, Opcode::Add) && reads_exp(d, Opcode::Multiply))
+            }));
+            if program.text.contains("reduce-window") {
+                let lowered = tessera_lower::lower_module(&program.module, &Default::default())
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                windowed += usize::from(lowered.kernels.iter().any(|k| nested_in_lanes(&k.body)));
+            }
+        }
+        println!(
+            "of 400 programs: {crossed} with crossed siblings, {windowed} with a window's loop in a lane reduction"
+        );
+        assert!(crossed > 0, "no generated program holds crossed siblings");
+        assert!(windowed > 0, "no generated program runs a window's loop in a lane reduction");
+    }
+
     /// Some generated programs update a dying operand in place, with a `dynamic-update-slice`
     /// (which writes its window) and with a `scatter` (which reads what it combines with), and
     /// some update a while loop's state in place (a kernel writing the new value over the old,

@@ -54,7 +54,7 @@ impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
         const WEIGHTS: &[u32] =
-            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3, 4, 2];
+            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3, 4, 2, 2, 2];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -87,6 +87,8 @@ impl Gen {
             28 => self.widened_bf16(),
             29 => self.simplifiable(),
             30 => self.column_siblings(),
+            31 => self.crossed_siblings(),
+            32 => self.windowed_rows(),
             _ => None,
         }
     }
@@ -695,6 +697,90 @@ impl Gen {
         Some(out)
     }
 
+    /// Two pairs of sibling loop kernels that read each other's results: `a = exp(x)` and
+    /// `d = x * c` read `x`, `c = exp(y)` and `b = a + y` read `y`, and the dot of `b` and `d`
+    /// is the result (`x`, `y` new f32 parameters in [-1, 1]; `a` and `c` also feed row
+    /// maxima, so each is a kernel of its own). Merged as two groups, {a, d} and {c, b}, each
+    /// kernel would compute from the other's results: multi-output fusion must keep them
+    /// apart (`multi_output_fusion::closes_cycle`).
+    fn crossed_siblings(&mut self) -> Option<usize> {
+        let ty = ElementType::F32;
+        let k = kind(ty);
+        let dims = vec![self.rng.range(2, 6), self.rng.range(2, 4)];
+        let dist = ArgDist::Uniform { lo: -1.0, hi: 1.0 };
+        let f = Facts::exact(-1.0, 1.0);
+        let number = self.params_len();
+        let x = self.param_with(ty, dims.clone(), dist, f, number);
+        let number = self.params_len();
+        let y = self.param_with(ty, dims.clone(), dist, f, number);
+        let ef = facts::unary("exponential", k, f)?;
+        let bf = facts::binary("add", k, ef, f)?;
+        let df = facts::binary("multiply", k, f, ef)?;
+        let a = self.push_op(ty, dims.clone(), ef, format!("exponential({})", self.name(x)));
+        let c = self.push_op(ty, dims.clone(), ef, format!("exponential({})", self.name(y)));
+        let b = self.push_op(ty, dims.clone(), bf, format!("add({}, {})", self.name(a), self.name(y)));
+        let d = self.push_op(ty, dims.clone(), df, format!("multiply({}, {})", self.name(x), self.name(c)));
+        let init = self.constant(ty, "-inf");
+        let comp = self.reducer("maximum", ty);
+        let maxima: Vec<usize> = [a, c]
+            .into_iter()
+            .map(|e| {
+                let op = format!("reduce({}, {init}), dimensions={{1}}, to_apply={comp}", self.name(e));
+                self.push_op(ty, vec![dims[0]], ef, op)
+            })
+            .collect();
+        let sf = facts::binary("add", k, ef, ef)?;
+        let s = self.push_op(ty, vec![dims[0]], sf, format!("add({}, {})", self.name(maxima[0]), self.name(maxima[1])));
+        let square = vec![dims[0], dims[0]];
+        let sb = self.push_op(ty, square.clone(), sf, format!("broadcast({}), dimensions={{0}}", self.name(s)));
+        let m = bf.mag() * df.mag() * dims[1] as f64;
+        let pf = Facts { lo: -m, hi: m, exact: false };
+        let dot =
+            format!("dot({}, {}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}", self.name(b), self.name(d));
+        let p = self.push_op(ty, square.clone(), pf, dot);
+        let of = facts::binary("add", k, pf, sf)?;
+        let out = self.push_op(ty, square, of, format!("add({}, {})", self.name(p), self.name(sb)));
+        self.used(&[x, y, a, c, b, d, maxima[0], maxima[1], s, sb, p]);
+        Some(out)
+    }
+
+    /// A row maximum over a windowed sum along the row, through a multiply (a scaled
+    /// cumulative sum's maximum, subtracted from it, as a softmax over `jnp.cumsum(x, 1)`
+    /// begins), `x` a new f32 parameter in [-1, 1] whose rows are 16 to 40 long: fusion puts
+    /// the window's loop inside each lane of the row kernel's reduction loop.
+    fn windowed_rows(&mut self) -> Option<usize> {
+        let ty = ElementType::F32;
+        let k = kind(ty);
+        let n = self.rng.range(16, 40);
+        let dims = vec![self.rng.range(2, 5), n];
+        let dist = ArgDist::Uniform { lo: -1.0, hi: 1.0 };
+        let number = self.params_len();
+        let x = self.param_with(ty, dims.clone(), dist, Facts::exact(-1.0, 1.0), number);
+        let sum_f = Facts { lo: -(n as f64), hi: n as f64, exact: false };
+        let zero = self.constant(ty, "0");
+        let add = self.reducer("add", ty);
+        let cs = self.push_op(
+            ty,
+            dims.clone(),
+            sum_f,
+            format!(
+                "reduce-window({}, {zero}), window={{size=1x{n} pad=0_0x{}_0}}, to_apply={add}",
+                self.name(x),
+                n - 1
+            ),
+        );
+        let half = self.constant(ty, "0.5");
+        let hf = Facts::exact(0.5, 0.5);
+        let h = self.push_op(ty, dims.clone(), hf, format!("broadcast({half}), dimensions={{}}"));
+        let yf = facts::binary("multiply", k, sum_f, hf)?;
+        let y = self.push_op(ty, dims.clone(), yf, format!("multiply({}, {})", self.name(cs), self.name(h)));
+        let (r, b) = self.reduce_rows(y, 1, "maximum", "-inf", yf);
+        let diff = facts::binary("subtract", k, yf, yf)?;
+        let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(y), self.name(b)));
+        self.used(&[x, cs, h, y, r, b]);
+        Some(out)
+    }
+
     /// What the simplifiers rewrite: an identity with a constant the folder computes
     /// (`x + (0 + 0)`, `x * (1 * 1)`), the same expression twice (CSE), a select on a constant
     /// predicate, a transpose of a transpose.
@@ -802,8 +888,9 @@ impl Gen {
     }
 
     /// `a` split in two along a dimension and joined again (the simplifier merges slices that
-    /// continue each other), or concatenated with another value and sliced back inside one
-    /// part (a slice inside one operand of a concatenate).
+    /// continue each other), padded and sliced back inside itself (a slice inside a pad's
+    /// operand), or concatenated with another value and sliced back inside one part (a slice
+    /// inside one operand of a concatenate).
     fn split_and_joined(&mut self, a: usize) -> Option<usize> {
         let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
         let k = (0..dims.len()).find(|&d| dims[d] >= 2)?;
@@ -833,6 +920,30 @@ impl Gen {
                 format!("concatenate({}, {}), dimensions={{{k}}}", self.name(l), self.name(h)),
             );
             self.used(&[a, l, h]);
+            return Some(r);
+        }
+        if self.rng.chance(0.4) {
+            // A window inside a pad's operand: the simplifier slices the operand instead.
+            let (lo, hi) = (self.rng.range(1, 3), self.rng.range(0, 2));
+            let zero = self.constant(ty, "0");
+            let mut padded = dims.clone();
+            padded[k] += lo + hi;
+            let config: Vec<String> =
+                (0..dims.len()).map(|i| if i == k { format!("{lo}_{hi}") } else { "0_0".to_string() }).collect();
+            let facts = f.join(&Facts::exact(0.0, 0.0));
+            let pd =
+                self.push_op(ty, padded, facts, format!("pad({}, {zero}), padding={}", self.name(a), config.join("x")));
+            let start = lo + self.rng.range(0, dims[k] - 1);
+            let limit = self.rng.range(start + 1, lo + dims[k]);
+            let mut out = dims.clone();
+            out[k] = limit - start;
+            let r = self.push_op(
+                ty,
+                out,
+                f,
+                format!("slice({}), slice={{{}}}", self.name(pd), full(k, format!("[{start}:{limit}]"))),
+            );
+            self.used(&[a, pd]);
             return Some(r);
         }
         let b = self.like(ty, &dims);
