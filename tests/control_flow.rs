@@ -122,6 +122,17 @@ fn nested_loops_agree_with_the_interpreter() {
     assert_eq!(f32s(&out[1]), acc);
 }
 
+/// Runs `exe` once with profiling on: its results, the launches its profile counted and the
+/// copies it timed.
+fn profiled_run(exe: &Executable, args: &[Literal]) -> (Vec<Literal>, u64, u64) {
+    let runtime = exe.runtime().unwrap();
+    runtime.set_profiling(true);
+    let out = exe.run(args).unwrap();
+    let profile = runtime.profile().unwrap();
+    runtime.set_profiling(false);
+    (out, profile.launches.iter().map(|(n, _)| n).sum(), profile.copies.0)
+}
+
 /// The compiled entry holds the step tree twice, a fast copy and a profiled one (every
 /// launch through the runtime): both compute the same results and count the same launches,
 /// and the profile sees every one of them.
@@ -132,18 +143,13 @@ fn profiled_and_fast_runs_agree_and_count_every_launch() {
         let exe = compile(tier, NESTED);
         let fast = exe.run(std::slice::from_ref(&x)).unwrap();
         let launches = exe.last_run_launches().unwrap();
-        let runtime = exe.runtime().unwrap();
-        runtime.set_profiling(true);
-        let profiled = exe.run(std::slice::from_ref(&x)).unwrap();
-        let profile = runtime.profile().unwrap();
-        runtime.set_profiling(false);
+        let (profiled, counted, copies) = profiled_run(&exe, std::slice::from_ref(&x));
         assert_eq!(fast, profiled, "{tier}");
         assert_eq!(exe.last_run_launches(), Some(launches), "{tier}");
-        let counted: u64 = profile.launches.iter().map(|(n, _)| n).sum();
         assert_eq!(counted, launches, "{tier}: the profile's launches");
         // 3 outer and 12 inner iterations, each with its condition, plus the exits' checks.
         assert!(launches >= 3 + 12 + 4 + 1, "{tier}: {launches} launches");
-        assert!(profile.copies.0 > 0, "{tier}: loop state copies are timed");
+        assert!(copies > 0, "{tier}: loop state copies are timed");
     }
 }
 
@@ -190,14 +196,9 @@ fn a_hot_scalar_step_runs_the_same_profiled_and_fast() {
         let arg = Literal::scalar(x);
         let want = agree(SCALAR_SIN_LOOP, std::slice::from_ref(&arg));
         for tier in TIERS {
-            let exe = compile(tier, SCALAR_SIN_LOOP);
-            let runtime = exe.runtime().unwrap();
-            runtime.set_profiling(true);
-            let profiled = exe.run(std::slice::from_ref(&arg)).unwrap();
-            let profile = runtime.profile().unwrap();
-            runtime.set_profiling(false);
+            let (profiled, counted, _) = profiled_run(&compile(tier, SCALAR_SIN_LOOP), std::slice::from_ref(&arg));
             assert_eq!(profiled, want, "{tier}, x = {x}: profiled");
-            assert!(profile.launches.iter().map(|(n, _)| n).sum::<u64>() >= 40, "{tier}: a launch per step");
+            assert!(counted >= 40, "{tier}: a launch per step");
         }
     }
 }

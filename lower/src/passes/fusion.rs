@@ -511,8 +511,8 @@ fn are_siblings(comp: &Computation, position: &HashMap<InstId, usize>, roots: &[
 /// The groups of sibling kernels (`are_siblings`) that shared producers end in, from each
 /// producer's kernels: groups that share a kernel are one group where the union still is
 /// siblings and does not depend on itself through the other groups
-/// (`multi_output_fusion::closes_cycle`); a producer whose kernels would join groups that cannot be one stays duplicated
-/// in them, as its decision allows.
+/// (`multi_output_fusion::closes_cycle`); a producer whose kernels would join groups that
+/// cannot be one stays duplicated in them, as its decision allows.
 fn sibling_groups(
     comp: &Computation,
     position: &HashMap<InstId, usize>,

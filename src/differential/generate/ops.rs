@@ -713,9 +713,14 @@ impl Gen {
         let x = self.param_with(ty, dims.clone(), dist, f, number);
         let number = self.params_len();
         let y = self.param_with(ty, dims.clone(), dist, f, number);
+        // Every value's range first: a pattern refused halfway would leave its ops behind.
         let ef = facts::unary("exponential", k, f)?;
         let bf = facts::binary("add", k, ef, f)?;
         let df = facts::binary("multiply", k, f, ef)?;
+        let sf = facts::binary("add", k, ef, ef)?;
+        let m = bf.mag() * df.mag() * dims[1] as f64;
+        let pf = Facts { lo: -m, hi: m, exact: false };
+        let of = facts::binary("add", k, pf, sf)?;
         let a = self.push_op(ty, dims.clone(), ef, format!("exponential({})", self.name(x)));
         let c = self.push_op(ty, dims.clone(), ef, format!("exponential({})", self.name(y)));
         let b = self.push_op(ty, dims.clone(), bf, format!("add({}, {})", self.name(a), self.name(y)));
@@ -729,16 +734,12 @@ impl Gen {
                 self.push_op(ty, vec![dims[0]], ef, op)
             })
             .collect();
-        let sf = facts::binary("add", k, ef, ef)?;
         let s = self.push_op(ty, vec![dims[0]], sf, format!("add({}, {})", self.name(maxima[0]), self.name(maxima[1])));
         let square = vec![dims[0], dims[0]];
         let sb = self.push_op(ty, square.clone(), sf, format!("broadcast({}), dimensions={{0}}", self.name(s)));
-        let m = bf.mag() * df.mag() * dims[1] as f64;
-        let pf = Facts { lo: -m, hi: m, exact: false };
         let dot =
             format!("dot({}, {}), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}", self.name(b), self.name(d));
         let p = self.push_op(ty, square.clone(), pf, dot);
-        let of = facts::binary("add", k, pf, sf)?;
         let out = self.push_op(ty, square, of, format!("add({}, {})", self.name(p), self.name(sb)));
         self.used(&[x, y, a, c, b, d, maxima[0], maxima[1], s, sb, p]);
         Some(out)
@@ -755,8 +756,11 @@ impl Gen {
         let dims = vec![self.rng.range(2, 5), n];
         let dist = ArgDist::Uniform { lo: -1.0, hi: 1.0 };
         let number = self.params_len();
-        let x = self.param_with(ty, dims.clone(), dist, Facts::exact(-1.0, 1.0), number);
         let sum_f = Facts { lo: -(n as f64), hi: n as f64, exact: false };
+        let hf = Facts::exact(0.5, 0.5);
+        let yf = facts::binary("multiply", k, sum_f, hf)?;
+        let diff = facts::binary("subtract", k, yf, yf)?;
+        let x = self.param_with(ty, dims.clone(), dist, Facts::exact(-1.0, 1.0), number);
         let zero = self.constant(ty, "0");
         let add = self.reducer("add", ty);
         let cs = self.push_op(
@@ -770,12 +774,9 @@ impl Gen {
             ),
         );
         let half = self.constant(ty, "0.5");
-        let hf = Facts::exact(0.5, 0.5);
         let h = self.push_op(ty, dims.clone(), hf, format!("broadcast({half}), dimensions={{}}"));
-        let yf = facts::binary("multiply", k, sum_f, hf)?;
         let y = self.push_op(ty, dims.clone(), yf, format!("multiply({}, {})", self.name(cs), self.name(h)));
         let (r, b) = self.reduce_rows(y, 1, "maximum", "-inf", yf);
-        let diff = facts::binary("subtract", k, yf, yf)?;
         let out = self.push_op(ty, dims, diff, format!("subtract({}, {})", self.name(y), self.name(b)));
         self.used(&[x, cs, h, y, r, b]);
         Some(out)

@@ -22,8 +22,9 @@
 //! than a byte, is not its computation's root and has no control dependencies. Only
 //! instructions the root reads count (fusion leaves the producers it inlined behind, dead).
 //! Siblings merge when neither reaches the other, nor through the other groups merged beside
-//! them (`closes_cycle`: so no cycle forms), and one reads an array operand the other reads, up to [`MAX_OUTPUTS`] per kernel and at most one of them running
-//! a math sequence (`runs_math`), first come first served in post order. The merged fusion is
+//! them (`closes_cycle`: so no cycle forms), and one reads an array operand the other reads,
+//! up to [`MAX_OUTPUTS`] per kernel and at most one of them running a math sequence
+//! (`runs_math`), first come first served in post order. The merged fusion is
 //! named after its first member plus `.siblings`; each member becomes a `get-tuple-element`
 //! of it under its own name, so its users are unchanged.
 
