@@ -86,6 +86,16 @@ const MAX_DUPLICATED_DEPTH: usize = 3;
 const SMALL_INDEX_ELEMENTS: i64 = 4096;
 const MAX_INDEX_DEPTH: usize = 6;
 
+/// The decision of a costly producer whose users all end in one kernel, or in sibling
+/// kernels that one loop computes.
+const SHARED_REASON: &str =
+    "several users, all in one kernel (or sibling kernels merged into one) at its own index: computed once there";
+
+/// What that decision becomes when the sibling kernels stay apart (more than one loop can
+/// write, a cycle through other merged kernels, or kernels fusion made other than loops of one
+/// shape): each computes the producer.
+const SPLIT_REASON: &str = "several users, in sibling kernels that stay apart: computed in each";
+
 impl Pass for Fusion {
     fn name(&self) -> &'static str {
         "fusion"
@@ -97,7 +107,8 @@ impl Pass for Fusion {
         let mut names = UniqueNames::of_computations(module);
         for comp_id in sequenced_computations(module) {
             changed |= self.split_mixed_row_reductions(module.comp_mut(comp_id));
-            let (inlined, roots, groups) = {
+            let first_decision = self.decisions.len();
+            let (inlined, roots, groups, shared_kernels) = {
                 let module: &Module = module;
                 let comp = module.comp(comp_id);
                 // A staged producer must end in one kernel with its row reductions and a root
@@ -155,13 +166,19 @@ impl Pass for Fusion {
                     .collect();
                 let mut by_position: Vec<InstId> = shared.iter().copied().collect();
                 by_position.sort_by_key(|p| position[p]);
-                let groups =
-                    sibling_groups(comp, &position, by_position.into_iter().filter_map(|p| kernels(p, &inlined)));
-                (inlined, roots, groups)
+                // Each shared producer's kernels, when there are several.
+                let shared_kernels: Vec<(String, Vec<InstId>)> = by_position
+                    .iter()
+                    .filter_map(|&p| Some((comp.inst(p).name.clone(), kernels(p, &inlined)?)))
+                    .collect();
+                let groups = sibling_groups(comp, &position, shared_kernels.iter().map(|(_, k)| k.clone()));
+                let shared_kernels = shared_kernels.into_iter().filter(|(_, k)| k.len() > 1).collect::<Vec<_>>();
+                (inlined, roots, groups, shared_kernels)
             };
             for root in roots {
                 changed |= fuse_into(module, &mut names, comp_id, root, &inlined);
             }
+            let mut merged_groups: Vec<&Vec<InstId>> = Vec::new();
             for group in &groups {
                 // Members that fusion made other than loop kernels of one shape (rare: the
                 // check before fusing looked at their roots alone) stay apart, each
@@ -169,6 +186,7 @@ impl Pass for Fusion {
                 if !multi_output_fusion::loop_siblings(module, module.comp(comp_id), group) {
                     continue;
                 }
+                merged_groups.push(group);
                 let merged = multi_output_fusion::merge_loops(module, &mut names, comp_id, group);
                 for &m in group {
                     self.decisions.push(FusionDecision {
@@ -177,6 +195,16 @@ impl Pass for Fusion {
                         fused: true,
                         reason: "sibling of kernels sharing a costly producer: one loop computes it once and writes all their results",
                     });
+                }
+            }
+            // A shared producer whose kernels stayed apart is computed in each: its decision
+            // says so.
+            for (name, kernels) in &shared_kernels {
+                if !merged_groups.iter().any(|g| kernels.iter().all(|k| g.contains(k))) {
+                    let mine = |d: &&mut FusionDecision| d.producer == *name && d.reason == SHARED_REASON;
+                    for d in self.decisions[first_decision..].iter_mut().filter(mine) {
+                        d.reason = SPLIT_REASON;
+                    }
                 }
             }
             if !groups.is_empty() {
@@ -333,7 +361,7 @@ impl Fusion {
                 staged.push(id);
                 (true, "staged: its row kernel stores it in the output as its row reduction reads it, and its other users read it back")
             } else if shared.contains(&id) {
-                (true, "several users, all in one kernel (or sibling kernels merged into one) at its own index: computed once there")
+                (true, SHARED_REASON)
             } else {
                 (false, "several users and not cheap: materialized once")
             };
