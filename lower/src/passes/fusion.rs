@@ -91,9 +91,9 @@ const MAX_INDEX_DEPTH: usize = 6;
 const SHARED_REASON: &str =
     "several users, all in one kernel (or sibling kernels merged into one) at its own index: computed once there";
 
-/// What that decision becomes when the sibling kernels stay apart (more than one loop can
-/// write, a cycle through other merged kernels, or kernels fusion made other than loops of one
-/// shape): each computes the producer.
+/// What that decision becomes when the sibling kernels stay apart (more of them than one
+/// loop writes, a cycle through other merged kernels, or kernels fusion made other than loops
+/// of one shape): each computes the producer.
 const SPLIT_REASON: &str = "several users, in sibling kernels that stay apart: computed in each";
 
 impl Pass for Fusion {
