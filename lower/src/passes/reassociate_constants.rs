@@ -17,7 +17,7 @@
 
 use tessera_hlo::{Computation, ElementType, InstId, Literal, Module, Opcode, Shape};
 
-use super::rewrite::{add_splat, become_op};
+use super::rewrite::{add_splat, become_op, rewrite_each};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -33,25 +33,15 @@ impl Pass for ReassociateConstants {
 
     fn run(&mut self, module: &mut Module) -> Result<bool, LowerError> {
         self.rewrites.clear();
-        let mut changed = false;
-        for c in module.comp_ids().collect::<Vec<_>>() {
-            let comp = module.comp_mut(c);
-            let mut touched = false;
-            // Operands first: a chain's inner link is folded before the next one meets it.
-            for id in comp.post_order() {
-                let Some((family, a, k)) = fold_of(comp, id) else { continue };
-                let (name, shape) = (comp.inst(id).name.clone(), comp.inst(id).shape.clone());
-                let k = add_splat(comp, &name, "constant", k, shape);
-                become_op(comp, id, family, vec![a, k]);
-                self.rewrites.push(format!("{name}: constants folded into one ({family} chain)"));
-                touched = true;
-            }
-            if touched {
-                comp.order_operands_first();
-                changed = true;
-            }
-        }
-        Ok(changed)
+        // Operands first: a chain's inner link is folded before the next one meets it.
+        rewrite_each(module, |comp, id, _| {
+            let Some((family, a, k)) = fold_of(comp, id) else { return Ok(false) };
+            let (name, shape) = (comp.inst(id).name.clone(), comp.inst(id).shape.clone());
+            let k = add_splat(comp, &name, "constant", k, shape);
+            become_op(comp, id, family, vec![a, k]);
+            self.rewrites.push(format!("{name}: constants folded into one ({family} chain)"));
+            Ok(true)
+        })
     }
 
     fn report(&self) -> Vec<String> {
