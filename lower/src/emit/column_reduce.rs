@@ -59,6 +59,40 @@ pub(crate) fn sums_in_f64(input: &tessera_hlo::Shape, dims: &[i64], plain_add: b
     plain_add && array.element_type == ElementType::F32 && run > MAX_F32_RUN
 }
 
+/// How a column reduction of element type `et` by a reducer that is a plain add or not
+/// (`plain_add`) over `dims` of `input` accumulates.
+fn accumulation(et: ElementType, input: &tessera_hlo::Shape, dims: &[i64], plain_add: bool) -> Accumulate {
+    use ElementType as E;
+    match et {
+        E::F32 if sums_in_f64(input, dims, plain_add) => Accumulate::F64Sum,
+        E::F32 | E::F16 | E::BF16 if plain_add => Accumulate::F32Sum,
+        _ => Accumulate::Reducer,
+    }
+}
+
+/// The register type of an accumulator of element type `et` that adds up `how`; `None` for a
+/// type no kernel holds.
+fn accumulator_of(how: Accumulate, et: ElementType) -> Option<Ty> {
+    match how {
+        Accumulate::F64Sum => Some(Ty::F64),
+        Accumulate::F32Sum => Some(Ty::F32),
+        Accumulate::Reducer => types::reg_ty(et),
+    }
+}
+
+/// The register type of a column reduction's accumulators (the first result's, element type
+/// `et`; `accumulation`'s other arguments as there). Reductions whose accumulators have one
+/// type share a sweep, whatever their reducers: a sum and a maximum of one f32 input both
+/// accumulate in f32 lanes.
+pub(crate) fn accumulator_type(
+    et: ElementType,
+    input: &tessera_hlo::Shape,
+    dims: &[i64],
+    plain_add: bool,
+) -> Option<Ty> {
+    accumulator_of(accumulation(et, input, dims, plain_add), et)
+}
+
 /// The most elements of the minor dimension one grid index takes.
 const MAX_CHUNK: i64 = 512;
 
@@ -103,7 +137,7 @@ pub(crate) fn same_places(a: &LayoutMap, b: &LayoutMap) -> bool {
 }
 
 /// One reduce of a column reduction kernel: its inputs and init values, reducer, result types
-/// (one per input) and how its accumulators add up.
+/// (one per input), how its accumulators add up, and their register types (one per input).
 struct ColumnRoot {
     id: InstId,
     inputs: Vec<InstId>,
@@ -111,6 +145,7 @@ struct ColumnRoot {
     reducer: CompId,
     ets: Vec<ElementType>,
     how: Accumulate,
+    acc_tys: Vec<Ty>,
 }
 
 /// One result of a column reduction kernel.
@@ -167,12 +202,12 @@ impl<'m> Emitter<'m> {
             }
             let plain_add = inputs.len() == 1 && is_plain_add(self.module, reducer);
             let reduced = inst.attr_ints("dimensions").unwrap_or(&[]);
-            let how = match ets[0] {
-                E::F32 if sums_in_f64(&comp.inst(inputs[0]).shape, reduced, plain_add) => Accumulate::F64Sum,
-                E::F32 | E::F16 | E::BF16 if plain_add => Accumulate::F32Sum,
-                _ => Accumulate::Reducer,
-            };
-            roots.push(ColumnRoot { id, inputs: inputs.to_vec(), inits: inits.to_vec(), reducer, ets, how });
+            let how = accumulation(ets[0], &comp.inst(inputs[0]).shape, reduced, plain_add);
+            let acc_tys = ets
+                .iter()
+                .map(|&et| accumulator_of(how, et).map_or_else(|| types::reg(et, &name), Ok))
+                .collect::<Result<Vec<Ty>, LowerError>>()?;
+            roots.push(ColumnRoot { id, inputs: inputs.to_vec(), inits: inits.to_vec(), reducer, ets, how, acc_tys });
         }
         // The inputs' elements come from elementwise ops and data movement only: nothing that
         // opens loops of its own inside the vector loop.
@@ -191,8 +226,9 @@ impl<'m> Emitter<'m> {
         let Some(out_map) = self.outputs.get(first_k).map(|o| o.map.clone()) else { return Ok(false) };
         let reduced_attr = comp.inst(first).attr_ints("dimensions").unwrap_or(&[]).to_vec();
         for r in &roots {
+            // Accumulators of one type share the vector loop's lanes, whatever adds them up.
             let alike = r.ets == roots[0].ets
-                && r.how == roots[0].how
+                && r.acc_tys == roots[0].acc_tys
                 && comp.inst(r.id).attr_ints("dimensions").unwrap_or(&[]) == reduced_attr.as_slice();
             for &input in &r.inputs {
                 if !same_places(&layout_map(&comp.inst(input).shape, &name)?, &in_map) {
@@ -211,7 +247,6 @@ impl<'m> Emitter<'m> {
         if self.outputs.len() != results.len() || !places_fit {
             return Ok(false);
         }
-        let how = roots[0].how;
         // The minor dimension: contiguous in the input (kept, and the output's contiguous
         // dimension too, as checked below).
         let (Some((minor, in_strides)), Some(out_strides)) = (contiguous_dim(&in_map), super::plain_strides(&out_map))
@@ -232,16 +267,9 @@ impl<'m> Emitter<'m> {
         let kept: Vec<usize> = (0..dims.len()).filter(|&d| !reduced[d]).collect();
         let Some(out_minor) = kept.iter().position(|&d| d == minor) else { return Ok(false) };
         let width_of = |ty: Ty| if matches!(ty, Ty::F64 | Ty::I64) { 8 } else { 16 };
-        // Each input's accumulator type; the widest sets the vector width.
-        let acc_tys = roots[0]
-            .ets
-            .iter()
-            .map(|&et| match how {
-                Accumulate::F64Sum => Ok(Ty::F64),
-                Accumulate::F32Sum => Ok(Ty::F32),
-                Accumulate::Reducer => types::reg(et, &name),
-            })
-            .collect::<Result<Vec<Ty>, LowerError>>()?;
+        // Each input's accumulator type (alike for every reduce); the widest sets the vector
+        // width.
+        let acc_tys = &roots[0].acc_tys;
         let acc_ty = acc_tys.iter().copied().max_by_key(|t| t.bits()).unwrap_or(Ty::F32);
         let extent = dims[minor];
         if out_strides[out_minor] != 1 || extent < i64::from(width_of(acc_ty)) {
@@ -286,7 +314,7 @@ impl<'m> Emitter<'m> {
                 let acc_name = format!("{}.acc{suffix}", comp.inst(r.id).name);
                 bufs.push(self.b.buffer(acc_name, MemType::Scalar(acc_tys[i]), scratch_len, true));
                 let v = self.elem(&f, init, &[])?;
-                values.push(if how == Accumulate::F64Sum {
+                values.push(if r.how == Accumulate::F64Sum {
                     self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v)
                 } else {
                     v
@@ -348,7 +376,7 @@ impl<'m> Emitter<'m> {
         for (r, bufs) in roots.iter().zip(&scratch) {
             let accs: Vec<_> = bufs.iter().map(|&buf| self.b.load(buf, at.clone())).collect();
             let xs = r.inputs.iter().map(|&input| self.elem(&f, input, &full)).collect::<Result<Vec<_>, _>>()?;
-            let next = match how {
+            let next = match r.how {
                 Accumulate::F64Sum => {
                     let x = self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, xs[0]);
                     vec![self.b.binary(BinOp::Add, Ty::F64, accs[0], x)]
@@ -391,7 +419,7 @@ impl<'m> Emitter<'m> {
                 _ => return Err(LowerError::invalid(&name, "reduce output out of range")),
             };
             let mut v = self.b.load(buf, at.clone());
-            v = match how {
+            v = match roots[r].how {
                 Accumulate::F64Sum => self.b.cast(CastOp::FPTrunc, Ty::F64, Ty::F32, v),
                 Accumulate::F32Sum => scalar::round(&mut self.b, et, v),
                 Accumulate::Reducer => v,

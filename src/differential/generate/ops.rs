@@ -647,6 +647,8 @@ impl Gen {
     /// `tree_reduction` to split them into blocks of rows first. Half the time `a` is the sum
     /// of two parameters, left for other ops or the results to read: a loop kernel of its
     /// own, which multi-output fusion merges into the sums' sweep, writing it as it goes.
+    /// Half the time a column maximum of `a` joins them: another reducer, accumulated in the
+    /// same f32 lanes, so in the same sweep.
     fn column_siblings(&mut self) -> Option<usize> {
         let ty = ElementType::F32;
         // The large form's values are small, so their column sums stay within a noisy value's
@@ -694,7 +696,19 @@ impl Gen {
         let s2 = column_sum(self, aa, sq_sum_f);
         let out = self.push_op(ty, vec![dims[2]], out_f, format!("subtract({}, {})", self.name(s2), self.name(s1)));
         self.used(&[aa, s1, s2]);
-        Some(out)
+        if !self.rng.chance(0.5) {
+            return Some(out);
+        }
+        // A column maximum of the same input accumulates in f32 lanes like the short sums, so
+        // it joins their sweep (multi-output fusion merges by accumulator type).
+        let ninf = self.constant(ty, "-inf");
+        let max = self.reducer("maximum", ty);
+        let op = format!("reduce({}, {ninf}), dimensions={{0,1}}, to_apply={max}", self.name(a));
+        let m = self.push_op(ty, vec![dims[2]], Facts { lo: f.lo, hi: f.hi, exact: f.exact }, op);
+        let both = facts::binary("add", k, out_f, self.vals[m].facts)?;
+        let joined = self.push_op(ty, vec![dims[2]], both, format!("add({}, {})", self.name(out), self.name(m)));
+        self.used(&[out, m]);
+        Some(joined)
     }
 
     /// Two pairs of sibling loop kernels that read each other's results: `a = exp(x)` and

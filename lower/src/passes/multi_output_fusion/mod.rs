@@ -7,11 +7,12 @@
 //!   of the same `x` and `y` make one pass over `x` and `y`. A loop kernel is a `kLoop`
 //!   fusion whose fused computation holds only loop-fusible ops (no reduction, whose rows the
 //!   emitter handles per kernel, and nothing staged), or a lone elementwise op.
-//! - *column reductions* of one input shape over the same dimensions, with reducers that are
-//!   all plain adds or all not (`emit::column_reduce` accumulates the two differently): batch
-//!   norm's sums of `x`, `x * x` and `dy * x` per channel make one sweep down the columns. A
-//!   column reduction is a `kInput` fusion whose root is a single-input reduce keeping its
-//!   input's contiguous dimension, over elementwise ops and data movement
+//! - *column reductions* of one input shape over the same dimensions whose accumulators have
+//!   one register type (`column_reduce::accumulator_type`: long f32 sums add in f64, other f32
+//!   reductions in f32, and one sweep holds one kind of lane): batch norm's sums of `x`,
+//!   `x * x` and `dy * x` per channel, or a sum and a maximum per column, make one sweep down
+//!   the columns. A column reduction is a `kInput` fusion whose root is a single-input reduce
+//!   keeping its input's contiguous dimension, over elementwise ops and data movement
 //!   (`column_reduce::is_input_op`); the merged fusion is `kInput` too.
 //!
 //! Then, in each computation, producers merge into the column reductions that read them
@@ -37,6 +38,7 @@ use super::fusion::{elements, is_loop_fusible, sequenced_computations};
 use super::FusionDecision;
 use crate::emit::column_reduce;
 use crate::emit::reduce::is_plain_add;
+use crate::kernel::Ty;
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -123,9 +125,9 @@ enum Kind<'a> {
     /// A loop kernel writing arrays of this shape.
     Loop(&'a ArrayShape),
     /// A column reduction writing this shape, of an input of the second shape over the
-    /// reduced dimensions given; true when its reducer is a plain add (the emitter sums those
-    /// in a wider type, other reducers in their own, and one kernel accumulates one way).
-    Columns(&'a ArrayShape, &'a ArrayShape, &'a [i64], bool),
+    /// reduced dimensions given, its accumulators of the register type given (one sweep's
+    /// vector loop holds one kind of lane).
+    Columns(&'a ArrayShape, &'a ArrayShape, &'a [i64], Ty),
 }
 
 /// The kind of `inst` when it is a loop kernel or a column reduction (module doc).
@@ -165,7 +167,8 @@ fn kernel_kind<'a>(module: &'a Module, comp: &Computation, inst: &'a Instruction
         }
         Some(AttrValue::Enum(k)) if k == "kInput" && root.opcode == Opcode::Reduce => {
             let c = column_kernel(module, inst)?;
-            Some(Kind::Columns(shape, c.input.as_array()?, c.dims, c.plain_add))
+            let acc = column_reduce::accumulator_type(et, c.input, c.dims, c.plain_add)?;
+            Some(Kind::Columns(shape, c.input.as_array()?, c.dims, acc))
         }
         _ => None,
     }
