@@ -49,7 +49,7 @@ fn into_grid(kernel: &mut Kernel) {
 }
 
 /// The longest loop [`into_grid`] coalesces with the grid.
-const SHORT_ROW: i64 = 128;
+pub(crate) const SHORT_ROW: i64 = 128;
 
 fn walk(stmts: Vec<Stmt>) -> Vec<Stmt> {
     stmts

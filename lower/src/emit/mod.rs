@@ -31,6 +31,7 @@ mod scalar;
 mod scatter;
 mod select_and_scatter;
 mod sort;
+mod split;
 mod staging;
 mod stochastic;
 mod transposed;
@@ -236,12 +237,13 @@ impl<'m> Emitter<'m> {
         Ok(ArrayBuf { buf, et: map.element_type(), map, mem })
     }
 
-    /// The kernel emitted so far, with its grid and the loop coalescing and hoisting every
-    /// kernel gets.
+    /// The kernel emitted so far, with its grid and the loop splitting, coalescing and
+    /// hoisting every kernel gets.
     pub(crate) fn into_kernel(self) -> Kernel {
         let grid = self.grid_extent;
         let mut kernel = self.b.finish();
         kernel.grid.extent = grid;
+        split::split_loops(&mut kernel);
         coalesce::coalesce(&mut kernel);
         hoist::hoist(&mut kernel);
         hoist::share_indices(&mut kernel);

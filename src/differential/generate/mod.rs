@@ -809,6 +809,59 @@ mod tests {
         assert!(windowed > 0, "no generated program runs a window's loop in a lane reduction");
     }
 
+    /// Some generated programs merge sibling column reductions with different reducers into
+    /// one sweep (`column_siblings`' maximum beside its sums: multi-output fusion merges by
+    /// accumulator type), and some lower a loop that index-set splitting cut into consecutive
+    /// loops (a pad's or a concatenate's tests of the loop variable: `emit::split`), so the
+    /// differential tests check both against the interpreter.
+    #[test]
+    fn mixed_column_siblings_and_split_loops_are_generated() {
+        use tessera_hlo::Opcode;
+        use tessera_lower::kernel::Stmt;
+        fn split_pieces(body: &[Stmt]) -> bool {
+            // Pieces follow one another, with what hoisting moved out of each in between.
+            let loops: Vec<_> =
+                body.iter().filter_map(|s| if let Stmt::Loop(l) = s { Some(l) } else { None }).collect();
+            let follows = loops
+                .windows(2)
+                .any(|w| w[0].vector_width > 1 && w[1].vector_width > 1 && w[0].end == w[1].start && w[1].start > 0);
+            follows
+                || body.iter().any(|s| match s {
+                    Stmt::Loop(l) => split_pieces(&l.body),
+                    Stmt::If { then_body, else_body, .. } => split_pieces(then_body) || split_pieces(else_body),
+                    _ => false,
+                })
+        }
+        let (mut mixed, mut split) = (0, 0);
+        for seed in 0..400 {
+            let program = generate(seed, &Options::default()).unwrap();
+            let mut module = program.module.clone();
+            let mut pipeline = tessera_lower::passes::standard_pipeline(true, true);
+            pipeline.run(&mut module).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            mixed += usize::from(module.comp_ids().any(|c| {
+                let comp = module.comp(c);
+                let root = comp.root_inst();
+                let reducers: std::collections::HashSet<_> = root
+                    .operands
+                    .iter()
+                    .map(|&o| comp.inst(o))
+                    .filter(|i| root.opcode == Opcode::Tuple && i.opcode == Opcode::Reduce)
+                    .filter_map(|i| i.called("to_apply"))
+                    .map(|r| module.comp(r).root_inst().opcode)
+                    .collect();
+                reducers.len() > 1
+            }));
+            let lowered = tessera_lower::lower_module(&program.module, &Default::default())
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            split += usize::from(lowered.kernels.iter().any(|k| split_pieces(&k.body)));
+        }
+        println!(
+            "of 400 programs: {mixed} merging column reductions with different reducers, {split} with a split loop"
+        );
+        assert!(mixed > 0, "no generated program merges column reductions with different reducers");
+        assert!(split > 0, "no generated program splits a loop");
+    }
+
     /// Some generated programs update a dying operand in place, with a `dynamic-update-slice`
     /// (which writes its window) and with a `scatter` (which reads what it combines with), and
     /// some update a while loop's state in place (a kernel writing the new value over the old,

@@ -54,7 +54,7 @@ impl Gen {
     /// One random op; `Some` with the new value when one was added.
     pub(super) fn random_op(&mut self) -> Option<usize> {
         const WEIGHTS: &[u32] =
-            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3, 4, 2, 2, 2];
+            &[14, 18, 8, 3, 6, 3, 6, 5, 5, 5, 4, 4, 4, 3, 7, 3, 5, 3, 3, 3, 3, 3, 3, 2, 2, 3, 2, 4, 3, 4, 2, 2, 2, 2];
         match self.rng.weighted(WEIGHTS) {
             0 => self.unary(),
             1 => self.binary(),
@@ -89,6 +89,7 @@ impl Gen {
             30 => self.column_siblings(),
             31 => self.crossed_siblings(),
             32 => self.windowed_rows(),
+            33 => self.padded_long_rows(),
             _ => None,
         }
     }
@@ -392,6 +393,36 @@ impl Gen {
         let names: Vec<String> = parts.iter().map(|&p| self.name(p)).collect();
         let r = self.push_op(ty, out, facts, format!("concatenate({}), dimensions={{{k}}}", names.join(", ")));
         self.used(&parts);
+        Some(r)
+    }
+
+    /// A pad of a concatenate along rows of at least 128 elements (`coalesce::SHORT_ROW`,
+    /// which shorter rows stay under): its row loop tests the column against constants before
+    /// it reads, so `emit::split` runs it as consecutive loops (the padding on each side, each
+    /// operand's columns), which other pads and concatenates, of short rows, do not exercise.
+    fn padded_long_rows(&mut self) -> Option<usize> {
+        let ty = *self.rng.pick(&[ElementType::F32, ElementType::F32, ElementType::S32, ElementType::BF16]);
+        let rows = self.rng.range(1, 4);
+        let (w1, w2) = (self.rng.range(60, 100), self.rng.range(60, 100));
+        let a = self.like(ty, &[rows, w1]);
+        let b = self.like(ty, &[rows, w2]);
+        let (x, y) = if self.rng.chance(0.5) { (a, b) } else { (b, a) };
+        let facts = self.vals[x].facts.join(&self.vals[y].facts);
+        let joined = self.push_op(
+            ty,
+            vec![rows, w1 + w2],
+            facts,
+            format!("concatenate({}, {}), dimensions={{1}}", self.name(x), self.name(y)),
+        );
+        self.used(&[x, y]);
+        let (top, bottom) = (self.rng.range(0, 2), self.rng.range(0, 2));
+        let (left, right) = (self.rng.range(-2, 4), self.rng.range(-2, 4));
+        let out = vec![rows + top + bottom, w1 + w2 + left + right];
+        let value = self.splat(ty, &[]);
+        let facts = self.vals[joined].facts.join(&self.vals[value].facts);
+        let op = format!("pad({}, {}), padding={top}_{bottom}x{left}_{right}", self.name(joined), self.name(value));
+        let r = self.push_op(ty, out, facts, op);
+        self.used(&[joined, value]);
         Some(r)
     }
 
