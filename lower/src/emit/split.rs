@@ -9,16 +9,19 @@
 //! The loops visit the same iterations in the same order, so every tier and the interpreter
 //! compute exactly what they computed before; only the lanes grouped together change, which a
 //! plain vector loop allows (its width is a hint). Lane reductions fix their grouping, so
-//! loops with them stay whole, and so do loops shorter than `coalesce::SHORT_ROW`. A test qualifies when one side is the loop variable plus or
-//! minus a constant (`Op::Index` of it, directly or through other such values) and the other a
-//! constant, compared as signed 64-bit integers; what a branch's condition combines with it
-//! (`and`, `or`, `not` of predicates) folds once it is constant.
+//! loops with them stay whole, and so do loops shorter than `coalesce::SHORT_ROW`.
+//!
+//! A test qualifies when one side is the loop variable plus or minus a constant (`Op::Index`
+//! of it, directly or through other such values) and the other a constant, compared as signed
+//! 64-bit integers; what a branch's condition combines with it (`and`, `or`, `xor`, `not` of
+//! predicates) folds once it is constant.
 
 use std::collections::{HashMap, HashSet};
 
 use super::coalesce::SHORT_ROW;
 use crate::kernel::{
-    BinOp, CallArg, CmpOp, Const, IndexExpr, IndexSrc, Kernel, LocalId, Loop, Op, Stmt, Tail, Ty, UnOp, ValueId, VarId,
+    definitions, BinOp, CallArg, CmpOp, Const, IndexExpr, IndexSrc, Kernel, LocalId, Loop, Op, Stmt, Tail, Ty, UnOp,
+    ValueId, VarId,
 };
 
 /// The most ranges one loop splits into: each is a copy of the body.
@@ -45,10 +48,10 @@ impl NextIds {
         fn scan(stmts: &[Stmt], n: &mut NextIds) {
             for s in stmts {
                 match s {
-                    Stmt::Let(v, _) => n.value = n.value.max(v.0 + 1),
-                    Stmt::DeclLocal { local, .. } => n.local = n.local.max(local.0 + 1),
+                    Stmt::Let(v, _) => n.value = n.value.max(v.0.saturating_add(1)),
+                    Stmt::DeclLocal { local, .. } => n.local = n.local.max(local.0.saturating_add(1)),
                     Stmt::Loop(l) => {
-                        n.var = n.var.max(l.var.0 + 1);
+                        n.var = n.var.max(l.var.0.saturating_add(1));
                         scan(&l.body, n);
                     }
                     Stmt::If { then_body, else_body, .. } => {
@@ -248,21 +251,6 @@ fn innermost(stmts: &[Stmt]) -> bool {
         Stmt::If { then_body, else_body, .. } => innermost(then_body) && innermost(else_body),
         _ => true,
     })
-}
-
-fn definitions<'k>(stmts: &'k [Stmt], defs: &mut HashMap<ValueId, &'k Op>) {
-    for s in stmts {
-        match s {
-            Stmt::Let(v, op) => {
-                defs.insert(*v, op);
-            }
-            Stmt::If { then_body, else_body, .. } => {
-                definitions(then_body, defs);
-                definitions(else_body, defs);
-            }
-            _ => {}
-        }
-    }
 }
 
 /// `x` as `sign * var + offset` when it is an index of the loop variable, constants and other

@@ -9,7 +9,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{BinOp, CallArg, CastOp, CmpOp, Const, IndexExpr, IndexSrc, Kernel, KernelBuilder, Op, Stmt, Ty, ValueId};
+use super::{
+    definitions, BinOp, CallArg, CastOp, CmpOp, Const, IndexExpr, IndexSrc, Kernel, KernelBuilder, Op, Stmt, Ty,
+    ValueId,
+};
 
 /// Which casts [`expand`] leaves to the tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,22 +80,6 @@ fn has_half_cast(body: &[Stmt]) -> bool {
         Stmt::If { then_body, else_body, .. } => has_half_cast(then_body) || has_half_cast(else_body),
         _ => false,
     })
-}
-
-fn definitions<'k>(body: &'k [Stmt], defs: &mut HashMap<ValueId, &'k Op>) {
-    for s in body {
-        match s {
-            Stmt::Let(v, op) => {
-                defs.insert(*v, op);
-            }
-            Stmt::Loop(l) => definitions(&l.body, defs),
-            Stmt::If { then_body, else_body, .. } => {
-                definitions(then_body, defs);
-                definitions(else_body, defs);
-            }
-            _ => {}
-        }
-    }
 }
 
 /// Every value used other than as a stored value or a widening's operand.

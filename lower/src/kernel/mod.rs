@@ -479,6 +479,24 @@ pub enum Op {
     },
 }
 
+/// Adds every `Let` of `body` (in its loops and branches too) to `defs`, by the value it
+/// defines (ids are unique kernel-wide).
+pub(crate) fn definitions<'k>(body: &'k [Stmt], defs: &mut std::collections::HashMap<ValueId, &'k Op>) {
+    for s in body {
+        match s {
+            Stmt::Let(v, op) => {
+                defs.insert(*v, op);
+            }
+            Stmt::Loop(l) => definitions(&l.body, defs),
+            Stmt::If { then_body, else_body, .. } => {
+                definitions(then_body, defs);
+                definitions(else_body, defs);
+            }
+            _ => {}
+        }
+    }
+}
+
 impl Op {
     /// The values `op` computes from (an index's value sources are not among them).
     pub fn operands(&self) -> Vec<ValueId> {
