@@ -123,18 +123,10 @@ struct Test {
 }
 
 impl Test {
+    /// The test's answer at `v`, as the interpreter compares.
     fn holds(self, v: i64) -> bool {
         let x = self.sign.saturating_mul(v).saturating_add(self.offset);
-        let k = self.constant;
-        match self.op {
-            CmpOp::Eq => x == k,
-            CmpOp::Ne => x != k,
-            CmpOp::Slt => x < k,
-            CmpOp::Sle => x <= k,
-            CmpOp::Sgt => x > k,
-            CmpOp::Sge => x >= k,
-            _ => unreachable!("only signed compares are tests"),
-        }
+        crate::kernel::interp::cmp(self.op, Ty::I64, x as u64, self.constant as u64)
     }
 
     /// Where the test changes its answer: each `v` with `holds(v) != holds(v - 1)` (one for

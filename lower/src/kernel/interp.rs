@@ -1417,7 +1417,8 @@ fn binary(op: BinOp, ty: Ty, a: u64, b: u64) -> Result<u64, Fault> {
     Ok(norm(ty, y))
 }
 
-fn cmp(op: CmpOp, ty: Ty, a: u64, b: u64) -> bool {
+/// `a op b` on values of `ty` held as their bits (integers sign-extended to 64).
+pub(crate) fn cmp(op: CmpOp, ty: Ty, a: u64, b: u64) -> bool {
     let (fa, fb) = match ty {
         Ty::F32 => (f64::from(f32_of(a)), f64::from(f32_of(b))),
         Ty::F64 => (f64_of(a), f64_of(b)),
