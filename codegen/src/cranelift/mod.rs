@@ -189,6 +189,42 @@ fn compile_object(
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
 ) -> std::result::Result<(ObjectCode, Timings), CodegenError> {
+    compile_object_with(kernels, KernelCode::Here, plan, cpu, dump)
+}
+
+/// Where the code of the kernels an object's entry launches is.
+#[derive(Clone, Copy)]
+enum KernelCode<'a> {
+    /// In the object: each distinct kernel compiles into it.
+    Here,
+    /// In other objects, kernel `k` under the symbol `names[k]`: the object holds the entry
+    /// alone, which calls them by symbol.
+    Elsewhere(&'a [String]),
+}
+
+/// An object holding only the JIT entry of `plan`, which calls kernel `k` of `kernels` by the
+/// symbol `names[k]` that other objects define: the LLVM tier's entry when LLVM would inline
+/// no kernel into it (`llvm::program_objects`). Its machine code goes into
+/// `dump/cranelift-entry.clif` when given.
+pub(crate) fn entry_object(
+    plan: &EntryPlan,
+    kernels: &[Kernel],
+    names: &[String],
+    cpu: &CpuTarget,
+    dump: Option<&std::path::Path>,
+) -> std::result::Result<(Vec<u8>, Timings), CodegenError> {
+    let (mut code, timings) = compile_object_with(kernels, KernelCode::Elsewhere(names), Some(plan), cpu, dump)?;
+    Ok((code.objects.pop().unwrap_or_default(), timings))
+}
+
+/// [`compile_object`], with the kernels' code where `code` says.
+fn compile_object_with(
+    kernels: &[Kernel],
+    code: KernelCode<'_>,
+    plan: Option<&EntryPlan>,
+    cpu: &CpuTarget,
+    dump: Option<&std::path::Path>,
+) -> std::result::Result<(ObjectCode, Timings), CodegenError> {
     let mut timings = Timings::new();
     let mut module = timings.time("cranelift: module setup", || object_module(&cpu.resolve(TIER)?, "tessera"))?;
     if module.target_config().pointer_type() != types::I64 {
@@ -197,15 +233,20 @@ fn compile_object(
     let symbols = tessera_runtime::abi::symbols().into_iter().map(|(name, _)| name).collect::<Vec<_>>();
     let sig = kernel_signature(&module);
     let mut builder_ctx = FunctionBuilderContext::new();
-    let dump_path = match dump {
-        Some(dir) => Some(dir.join("cranelift.clif").into_os_string()),
-        None => std::env::var_os("TESSERA_DUMP_CLIF"),
+    let dump_path = match (dump, code) {
+        (Some(dir), KernelCode::Here) => Some(dir.join("cranelift.clif").into_os_string()),
+        (Some(dir), KernelCode::Elsewhere(_)) => Some(dir.join("cranelift-entry.clif").into_os_string()),
+        (None, KernelCode::Here) => std::env::var_os("TESSERA_DUMP_CLIF"),
+        (None, KernelCode::Elsewhere(_)) => None,
     };
     // Translation declares runtime functions in the module, so it runs here, kernel by kernel;
     // machine code needs only the ISA, so the translated functions compile side by side.
     // Kernels with the same code share one function: only the distinct ones compile.
     let representative = crate::partition::representatives(kernels);
-    let distinct = crate::partition::distinct(&representative);
+    let distinct = match code {
+        KernelCode::Here => crate::partition::distinct(&representative),
+        KernelCode::Elsewhere(_) => Vec::new(),
+    };
     let mut translated: Vec<(FuncId, Context)> = Vec::with_capacity(distinct.len());
     for kernel in distinct.iter().map(|&k| &kernels[k]) {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
@@ -227,11 +268,22 @@ fn compile_object(
     let mut groups: Vec<Vec<usize>> =
         crate::partition::partition_of(kernels, &distinct, crate::partition::compile_threads())
             .into_iter()
-            .map(|g| g.iter().map(|k| position[k]).collect())
+            .map(|g| g.iter().map(|k| position[k]).collect::<Vec<usize>>())
+            .filter(|g| !g.is_empty())
             .collect();
     if let Some(plan) = plan {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: "(entry)".into(), message };
-        let kernel_ids: Vec<FuncId> = representative.iter().map(|r| translated[position[r]].0).collect();
+        let kernel_ids: Vec<FuncId> = match code {
+            KernelCode::Here => representative.iter().map(|r| translated[position[r]].0).collect(),
+            KernelCode::Elsewhere(names) if names.len() == kernels.len() => names
+                .iter()
+                .map(|name| module.declare_function(name, Linkage::Import, &sig))
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| backend(e.to_string()))?,
+            KernelCode::Elsewhere(names) => {
+                return Err(backend(format!("{} kernel symbols for {} kernels", names.len(), kernels.len())))
+            }
+        };
         let mut ctx = module.make_context();
         timings
             .time("cranelift: translate entry", || {
@@ -275,12 +327,11 @@ fn compile_object(
             message: format!("writing the object: {e}"),
         })
     })?;
-    let code = ObjectCode {
-        objects: vec![object],
-        kernels: representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect(),
-        entry: plan.map(|_| ENTRY_NAME.to_string()),
+    let kernels = match code {
+        KernelCode::Here => representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect(),
+        KernelCode::Elsewhere(names) => names.to_vec(),
     };
-    Ok((code, timings))
+    Ok((ObjectCode { objects: vec![object], kernels, entry: plan.map(|_| ENTRY_NAME.to_string()) }, timings))
 }
 
 /// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for
