@@ -787,3 +787,68 @@ fn bytes_of(ty: Ty) -> usize {
         _ => 8,
     }
 }
+
+/// A floor division, a remainder by a constant and shifts by per-element amounts: the loop
+/// keeps its vector form, the divisions and varying shifts running lane by lane (guarded as
+/// the lowering guards them), with the interpreter's results on zero divisors, MIN / -1 and
+/// every shift amount.
+#[test]
+fn integer_division_and_varying_shifts_keep_the_vector_loop() {
+    let mut xs: Vec<i32> = vec![i32::MIN, i32::MAX, -1, 0, 1, 7, -7, 100, -100, 13, -13, 1 << 30];
+    let mut ys: Vec<i32> = vec![-1, 0, 3, -3, 0, 2, -2, 31, 32, 33, -1, 7];
+    for i in 0..37 {
+        xs.push(i * 977 - 18_000);
+        ys.push(i % 11 - 5);
+    }
+    let n = xs.len() as i64;
+    let mut b = KernelBuilder::new("int_div", 1);
+    let xb = b.buffer("x", MemType::Scalar(Ty::I32), n, false);
+    let yb = b.buffer("y", MemType::Scalar(Ty::I32), n, false);
+    let names = ["sdiv", "srem", "udiv", "urem", "rem13", "shl", "ashr", "lshr"];
+    let outs: Vec<BufId> = names.iter().map(|name| b.buffer(*name, MemType::Scalar(Ty::I32), n, true)).collect();
+    let i = b.begin_loop(0, n);
+    let at = IndexExpr::var(i, 1);
+    let x = b.load(xb, at.clone());
+    let y = b.load(yb, at.clone());
+    let int = |b: &mut KernelBuilder, v: i64| b.constant(Const::Int { ty: Ty::I32, bits: v });
+    let (zero, one, m1, min) = (int(&mut b, 0), int(&mut b, 1), int(&mut b, -1), int(&mut b, i64::from(i32::MIN)));
+    // The lowering's guards: a zero divisor, or -1 under MIN, becomes 1.
+    let y_zero = b.cmp(CmpOp::Eq, Ty::I32, y, zero);
+    let x_min = b.cmp(CmpOp::Eq, Ty::I32, x, min);
+    let y_m1 = b.cmp(CmpOp::Eq, Ty::I32, y, m1);
+    let overflow = b.binary(BinOp::And, Ty::Pred, x_min, y_m1);
+    let bad = b.binary(BinOp::Or, Ty::Pred, y_zero, overflow);
+    let signed = b.select(Ty::I32, bad, one, y);
+    let unsigned = b.select(Ty::I32, y_zero, one, y);
+    let thirteen = int(&mut b, 13);
+    let mask = int(&mut b, 31);
+    let amount = b.binary(BinOp::And, Ty::I32, y, mask);
+    let values = [
+        b.binary(BinOp::SDiv, Ty::I32, x, signed),
+        b.binary(BinOp::SRem, Ty::I32, x, signed),
+        b.binary(BinOp::UDiv, Ty::I32, x, unsigned),
+        b.binary(BinOp::URem, Ty::I32, x, unsigned),
+        b.binary(BinOp::SRem, Ty::I32, x, thirteen),
+        b.binary(BinOp::Shl, Ty::I32, x, amount),
+        b.binary(BinOp::AShr, Ty::I32, x, amount),
+        b.binary(BinOp::LShr, Ty::I32, x, amount),
+    ];
+    for (buf, v) in outs.iter().zip(values) {
+        b.store(*buf, at.clone(), v);
+    }
+    b.end_loop_vectorized(8, Tail::Peel);
+    let k = b.finish();
+    let text = clif(&k);
+    assert!(text.contains("load.i32x4") && text.contains("extractlane") && text.contains(" = sdiv "), "{text}");
+    let bytes = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let mut bufs = vec![bytes(&xs), bytes(&ys)];
+    bufs.extend(names.iter().map(|_| vec![0x5a; n as usize * 4]));
+    run(&k, &mut bufs);
+    let word = |buf: &[u8], at: usize| i32::from_le_bytes(buf[4 * at..4 * at + 4].try_into().unwrap());
+    // Spot checks, so the interpreter is held to them too: MIN / -1 and 1 / 0 divide by 1.
+    assert_eq!(word(&bufs[2], 0), i32::MIN);
+    assert_eq!(word(&bufs[2], 4), 1);
+    assert_eq!(word(&bufs[3], 2), -1 % 3);
+    assert_eq!(word(&bufs[6], 8), -100 % 13);
+    assert_eq!(word(&bufs[7], 5), 7 << 2);
+}
