@@ -852,3 +852,42 @@ fn integer_division_and_varying_shifts_keep_the_vector_loop() {
     assert_eq!(word(&bufs[6], 8), -100 % 13);
     assert_eq!(word(&bufs[7], 5), 7 << 2);
 }
+
+/// A window of three along the contiguous dimension, read through index values as
+/// `emit/window.rs` writes it (`%a = index v - 1`, `load x[%a]`): the loads are contiguous in
+/// the loop variable, so the loop keeps its vector form, on the interpreter's bits. A second
+/// loop, a concatenate's second operand as the lowering writes it (`%c = index w - 11`),
+/// reads through an index value of another offset: each loop keeps its own addresses.
+#[test]
+fn loads_through_index_values_keep_the_vector_loop() {
+    let n = 39i64;
+    let rows = 3i64;
+    let mut b = KernelBuilder::new("window_max", rows);
+    let x = b.buffer("x", MemType::Scalar(Ty::F32), rows * n, false);
+    let y = b.buffer("y", MemType::Scalar(Ty::F32), rows * n, true);
+    let z = b.buffer("z", MemType::Scalar(Ty::F32), rows * n, true);
+    let g = b.grid_var();
+    let w = b.begin_loop(11, n);
+    let shifted = b.let_(Op::Index(IndexExpr { terms: vec![t(IndexSrc::Var(w), 1)], offset: -11 }));
+    let row = |src: IndexSrc| IndexExpr { terms: vec![t(IndexSrc::Var(g), n), t(src, 1)], offset: 0 };
+    let moved = b.load(x, row(IndexSrc::Value(shifted)));
+    b.store(z, row(IndexSrc::Var(w)), moved);
+    b.end_loop_vectorized(8, Tail::Peel);
+    let v = b.begin_loop(1, n - 1);
+    let at = |offset: i64| IndexExpr { terms: vec![t(IndexSrc::Var(g), n), t(IndexSrc::Var(v), 1)], offset };
+    let before = b.let_(Op::Index(at(-1)));
+    let after = b.let_(Op::Index(at(1)));
+    let through = |value: ValueId| IndexExpr { terms: vec![t(IndexSrc::Value(value), 1)], offset: 0 };
+    let x0 = b.load(x, through(before));
+    let x1 = b.load(x, at(0));
+    let x2 = b.load(x, through(after));
+    let m = b.binary(BinOp::FMax, Ty::F32, x0, x1);
+    let m = b.binary(BinOp::FMax, Ty::F32, m, x2);
+    b.store(y, at(0), m);
+    b.end_loop_vectorized(8, Tail::Peel);
+    let k = b.finish();
+    assert!(has_vectors(&k), "{}", clif(&k));
+    let mut bufs = vec![float_data(Ty::F32, (rows * n) as usize, 17), vec![0x5a; (rows * n * 4) as usize]];
+    bufs.push(vec![0x5a; (rows * n * 4) as usize]);
+    run(&k, &mut bufs);
+}
