@@ -19,13 +19,15 @@
 //! - varying ops in the set Cranelift vectorizes (arithmetic, fused multiply-add, min/max,
 //!   sqrt, abs, neg, rounding, comparisons, selects, bitwise ops, shifts of 32-bit lanes by a
 //!   uniform amount, int<->float conversions of 32-bit lanes), and 32-bit integer divisions,
-//!   remainders and shifts by varying amounts, which run lane by lane ([`lane_by_lane`]); 16-bit loads and stores
-//!   (f16/bf16 bits) with their extensions to and truncations from 32-bit lanes; 8- and
-//!   16-bit integers, held zero-extended in 32-bit lanes, loaded, stored, selected, extended,
-//!   truncated and converted to and from f32 (an int8 quantization's `f32 -> s8`, saturating
-//!   to the narrow range, ran scalar on this tier at 9x the LLVM tier's time); predicate
-//!   bytes loaded and stored four at a time as masks of 32-bit lanes;
-//!   math functions are called once per lane.
+//!   remainders and shifts by varying amounts, which run lane by lane ([`lane_by_lane`]);
+//!   16-bit loads and stores (f16/bf16 bits) with their extensions to and truncations from
+//!   32-bit lanes; 8- and 16-bit integers, held zero-extended in 32-bit lanes, loaded,
+//!   stored, selected, extended, truncated and converted to and from f32 (an int8
+//!   quantization's `f32 -> s8`, saturating to the narrow range, ran scalar on this tier at 9x
+//!   the LLVM tier's time); predicate bytes loaded and stored four at a time as masks of
+//!   32-bit lanes; math functions are called once per lane;
+//! - loads and stores through index values the body defines, which read the values'
+//!   expressions instead ([`forward_kernel_indices`]).
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
 //! same NaN choice for FMax/FMin), so the tail split never changes an answer.
@@ -56,7 +58,7 @@ use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode, Type, Value};
 use cranelift_frontend::Variable;
 use tessera_lower::kernel::{
-    BinOp, CastOp, IndexExpr, IndexSrc, Kernel, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+    BinOp, CastOp, IndexExpr, IndexSrc, Kernel, LocalId, Loop, MemType, Op, Stmt, Term, Ty, UnOp, ValueId, VarId,
 };
 
 use super::function::{cl_type, mem_flags, Translator};
@@ -306,25 +308,10 @@ impl Planner<'_, '_, '_> {
                 // ([`lane_by_lane`]); the rest of the body stays in vectors.
                 let ok = match ty {
                     Ty::F32 | Ty::F64 => matches!(op, Add | Sub | Mul | FDiv | FMax | FMin),
-                    Ty::I32 => matches!(
-                        op,
-                        Add | Sub
-                            | Mul
-                            | And
-                            | Or
-                            | Xor
-                            | SMax
-                            | SMin
-                            | UMax
-                            | UMin
-                            | Shl
-                            | LShr
-                            | AShr
-                            | SDiv
-                            | UDiv
-                            | SRem
-                            | URem
-                    ),
+                    Ty::I32 => {
+                        lane_by_lane(*op, *ty)
+                            || matches!(op, Add | Sub | Mul | And | Or | Xor | SMax | SMin | UMax | UMin)
+                    }
                     Ty::Pred => matches!(op, And | Or | Xor),
                     _ => false,
                 };
@@ -557,14 +544,14 @@ fn forward_index_values(l: &Loop) -> Option<Loop> {
             };
             out.offset = out.offset.checked_add(inner.offset.checked_mul(t.scale)?)?;
             for it in &inner.terms {
-                out.terms.push(tessera_lower::kernel::Term { scale: it.scale.checked_mul(t.scale)?, ..*it });
+                out.terms.push(Term { scale: it.scale.checked_mul(t.scale)?, ..*it });
             }
             changed = true;
         }
         if !changed {
             return None;
         }
-        let mut merged: Vec<tessera_lower::kernel::Term> = Vec::with_capacity(out.terms.len());
+        let mut merged: Vec<Term> = Vec::with_capacity(out.terms.len());
         for t in out.terms {
             match merged.iter_mut().find(|m| (m.src, m.div, m.modulo) == (t.src, t.div, t.modulo)) {
                 Some(m) => m.scale = m.scale.checked_add(t.scale)?,

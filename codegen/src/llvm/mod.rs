@@ -158,14 +158,14 @@ pub fn program_objects(
             (!handed.is_empty()).then(|| s.spawn(move || crate::cranelift::kernels_object(handed, cpu, dump)));
         // With no kernel to inline, the entry is a sequence of launches, copies and branches,
         // which Cranelift compiles as well as LLVM's light pipeline does, in a fraction of its
-        // time (module below); LLVM's takes over should Cranelift fail.
+        // time; LLVM's takes over should Cranelift fail.
         let cranelift_entry = if inlined.is_empty() {
             crate::cranelift::entry_object(&plan, kernels, &names, cpu, dump).ok()
         } else {
             None
         };
         let entry_object = match cranelift_entry {
-            Some((object, entry_timings)) => Ok((object, entry_timings)),
+            Some(compiled) => Ok(compiled),
             None => {
                 let mut entry_timings = Timings::new();
                 entry_object(host, &plan, kernels, &names, &inlined, &always_inlined, dump, &mut entry_timings)
