@@ -855,8 +855,8 @@ fn integer_division_and_varying_shifts_keep_the_vector_loop() {
 
 /// A window of three along the contiguous dimension, read through index values as
 /// `emit/window.rs` writes it (`%a = index v - 1`, `load x[%a]`): the loads are contiguous in
-/// the loop variable, so the loop keeps its vector form, on the interpreter's bits. A second
-/// loop, a concatenate's second operand as the lowering writes it (`%c = index w - 11`),
+/// the loop variable, so the loop keeps its vector form, on the interpreter's bits. The loop
+/// before it, a concatenate's second operand as the lowering writes it (`%c = index w - 11`),
 /// reads through an index value of another offset: each loop keeps its own addresses.
 #[test]
 fn loads_through_index_values_keep_the_vector_loop() {
