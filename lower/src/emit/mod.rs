@@ -38,7 +38,7 @@ mod transposed;
 mod types;
 mod update_in_place;
 mod window;
-mod window_scan;
+pub(crate) mod window_scan;
 
 use std::collections::HashMap;
 

@@ -14,19 +14,22 @@
 //! boundary, as reductions reorder f32 sums too; the corpus's reverse cumsum 60 -> 1 us).
 
 use tessera_hlo::ir::WindowDim;
-use tessera_hlo::{InstId, Opcode};
+use tessera_hlo::{Computation, InstId, Instruction, Opcode};
 
 use super::window::{window_dims, WindowFold};
 use super::{index, reduce, types, Emitter};
 use crate::kernel::MemType;
 use crate::LowerError;
 
-/// The dimension reduce-window `id` scans along, and whether it scans from the end, when its
+/// The dimension reduce-window `inst` scans along, and whether it scans from the end, when its
 /// window is a prefix (or a suffix) along one dimension and a single element along the others.
-fn scan_dim(em: &Emitter<'_>, id: InstId) -> Option<(usize, bool)> {
-    let inst = em.comp.inst(id);
+/// Fusion keeps such a reduce-window the root of its kernel, where it can run as a fold.
+pub(crate) fn scan_dim(comp: &Computation, inst: &Instruction) -> Option<(usize, bool)> {
+    if inst.opcode != Opcode::ReduceWindow {
+        return None;
+    }
     let [input, _] = inst.operands.as_slice() else { return None };
-    let dims = em.comp.inst(*input).shape.dims().to_vec();
+    let dims = comp.inst(*input).shape.dims().to_vec();
     let window = window_dims(inst, &dims).ok()?;
     let single = |w: &WindowDim| {
         w.size == 1 && w.stride == 1 && w.padding_low == 0 && w.padding_high == 0 && w.window_dilation == 1
@@ -71,7 +74,7 @@ impl<'m> Emitter<'m> {
         if inst.opcode != Opcode::ReduceWindow || !plain || inst.shape.is_tuple() {
             return Ok(false);
         }
-        let Some((d, from_end)) = scan_dim(self, id) else { return Ok(false) };
+        let Some((d, from_end)) = scan_dim(self.comp, inst) else { return Ok(false) };
         if from_end && !reorderable(self, id) {
             return Ok(false);
         }

@@ -327,7 +327,7 @@ impl Fusion {
                     "a computation's result is materialized"
                 })
             } else if let Some(reason) =
-                producer_blocker(p).filter(|_| kind != Rows::Value && !is_small_full_reduce(comp, p))
+                producer_blocker(comp, p).filter(|_| kind != Rows::Value && !is_small_full_reduce(comp, p))
             {
                 Some(reason)
             } else if !p.control_predecessors.is_empty() || control.contains(&id) {
@@ -644,10 +644,15 @@ pub(crate) fn is_loop_fusible(inst: &Instruction) -> bool {
 }
 
 /// Why a producer can never be inlined, if it cannot.
-fn producer_blocker(p: &Instruction) -> Option<&'static str> {
+fn producer_blocker(comp: &Computation, p: &Instruction) -> Option<&'static str> {
     match p.opcode {
         _ if is_loop_fusible(p) => None,
         Opcode::Reduce => Some("a reduce is the root of its own kernel (kInput)"),
+        // Inlined, each element would fold its whole window: O(n^2) along the row (a cumsum
+        // of f32[64,32000] read by a compare took 21 s), O(n) as the root's running fold.
+        Opcode::ReduceWindow if crate::emit::window_scan::scan_dim(comp, p).is_some() => {
+            Some("a scan (a window over every earlier or later element) runs as a fold at its kernel's root")
+        }
         Opcode::ReduceWindow if is_array(p) => None,
         Opcode::Dot => Some("a dot keeps its own kernel"),
         _ => Some("op is never fused"),

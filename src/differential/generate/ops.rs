@@ -790,18 +790,20 @@ impl Gen {
         Some(out)
     }
 
-    /// A row maximum over a windowed sum along the row, through a multiply (a scaled
-    /// cumulative sum's maximum, subtracted from it, as a softmax over `jnp.cumsum(x, 1)`
-    /// begins), `x` a new f32 parameter in [-1, 1] whose rows are 16 to 40 long: fusion puts
-    /// the window's loop inside each lane of the row kernel's reduction loop.
+    /// A row maximum over a windowed sum along the row, through a multiply (a scaled moving
+    /// sum's maximum, subtracted from it, as a softmax over a moving average begins), `x` a
+    /// new f32 parameter in [-1, 1] whose rows are 16 to 40 long and the window 4 to half as
+    /// long: fusion puts the window's loop inside each lane of the row kernel's reduction
+    /// loop. (A window over the whole row, `jnp.cumsum`, would stay its own kernel's root.)
     fn windowed_rows(&mut self) -> Option<usize> {
         let ty = ElementType::F32;
         let k = kind(ty);
         let n = self.rng.range(16, 40);
+        let w = self.rng.range(4, n / 2);
         let dims = vec![self.rng.range(2, 5), n];
         let dist = ArgDist::Uniform { lo: -1.0, hi: 1.0 };
         let number = self.params_len();
-        let sum_f = Facts { lo: -(n as f64), hi: n as f64, exact: false };
+        let sum_f = Facts { lo: -(w as f64), hi: w as f64, exact: false };
         let hf = Facts::exact(0.5, 0.5);
         let yf = facts::binary("multiply", k, sum_f, hf)?;
         let diff = facts::binary("subtract", k, yf, yf)?;
@@ -813,9 +815,9 @@ impl Gen {
             dims.clone(),
             sum_f,
             format!(
-                "reduce-window({}, {zero}), window={{size=1x{n} pad=0_0x{}_0}}, to_apply={add}",
+                "reduce-window({}, {zero}), window={{size=1x{w} pad=0_0x{}_0}}, to_apply={add}",
                 self.name(x),
-                n - 1
+                w - 1
             ),
         );
         let half = self.constant(ty, "0.5");
