@@ -62,12 +62,13 @@ fn has_call(stmts: &[Stmt]) -> bool {
     })
 }
 
-/// Dots GEMM cannot take run as loops: integer dots, and contracting dimensions that do not
-/// pair up in order (so they do not collapse into one strided dimension on both sides).
+/// Dots GEMM cannot take run as loops: dots of 32-bit integers, and contracting dimensions
+/// that do not pair up in order (so they do not collapse into one strided dimension on both
+/// sides).
 #[test]
 fn dots_as_loops() {
     let cases = [
-        "a = s8[4,6]{1,0} parameter(0)\n  b = s8[6,5]{1,0} parameter(1)\n  ROOT d = s32[4,5]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        "a = s32[4,6]{1,0} parameter(0)\n  b = s32[6,5]{1,0} parameter(1)\n  ROOT d = s32[4,5]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
         "a = s32[2,3,4]{2,1,0} parameter(0)\n  b = s32[2,4,5]{1,2,0} parameter(1)\n  ROOT d = s32[2,3,5]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
         "a = f16[3,4,5]{2,1,0} parameter(0)\n  b = f16[5,4,2]{2,1,0} parameter(1)\n  ROOT d = f32[3,2]{1,0} dot(a, b), lhs_contracting_dims={1,2}, rhs_contracting_dims={1,0}",
     ];
@@ -77,8 +78,8 @@ fn dots_as_loops() {
     }
 }
 
-/// Float dots of strided matrices call the GEMM whatever their size (small ones too: as loops
-/// they cost LLVM more compile time than XLA:CPU's whole compile).
+/// Float dots (and narrow integer ones) of strided matrices call the GEMM whatever their size
+/// (small ones too: as loops they cost LLVM more compile time than XLA:CPU's whole compile).
 #[test]
 fn float_dots_call_the_gemm() {
     let small = [
@@ -87,6 +88,9 @@ fn float_dots_call_the_gemm() {
         "a = bf16[2,5,7]{2,1,0} parameter(0)\n  b = bf16[2,7,3]{2,1,0} parameter(1)\n  ROOT d = bf16[2,5,3]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
         "a = f64[6]{0} parameter(0)\n  b = f64[6]{0} parameter(1)\n  ROOT d = f64[] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}",
         "a = f32[3,7,2]{2,1,0} parameter(0)\n  b = f32[2,7,4]{2,1,0} parameter(1)\n  ROOT d = f32[2,3,4]{2,1,0} dot(a, b), lhs_batch_dims={2}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}",
+        // Integers of 8 and 16 bits: exact sums on the float GEMM (`tessera_rt_gemm_int`).
+        "a = s8[4,6]{1,0} parameter(0)\n  b = s8[6,5]{1,0} parameter(1)\n  ROOT d = s32[4,5]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
+        "a = u16[2,4,6]{2,1,0} parameter(0)\n  b = s8[2,5,6]{2,1,0} parameter(1)\n  ROOT d = s16[2,4,5]{2,1,0} dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}",
     ];
     let large = [
         "a = f32[64,48]{1,0} parameter(0)\n  b = f32[48,40]{1,0} parameter(1)\n  ROOT d = f32[64,40]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
@@ -96,6 +100,6 @@ fn float_dots_call_the_gemm() {
     ];
     for body in small.iter().chain(&large) {
         let k = check_slack(&format!("HloModule m\nENTRY e {{\n  {body}\n}}\n"), 20.0);
-        assert!(has_call(&k.body), "a strided float dot does not call the GEMM:\n{k}");
+        assert!(has_call(&k.body), "a strided dot does not call the GEMM:\n{k}");
     }
 }

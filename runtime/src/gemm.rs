@@ -64,7 +64,7 @@ pub(crate) fn published_pool() -> *const ThreadPool {
 /// # Safety
 /// The contract of [`tessera_rt_gemm_f32`].
 #[allow(clippy::too_many_arguments)]
-unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
+pub(crate) unsafe fn gemm_impl<T: 'static + Copy + Send + Sync>(
     m: i64,
     n: i64,
     k: i64,
@@ -308,7 +308,7 @@ const MIXED_BLOCK_ELEMS: usize = 1 << 20;
 ///
 /// # Safety
 /// The contract of [`tessera_rt_gemm_f32_mixed`], sizes already checked non-negative.
-unsafe fn mixed_impl<A: Elem, B: Elem>(
+pub(crate) unsafe fn mixed_impl<A: Elem, B: Elem>(
     (m, n, k): (usize, usize, usize),
     (a, a_rs, a_cs): (*const A, isize, isize),
     (b, b_rs, b_cs): (*const B, isize, isize),

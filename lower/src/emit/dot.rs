@@ -4,7 +4,9 @@
 //! strided matrices call the runtime's GEMM instead, and so do f16/bf16 ones through
 //! `tessera_rt_gemm_f32_mixed`, which reads half operands as they are and accumulates in f32;
 //! a half result goes to f32 scratch and is rounded once (so a batched dot with a half result
-//! keeps the loops: each batch index would round the whole scratch).
+//! keeps the loops: each batch index would round the whole scratch). Dots of 8- and 16-bit
+//! integers call `tessera_rt_gemm_int`, which sums exactly and keeps the result type's low
+//! bits, what the loops' wrapping arithmetic computes.
 
 use tessera_hlo::ir::AttrList;
 use tessera_hlo::{ElementType, InstId, Opcode};
@@ -155,17 +157,26 @@ impl<'m> Emitter<'m> {
     /// view as strided matrices; false when it does not qualify (the caller emits loops).
     pub(crate) fn try_gemm(&mut self, id: InstId) -> Result<bool, LowerError> {
         let inst = self.comp.inst(id);
+        let et = |o: usize| self.comp.inst(inst.operands[o]).shape.element_type();
+        if inst.operands.len() != 2 || !gemm_element_types(et(0), et(1), inst.shape.element_type()) {
+            return Ok(false);
+        }
+        let int = int_type_code(inst.shape.element_type()).is_some();
         let (f32, ln, rn, half) = match self.float_parameter_operands(id) {
             Some((f32, ln, rn)) => (f32, ln, rn, false),
             None => match self.half_parameter_operands(id) {
                 Some((ln, rn)) => (true, ln, rn, true),
-                None => return Ok(false),
+                None => match self.int_parameter_operands(id) {
+                    Some((ln, rn)) => (false, ln, rn, false),
+                    None => return Ok(false),
+                },
             },
         };
-        let func = match (half, f32) {
-            (true, _) => "tessera_rt_gemm_f32_mixed",
-            (false, true) => "tessera_rt_gemm_f32",
-            (false, false) => "tessera_rt_gemm_f64",
+        let func = match (int, half, f32) {
+            (true, ..) => "tessera_rt_gemm_int",
+            (false, true, _) => "tessera_rt_gemm_f32_mixed",
+            (false, false, true) => "tessera_rt_gemm_f32",
+            (false, false, false) => "tessera_rt_gemm_f64",
         };
         let (lp, rp) = (&self.params[ln], &self.params[rn]);
         let out = &self.outputs[0];
@@ -205,11 +216,12 @@ impl<'m> Emitter<'m> {
         }
         let (abuf, bbuf, mut cbuf) = (lp.buf, rp.buf, out.buf);
         let type_code = |et: ElementType| match et {
+            _ if int => int_type_code(et).unwrap_or(0),
             ElementType::BF16 => 1,
             ElementType::F16 => 2,
             _ => 0,
         };
-        let (a_type, b_type) = (type_code(lp.et), type_code(rp.et));
+        let (a_type, b_type, c_type) = (type_code(lp.et), type_code(rp.et), type_code(out.et));
         let batch: Vec<(i64, i64, i64, i64)> =
             (0..nb).map(|i| (od[i], ls[dd.lhs_batch[i]], rs[dd.rhs_batch[i]], os[i])).filter(|b| b.0 != 1).collect();
         let half_out =
@@ -246,14 +258,17 @@ impl<'m> Emitter<'m> {
         let b = [A::Ptr { buf: bbuf, index: bases.1 }, A::I64(b_rs), A::I64(b_cs)];
         let mut args = vec![A::I64(m), A::I64(n), A::I64(k)];
         args.extend(a);
-        if half {
+        if half || int {
             args.push(A::I64(a_type));
         }
         args.extend(b);
-        if half {
+        if half || int {
             args.push(A::I64(b_type));
         }
         args.extend([A::Ptr { buf: cbuf, index: bases.2.clone() }, A::I64(c_rs), A::I64(c_cs)]);
+        if int {
+            args.push(A::I64(c_type));
+        }
         self.b.call(func, args);
         if let Some((et, obuf, _)) = half_out.filter(|_| !batch.is_empty()) {
             let i = self.open_loop(0, m);
@@ -312,6 +327,21 @@ impl<'m> Emitter<'m> {
         (lh || rh).then_some((ln, rn))
     }
 
+    /// For an integer dot whose operands are kernel parameters of 8- or 16-bit integer types:
+    /// the operands' parameter indices. Such a dot runs as `tessera_rt_gemm_int`.
+    fn int_parameter_operands(&self, id: InstId) -> Option<(usize, usize)> {
+        let inst = self.comp.inst(id);
+        let [l, r] = inst.operands.as_slice() else { return None };
+        int_type_code(inst.shape.as_array()?.element_type)?;
+        let param = |o: InstId| {
+            let op = self.comp.inst(o);
+            let n = usize::try_from(op.parameter_number()?).ok()?;
+            let code = int_type_code(op.shape.as_array()?.element_type)?;
+            (op.opcode == Opcode::Parameter && code <= 4 && n < self.params.len()).then_some(n)
+        };
+        Some((param(*l)?, param(*r)?))
+    }
+
     fn end_conversion_loop(&mut self, len: i64) {
         let width = super::nest::vector_width(16, len);
         let tail = if len % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
@@ -319,9 +349,37 @@ impl<'m> Emitter<'m> {
     }
 }
 
+/// Whether a dot of these operand and result types runs as GEMM calls when its operands
+/// are kernel parameters that view as matrices: f32 or f64 throughout, or f32 products of
+/// f32, bf16 and f16 operands, at least one half, with an f32, bf16 or f16 result.
+pub(crate) fn gemm_element_types(lhs: ElementType, rhs: ElementType, out: ElementType) -> bool {
+    let mixed = |et: ElementType| matches!(et, ElementType::F32 | ElementType::BF16 | ElementType::F16);
+    let narrow = |et: ElementType| int_type_code(et).is_some_and(|c| c <= 4);
+    (matches!(out, ElementType::F32 | ElementType::F64) && lhs == out && rhs == out)
+        || (mixed(lhs) && mixed(rhs) && mixed(out) && (types::is_half(lhs) || types::is_half(rhs)))
+        || (narrow(lhs) && narrow(rhs) && int_type_code(out).is_some())
+}
+
+/// `tessera_rt_gemm_int`'s code for an integer type of 8 to 64 bits (the operands take the
+/// codes up to 4, the 8- and 16-bit types).
+fn int_type_code(et: ElementType) -> Option<i64> {
+    use ElementType::*;
+    Some(match et {
+        S8 => 1,
+        U8 => 2,
+        S16 => 3,
+        U16 => 4,
+        S32 => 5,
+        U32 => 6,
+        S64 => 7,
+        U64 => 8,
+        _ => return None,
+    })
+}
+
 /// The (count, element stride) of dimensions `dims` (major first) collapsed into one, when
 /// their strides nest (each dimension's stride is the next one's times its size).
-fn collapse(dims: &[usize], sizes: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
+pub(crate) fn collapse(dims: &[usize], sizes: &[i64], strides: &[i64]) -> Option<(i64, i64)> {
     let live: Vec<usize> = dims.iter().copied().filter(|&d| sizes[d] != 1).collect();
     let count = live.iter().map(|&d| sizes[d]).product();
     let Some(&last) = live.last() else { return Some((1, 1)) };

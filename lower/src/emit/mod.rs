@@ -11,7 +11,7 @@ mod coalesce;
 pub(crate) mod column_reduce;
 mod complex;
 mod conv;
-mod dot;
+pub(crate) mod dot;
 mod elemental;
 mod fft;
 mod gather;

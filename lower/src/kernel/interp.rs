@@ -411,11 +411,9 @@ enum CStmt<'k> {
         else_body: Vec<CStmt<'k>>,
     },
     /// `tessera_rt_gemm_f32`/`_f64` with its 12 arguments in contract order, or
-    /// `tessera_rt_gemm_f32_mixed` with its two type codes taken out into `types`.
+    /// `tessera_rt_gemm_f32_mixed`/`_int` with their type codes taken out into `kind`.
     Gemm {
-        f64: bool,
-        /// `A`'s and `B`'s element types as the mixed call's codes (0 f32, 1 bf16, 2 f16).
-        types: [i64; 2],
+        kind: GemmKind,
         args: Vec<CArg>,
         src: &'k Stmt,
     },
@@ -430,6 +428,47 @@ enum CStmt<'k> {
         ptrs: Vec<(usize, CIndex)>,
         src: &'k Stmt,
     },
+}
+
+/// What a runtime GEMM call's matrices hold.
+#[derive(Clone, Copy)]
+enum GemmKind {
+    F64,
+    /// f32 products: `A`'s and `B`'s element types as the mixed call's codes (0 f32, 1 bf16,
+    /// 2 f16; both 0 for `tessera_rt_gemm_f32`).
+    F32([i64; 2]),
+    /// `tessera_rt_gemm_int`'s codes for `A`, `B` and `C` (1 s8, 2 u8, 3 s16, 4 u16, 5 s32,
+    /// 6 u32, 7 s64, 8 u64).
+    Int([i64; 3]),
+}
+
+impl GemmKind {
+    fn name(self) -> &'static str {
+        match self {
+            GemmKind::F64 => "tessera_rt_gemm_f64",
+            GemmKind::F32([0, 0]) => "tessera_rt_gemm_f32",
+            GemmKind::F32(_) => "tessera_rt_gemm_f32_mixed",
+            GemmKind::Int(_) => "tessera_rt_gemm_int",
+        }
+    }
+
+    /// The element type the call reads or writes for matrix `which` (0 A, 1 B, 2 C).
+    fn mem(self, which: usize) -> MemType {
+        let int = |code: i64| match code {
+            1 | 2 => Ty::I8,
+            3 | 4 => Ty::I16,
+            5 | 6 => Ty::I32,
+            _ => Ty::I64,
+        };
+        MemType::Scalar(match self {
+            GemmKind::F64 => Ty::F64,
+            GemmKind::F32(types) => match types.get(which) {
+                Some(1 | 2) => Ty::I16,
+                _ => Ty::F32,
+            },
+            GemmKind::Int(types) => int(types[which]),
+        })
+    }
 }
 
 struct Compiled<'k> {
@@ -637,45 +676,51 @@ impl<'k> Resolver<'k> {
         if func == super::fft_call::SYMBOL {
             return self.fft_call(stmt, args);
         }
-        let (f64, mixed) = match func {
-            "tessera_rt_gemm_f32" => (false, false),
-            "tessera_rt_gemm_f32_mixed" => (false, true),
-            "tessera_rt_gemm_f64" => (true, false),
+        // The type codes of the mixed and the integer calls follow a matrix's strides, at
+        // these argument positions, with these values.
+        let (mut kind, codes, range): (GemmKind, &[usize], std::ops::RangeInclusive<i64>) = match func {
+            "tessera_rt_gemm_f32" => (GemmKind::F32([0, 0]), &[], 0..=0),
+            "tessera_rt_gemm_f32_mixed" => (GemmKind::F32([0, 0]), &[6, 10], 0..=2),
+            "tessera_rt_gemm_int" => (GemmKind::Int([0; 3]), &[6, 10, 14], 1..=8),
+            "tessera_rt_gemm_f64" => (GemmKind::F64, &[], 0..=0),
             "tessera_rt_conv_f32" => return self.conv_call(stmt, false, args),
             "tessera_rt_conv_f64" => return self.conv_call(stmt, true, args),
             _ => return Err(KernelRunError::UnknownFunction { kernel: self.kernel.name.clone(), func: func.into() }),
         };
         let bad = |m: String| self.setup(format!("`{}`: {m}", self.kernel.stmt_head(stmt)));
-        let count = if mixed { 14 } else { 12 };
+        let count = 12 + codes.len();
         if args.len() != count {
             return Err(bad(format!("{func} takes {count} arguments, given {}", args.len())));
         }
-        // The mixed call's type codes follow A's and B's strides; they must be immediates,
-        // since they fix what the pointers point to.
-        let mut types = [0i64; 2];
+        // The codes must be immediates, since they fix what the pointers point to.
+        let mut types = [0i64; 3];
         let mut plain = Vec::with_capacity(12);
         for (i, a) in args.iter().enumerate() {
-            match (mixed, i) {
-                (true, 6 | 10) => match a {
-                    CallArg::I64(code @ 0..=2) => types[usize::from(i == 10)] = *code,
-                    _ => return Err(bad(format!("argument {i} must be a type code 0, 1 or 2"))),
+            match codes.iter().position(|&c| c == i) {
+                Some(t) => match a {
+                    CallArg::I64(code) if range.contains(code) => types[t] = *code,
+                    _ => return Err(bad(format!("argument {i} must be a type code in {range:?}"))),
                 },
-                _ => plain.push(a),
+                None => plain.push(a),
             }
         }
-        let scalar = MemType::Scalar(if f64 { Ty::F64 } else { Ty::F32 });
-        let operand = |code: i64| if code == 0 { scalar } else { MemType::Scalar(Ty::I16) };
+        match &mut kind {
+            GemmKind::F32(t) => *t = [types[0], types[1]],
+            GemmKind::Int(t) => {
+                if types[0] > 4 || types[1] > 4 {
+                    return Err(bad("the operands' type codes must name 8- or 16-bit integers".into()));
+                }
+                *t = types;
+            }
+            GemmKind::F64 => {}
+        }
         let mut out = Vec::with_capacity(12);
         for (i, a) in plain.into_iter().enumerate() {
             let pointer = matches!(i, 3 | 6 | 9);
             out.push(match (a, pointer) {
                 (CallArg::Ptr { buf, index }, true) => {
                     let b = &self.kernel.buffers[buf.0 as usize];
-                    let elem = match i {
-                        3 => operand(types[0]),
-                        6 => operand(types[1]),
-                        _ => scalar,
-                    };
+                    let elem = kind.mem(i / 3 - 1);
                     if b.mem != elem {
                         return Err(bad(format!("argument {i} points into b{} of {}, expected {elem}", buf.0, b.mem)));
                     }
@@ -696,7 +741,7 @@ impl<'k> Resolver<'k> {
                 (_, false) => return Err(bad(format!("argument {i} must be an i64"))),
             });
         }
-        Ok(CStmt::Gemm { f64, types, args: out, src: stmt })
+        Ok(CStmt::Gemm { kind, args: out, src: stmt })
     }
 
     fn fft_call(&mut self, stmt: &'k Stmt, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
@@ -1002,9 +1047,7 @@ impl Machine<'_, '_, '_> {
                         self.body(else_body)?;
                     }
                 }
-                CStmt::Gemm { f64, types, args, src } => {
-                    self.gemm(*f64, *types, args).map_err(|f| self.fault(src, f))?
-                }
+                CStmt::Gemm { kind, args, src } => self.gemm(*kind, args).map_err(|f| self.fault(src, f))?,
                 CStmt::Fft { args, src } => self.fft(args).map_err(|f| self.fault(src, f))?,
                 CStmt::Conv { f64, ptrs, src } => self.conv(*f64, ptrs).map_err(|f| self.fault(src, f))?,
             }
@@ -1206,14 +1249,8 @@ impl Machine<'_, '_, '_> {
         Ok(())
     }
 
-    fn gemm(&mut self, f64: bool, types: [i64; 2], args: &[CArg]) -> Result<(), Fault> {
-        let mixed = types != [0, 0];
-        let name = match (f64, mixed) {
-            (true, _) => "f64",
-            (false, false) => "f32",
-            (false, true) => "f32_mixed",
-        };
-        let call = |m: String| Fault::Call(format!("tessera_rt_gemm_{name}: {m}"));
+    fn gemm(&mut self, kind: GemmKind, args: &[CArg]) -> Result<(), Fault> {
+        let call = |m: String| Fault::Call(format!("{}: {m}", kind.name()));
         let mut ints = [0i64; 12];
         let mut ptrs = [(0usize, 0i64); 3];
         for (i, a) in args.iter().enumerate() {
@@ -1255,40 +1292,59 @@ impl Machine<'_, '_, '_> {
         let [(ars, acs), (brs, bcs), (crs, ccs)] = strides;
         // Computed into a scratch matrix first, so C may overlap A or B.
         let mut out = Vec::with_capacity((m * n) as usize);
-        let width = if f64 { 8 } else { 4 };
         let read_n = |s: &Self, buf: usize, e: usize, width: usize| {
             let raw = s.bytes(buf, e * width, width);
             let mut x = [0u8; 8];
             x[..width].copy_from_slice(raw);
             u64::from_le_bytes(x)
         };
-        let read = |s: &Self, buf: usize, e: usize| read_n(s, buf, e, width);
         // An f32 operand's element, or a half one's widened exactly.
         let operand = |s: &Self, code: i64, buf: usize, e: usize| match code {
             0 => f32_of(read_n(s, buf, e, 4)),
             1 => f32::from_bits((read_n(s, buf, e, 2) as u32) << 16),
             _ => half::f16::from_bits(read_n(s, buf, e, 2) as u16).to_f32(),
         };
+        // An integer operand's value, by its code.
+        let integer = |s: &Self, code: i64, buf: usize, e: usize| match code {
+            1 => i64::from(read_n(s, buf, e, 1) as u8 as i8),
+            2 => read_n(s, buf, e, 1) as i64,
+            3 => i64::from(read_n(s, buf, e, 2) as u16 as i16),
+            _ => read_n(s, buf, e, 2) as i64,
+        };
         for i in 0..m {
             for j in 0..n {
-                let bits = if f64 {
-                    let mut acc = 0.0f64;
-                    for p in 0..k {
-                        acc += f64_of(read(self, a, at(ab, i, ars, p, acs)))
-                            * f64_of(read(self, b, at(bb, p, brs, j, bcs)));
+                let bits = match kind {
+                    GemmKind::F64 => {
+                        let mut acc = 0.0f64;
+                        for p in 0..k {
+                            acc += f64_of(read_n(self, a, at(ab, i, ars, p, acs), 8))
+                                * f64_of(read_n(self, b, at(bb, p, brs, j, bcs), 8));
+                        }
+                        of_f64(acc)
                     }
-                    of_f64(acc)
-                } else {
-                    let mut acc = 0.0f32;
-                    for p in 0..k {
-                        acc += operand(self, types[0], a, at(ab, i, ars, p, acs))
-                            * operand(self, types[1], b, at(bb, p, brs, j, bcs));
+                    GemmKind::F32(types) => {
+                        let mut acc = 0.0f32;
+                        for p in 0..k {
+                            acc += operand(self, types[0], a, at(ab, i, ars, p, acs))
+                                * operand(self, types[1], b, at(bb, p, brs, j, bcs));
+                        }
+                        of_f32(acc)
                     }
-                    of_f32(acc)
+                    // The exact sum's low bits, as the runtime's blocks of exact float sums give.
+                    GemmKind::Int(types) => {
+                        let mut acc = 0i64;
+                        for p in 0..k {
+                            let x = integer(self, types[0], a, at(ab, i, ars, p, acs));
+                            let y = integer(self, types[1], b, at(bb, p, brs, j, bcs));
+                            acc = acc.wrapping_add(x * y);
+                        }
+                        acc as u64
+                    }
                 };
                 out.push(bits);
             }
         }
+        let width = (kind.mem(2).bits() / 8) as usize;
         let data = &mut self.bufs[self.map[c]];
         for i in 0..m {
             for j in 0..n {

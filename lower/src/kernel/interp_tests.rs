@@ -590,10 +590,10 @@ fn mixed_gemm_widens_halves_and_checks_its_type_codes() {
     assert!(err.to_string().contains("argument 3 points into b0 of i16, expected f32"), "{err}");
     // Codes are immediates from 0 to 2.
     let err = run_kernel(&mixed_gemm_kernel(Some(1), 3), &mut [&mut a, &mut b, &mut c]).unwrap_err();
-    assert!(err.to_string().contains("argument 10 must be a type code 0, 1 or 2"), "{err}");
+    assert!(err.to_string().contains("argument 10 must be a type code in 0..=2"), "{err}");
     let k = mixed_gemm_kernel(None, 2);
     let err = run_kernel(&k, &mut [&mut a, &mut b, &mut c]).unwrap_err();
-    assert!(err.to_string().contains("argument 6 must be a type code 0, 1 or 2"), "{err}");
+    assert!(err.to_string().contains("argument 6 must be a type code in 0..=2"), "{err}");
 }
 
 fn f32_buffer(name: &str, n: i64, kind: BufferKind) -> Buffer {

@@ -85,7 +85,7 @@ fn braces(mtm: &[i64]) -> String {
 }
 
 /// For a dot whose one user is a transpose, the minor-to-major order that makes the
-/// transpose's physical order the dot's, when it differs from the dot's own.
+/// transpose's physical order the dot's, when it differs from the dot's own and GEMM writes it.
 fn transposed_dot_layout(comp: &Computation, id: InstId, users: &[InstId]) -> Option<Vec<i64>> {
     let inst = comp.inst(id);
     let [t] = users else { return None };
@@ -102,7 +102,13 @@ fn transposed_dot_layout(comp: &Computation, id: InstId, users: &[InstId]) -> Op
     let perm = t.attr_ints("dimensions")?;
     let want: Vec<i64> =
         theirs.iter().map(|&d| usize::try_from(d).ok().and_then(|d| perm.get(d).copied())).collect::<Option<_>>()?;
-    (want != mine && want.len() == mine.len()).then_some(want)
+    if want == mine || want.len() != mine.len() {
+        return None;
+    }
+    // Unless the GEMM call could not write it so: `dot_layout` would then undo it with a copy.
+    let mut shape = inst.shape.clone();
+    shape.as_array_mut()?.layout = Some(Layout::new(&want));
+    super::dot_layout::gemm_can_write(comp, id, &shape).then_some(want)
 }
 
 /// Whether instruction `id` has a permuted layout nothing depends on (module doc).

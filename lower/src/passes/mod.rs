@@ -10,6 +10,7 @@ mod control_flow_simplifier;
 pub(crate) mod cse;
 mod dce;
 mod divide_by_constant;
+mod dot_layout;
 pub(crate) mod fusion;
 mod layout_assignment;
 mod layout_normalize;
@@ -38,6 +39,7 @@ pub use control_flow_simplifier::ControlFlowSimplifier;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use divide_by_constant::DivideByConstant;
+pub use dot_layout::DotLayout;
 pub use fusion::{Fusion, FusionDecision};
 pub use layout_assignment::LayoutAssignment;
 pub use layout_normalize::LayoutNormalize;
@@ -72,6 +74,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "tuple_simplify" => Box::new(TupleSimplify),
         "dce" => Box::new(Dce),
         "divide_by_constant" => Box::new(DivideByConstant::default()),
+        "dot_layout" => Box::new(DotLayout::default()),
         "layout_assignment" => Box::new(LayoutAssignment::default()),
         "layout_normalize" => Box::new(LayoutNormalize),
         "fusion" => Box::new(Fusion::default()),
@@ -134,6 +137,7 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
         .add(TupleSimplify)
         .add(Dce)
         .add(LayoutNormalize)
+        .add(DotLayout::default())
         .add(TreeReduction::default())
         .add(ReductionDimensionGrouper::default());
     if fusion {
