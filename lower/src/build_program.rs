@@ -565,19 +565,22 @@ impl<'m> Builder<'m> {
         }))
     }
 
-    /// Whether the only user of `operand` (an instruction of `comp`, already lowered) may
-    /// overwrite its buffer: a temp nothing else reads afterwards. That holds for the result
-    /// of a kernel whose one user this is (an element of a multi-output kernel's results
-    /// included), and, in a while body, for a loop-state element read once (the body's
-    /// result replaces the state anyway). Parameters of other computations (calls, branches)
-    /// alias their caller's values, so they never qualify.
+    /// Whether the user of `operand` (an instruction of `comp`, already lowered) being lowered
+    /// now may overwrite its buffer: a temp nothing else reads afterwards. That holds for the
+    /// result of a kernel (an element of a multi-output kernel's results included), and, in a
+    /// while body, for a loop-state element (the body's result replaces the state anyway),
+    /// whose other users are lowered already, their steps before this one, and hold no view
+    /// of the buffer: a decode step's key cache, sliced for one layer's attention and then
+    /// updated for the next layer's, is updated in place both times. Parameters of other
+    /// computations (calls, branches) alias their caller's values, so they never qualify.
     fn may_overwrite(&self, comp: &Computation, values: &HashMap<InstId, Value>, operand: InstId) -> bool {
-        let Some(Value::Array(b)) = values.get(&operand) else { return false };
+        let Some(&Value::Array(b)) = values.get(&operand) else { return false };
         if self.program.buffers[b.0 as usize].kind != BufferKind::Temp || comp.root == operand {
             return false;
         }
-        let uses = |id: InstId| comp.instructions.iter().filter(|i| i.operands.contains(&id)).count();
-        if uses(operand) != 1 {
+        let users: Vec<InstId> = comp.ids().filter(|&i| comp.inst(i).operands.contains(&operand)).collect();
+        let done = |u: &InstId| values.get(u).is_some_and(|v| !v.leaf_list().contains(&b));
+        if users.iter().filter(|u| !done(u)).count() != 1 {
             return false;
         }
         let inst = comp.inst(operand);
