@@ -299,3 +299,43 @@ fn complex_convolutions_are_refused_by_name() {
         }
     }
 }
+
+/// The magnitude of c64 values at the edges, bit for bit against the interpreter (which takes
+/// `hypot` in f64): an infinite part beside a NaN (infinite), NaN beside a finite part, parts
+/// whose squares overflow or underflow f32 (the tiers square in f64), a magnitude past f32's
+/// largest, subnormal parts, signed zeros and an exact 3-4-5 triangle.
+#[test]
+fn magnitudes_at_the_edges() {
+    let parts: [(f32, f32); 10] = [
+        (f32::INFINITY, f32::NAN),
+        (f32::NAN, f32::NEG_INFINITY),
+        (f32::NAN, 1.0),
+        (3e38, 3e38),
+        (1e-45, 1e-45),
+        (-0.0, 0.0),
+        (3.0, -4.0),
+        (1e-30, 1e30),
+        (2e-20, -3e-20),
+        (f32::MAX, 1.0),
+    ];
+    let text = entry("  z = c64[10]{0} parameter(0)\n  ROOT m = f32[10]{0} abs(z)");
+    let shape = Shape::array(ElementType::C64, &[10]);
+    let bits = parts.iter().map(|&(re, im)| u128::from(re.to_bits()) | (u128::from(im.to_bits()) << 32)).collect();
+    let args = [Literal::from_bits_vec(shape, bits).unwrap()];
+    let opts = CompileOptions::default();
+    let run = |b: Backend| Client::new(b).unwrap().compile_text(&text, &opts).unwrap().run(&args).unwrap();
+    let want = run(Backend::Interp);
+    for backend in [Backend::Cranelift, Backend::Llvm] {
+        let got = run(backend);
+        for (i, (re, im)) in parts.iter().enumerate() {
+            let (g, w) = (got[0].get_bits(i).unwrap(), want[0].get_bits(i).unwrap());
+            assert_eq!(
+                g,
+                w,
+                "{backend}: |({re}, {im})| is {}, want {}",
+                f32::from_bits(g as u32),
+                f32::from_bits(w as u32)
+            );
+        }
+    }
+}
