@@ -577,6 +577,10 @@ mod x86 {
             (false, _) => (COL_TILE, COL_TILE_ROWS),
         };
         let full_end = lo + (hi - lo) / tile * tile;
+        // With `B`'s rows contiguous, the columns past the last full tile take tiles of one
+        // vector (8 columns) before the portable code takes the rest: a batch of 8x16x8
+        // products, each narrower than a tile, ran in the portable code at 640 ns a product.
+        let eight_end = if p.rows_contiguous() { full_end + (hi - full_end) / 8 * 8 } else { full_end };
         let k_blocks = if p.rows_contiguous() { p.k.div_ceil(K_BLOCK).max(1) } else { 1 };
         for kb in 0..k_blocks {
             let (q0, q1) = (kb * K_BLOCK, ((kb + 1) * K_BLOCK).min(p.k));
@@ -613,9 +617,26 @@ mod x86 {
                 }
                 j0 += tile;
             }
+            while j0 < eight_end {
+                let mut i0 = 0;
+                while i0 < p.m {
+                    let r = (p.m - i0).min(ROW_TILE_ROWS);
+                    macro_rules! rows {
+                        ($($r:literal)*) => {
+                            match r {
+                                $($r => unsafe { row_tile::<E, $r, 1>(p, i0, j0, q0, q1, first) },)*
+                                _ => unreachable!(),
+                            }
+                        };
+                    }
+                    rows!(1 2 3 4 5 6);
+                    i0 += r;
+                }
+                j0 += 8;
+            }
         }
-        if full_end < hi {
-            unsafe { p.columns::<Fused>(full_end, hi) };
+        if eight_end < hi {
+            unsafe { p.columns::<Fused>(eight_end, hi) };
         }
     }
 
