@@ -10,8 +10,7 @@
 
 mod tier_support;
 
-use tessera::{Backend, Client, ClientOptions, CompileOptions};
-use tier_support::{args, compare};
+use tier_support::failures_against_interpreter;
 
 fn dot(lhs: &str, rhs: &str, out: &str, dims: &str) -> String {
     format!(
@@ -58,28 +57,6 @@ fn converted_gemm_dots_on_both_tiers_match_the_interpreter() {
             ),
         ),
     ];
-    let interp = Client::new(Backend::Interp).unwrap();
-    let opts = CompileOptions::default();
-    let mut failures = Vec::new();
-    for (name, text) in &modules {
-        let reference = interp.compile_text(text, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let a = args(reference.parameter_shapes(), name.len() as u64 * 7_919);
-        let want = reference.run(&a).unwrap_or_else(|e| panic!("{name}: interp: {e}"));
-        for backend in [Backend::Cranelift, Backend::Llvm] {
-            for threads in [1, 2] {
-                let client =
-                    Client::with_options(backend, &ClientOptions { threads: Some(threads), ..Default::default() })
-                        .unwrap();
-                match client.compile_text(text, &opts).and_then(|exe| exe.run(&a)) {
-                    Ok(got) => {
-                        if let Err(e) = compare(&got[0], &want[0]) {
-                            failures.push(format!("{name} on {backend} x{threads}: {e}"));
-                        }
-                    }
-                    Err(e) => failures.push(format!("{name} on {backend} x{threads}: {e}")),
-                }
-            }
-        }
-    }
+    let failures = failures_against_interpreter(&modules, 7_919);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -569,10 +569,11 @@ impl<'m> Builder<'m> {
     /// now may overwrite its buffer: a temp nothing else reads afterwards. That holds for the
     /// result of a kernel (an element of a multi-output kernel's results included), and, in a
     /// while body, for a loop-state element (the body's result replaces the state anyway),
-    /// whose other users are lowered already, their steps before this one, and hold no view
-    /// of the buffer: a decode step's key cache, sliced for one layer's attention and then
-    /// updated for the next layer's, is updated in place both times. Parameters of other
-    /// computations (calls, branches) alias their caller's values, so they never qualify.
+    /// when every other user of it is lowered already (its steps come before this one) and
+    /// holds no view of the buffer: a decode step's key cache, sliced for one layer's
+    /// attention and then updated for the next layer's, is updated in place both times.
+    /// Parameters of other computations (calls, branches) alias their caller's values, so
+    /// they never qualify.
     fn may_overwrite(&self, comp: &Computation, values: &HashMap<InstId, Value>, operand: InstId) -> bool {
         let Some(&Value::Array(b)) = values.get(&operand) else { return false };
         if self.program.buffers[b.0 as usize].kind != BufferKind::Temp || comp.root == operand {

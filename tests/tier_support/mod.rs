@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use tessera::{Backend, Client, CompileOptions};
+use tessera::{Backend, Client, ClientOptions, CompileOptions};
 use tessera_hlo::{ElementType, Literal, Shape};
 use tessera_testkit::Rng;
 
@@ -34,6 +34,37 @@ pub fn agree(text: &str, args: &[Literal]) -> Vec<Literal> {
         }
     }
     reference
+}
+
+/// Runs each `(name, text)` module on the interpreter and on both JIT tiers with one thread
+/// and two, on the same seeded arguments (seed: the name's length times `seed`), and compares
+/// the first result ([`compare`]); one line per failure.
+pub fn failures_against_interpreter<T: AsRef<str>>(modules: &[(&str, T)], seed: u64) -> Vec<String> {
+    let interp = Client::new(Backend::Interp).unwrap();
+    let opts = CompileOptions::default();
+    let mut failures = Vec::new();
+    for (name, text) in modules {
+        let text = text.as_ref();
+        let reference = interp.compile_text(text, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let a = args(reference.parameter_shapes(), name.len() as u64 * seed);
+        let want = reference.run(&a).unwrap_or_else(|e| panic!("{name}: interp: {e}"));
+        for backend in [Backend::Cranelift, Backend::Llvm] {
+            for threads in [1, 2] {
+                let client =
+                    Client::with_options(backend, &ClientOptions { threads: Some(threads), ..Default::default() })
+                        .unwrap();
+                match client.compile_text(text, &opts).and_then(|exe| exe.run(&a)) {
+                    Ok(got) => {
+                        if let Err(e) = compare(&got[0], &want[0]) {
+                            failures.push(format!("{name} on {backend} x{threads}: {e}"));
+                        }
+                    }
+                    Err(e) => failures.push(format!("{name} on {backend} x{threads}: {e}")),
+                }
+            }
+        }
+    }
+    failures
 }
 
 /// The folder of corpus case `name` in `$TESSERA_SHARED` (default `../shared` beside the

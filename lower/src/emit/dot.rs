@@ -350,8 +350,9 @@ impl<'m> Emitter<'m> {
 }
 
 /// Whether a dot of these operand and result types runs as GEMM calls when its operands
-/// are kernel parameters that view as matrices: f32 or f64 throughout, or f32 products of
-/// f32, bf16 and f16 operands, at least one half, with an f32, bf16 or f16 result.
+/// are kernel parameters that view as matrices: f32 or f64 throughout; f32 products of f32,
+/// bf16 and f16 operands, at least one half, with an f32, bf16 or f16 result; or 8- and
+/// 16-bit integer operands with any integer result of 8 to 64 bits.
 pub(crate) fn gemm_element_types(lhs: ElementType, rhs: ElementType, out: ElementType) -> bool {
     let mixed = |et: ElementType| matches!(et, ElementType::F32 | ElementType::BF16 | ElementType::F16);
     let narrow = |et: ElementType| int_type_code(et).is_some_and(|c| c <= 4);
