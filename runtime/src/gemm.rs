@@ -259,6 +259,22 @@ unsafe fn widened<E: Elem>(x: *const E, rows: usize, cols: usize, rs: isize, cs:
     out
 }
 
+/// Matrix `X` (`rows×cols`, element `(i, j)` at `x + i*rs + j*cs`) as the row-major f32 rows
+/// the skinny tiles read: `X` itself where it is f32 laid out so already, else a widened copy
+/// (returned beside the pointer, which points into it). Copying a small `A` took a fifth of a
+/// batch of 8x16x8 products' time, its allocation included.
+///
+/// # Safety
+/// Every element the sizes and strides address is readable.
+unsafe fn f32_rows<E: Elem>(x: *const E, rows: usize, cols: usize, rs: isize, cs: isize) -> (Vec<f32>, *const f32) {
+    if is_f32::<E>() && (cs == 1 || cols <= 1) && (rs == cols as isize || rows <= 1) {
+        return (Vec::new(), x as *const f32);
+    }
+    let copy = unsafe { widened(x, rows, cols, rs, cs) };
+    let p = copy.as_ptr();
+    (copy, p)
+}
+
 /// The most elements of a `B` with contiguous columns that the skinny product first copies
 /// by rows (16 KiB of f32, which stays in L1 for the tiles that read it).
 const SMALL_B: usize = 64 * 64;
@@ -275,24 +291,24 @@ unsafe fn try_skinny<A: Elem, B: Elem>(
     (c, c_rs, c_cs): (*mut f32, isize, isize),
 ) -> bool {
     if m <= skinny_gemm::MAX_ROWS && (b_cs == 1 || b_rs == 1) && m <= n {
-        let a32 = unsafe { widened(a, m, k, a_rs, a_cs) };
+        let (_copy, a32) = unsafe { f32_rows(a, m, k, a_rs, a_cs) };
         let small_b = n.checked_mul(k).is_some_and(|elems| elems <= SMALL_B);
         if b_cs != 1 && small_b {
             // Tiles along `k` sum across lanes for every element of `C`, which costs a small
             // `B` more than laying it out by rows once: a 16x16x16 product took 490-660 ns
             // that way, 320 ns on the copy.
             let b32 = unsafe { widened(b, k, n, b_rs, b_cs) };
-            let p = Problem { m, n, k, a: a32.as_ptr(), b: b32.as_ptr(), b_rs: n as isize, b_cs: 1, c, c_rs, c_cs };
+            let p = Problem { m, n, k, a: a32, b: b32.as_ptr(), b_rs: n as isize, b_cs: 1, c, c_rs, c_cs };
             unsafe { skinny_gemm::run(&p) };
         } else {
-            let p = Problem { m, n, k, a: a32.as_ptr(), b, b_rs, b_cs, c, c_rs, c_cs };
+            let p = Problem { m, n, k, a: a32, b, b_rs, b_cs, c, c_rs, c_cs };
             unsafe { skinny_gemm::run(&p) };
         }
         true
     } else if n <= skinny_gemm::MAX_ROWS && (a_rs == 1 || a_cs == 1) {
         // Cᵀ = Bᵀ·Aᵀ: B's few columns become the rows.
-        let bt32 = unsafe { widened(b, n, k, b_cs, b_rs) };
-        let p = Problem { m: n, n: m, k, a: bt32.as_ptr(), b: a, b_rs: a_cs, b_cs: a_rs, c, c_rs: c_cs, c_cs: c_rs };
+        let (_copy, bt32) = unsafe { f32_rows(b, n, k, b_cs, b_rs) };
+        let p = Problem { m: n, n: m, k, a: bt32, b: a, b_rs: a_cs, b_cs: a_rs, c, c_rs: c_cs, c_cs: c_rs };
         unsafe { skinny_gemm::run(&p) };
         true
     } else {
