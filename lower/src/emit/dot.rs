@@ -161,17 +161,12 @@ impl<'m> Emitter<'m> {
         if inst.operands.len() != 2 || !gemm_element_types(et(0), et(1), inst.shape.element_type()) {
             return Ok(false);
         }
-        let int = int_type_code(inst.shape.element_type()).is_some();
-        let (f32, ln, rn, half) = match self.float_parameter_operands(id) {
-            Some((f32, ln, rn)) => (f32, ln, rn, false),
-            None => match self.half_parameter_operands(id) {
-                Some((ln, rn)) => (true, ln, rn, true),
-                None => match self.int_parameter_operands(id) {
-                    Some((ln, rn)) => (false, ln, rn, false),
-                    None => return Ok(false),
-                },
-            },
-        };
+        // Which call takes the product follows from the types alone.
+        let out_et = inst.shape.element_type();
+        let int = int_type_code(out_et).is_some();
+        let half = types::is_half(et(0)) || types::is_half(et(1));
+        let f32 = out_et != ElementType::F64;
+        let Some((ln, rn)) = self.parameter_operands(id) else { return Ok(false) };
         let func = match (int, half, f32) {
             (true, ..) => "tessera_rt_gemm_int",
             (false, true, _) => "tessera_rt_gemm_f32_mixed",
@@ -307,37 +302,14 @@ impl<'m> Emitter<'m> {
         Ok(true)
     }
 
-    /// For a dot whose operands are kernel parameters of f16, bf16 or f32 (at least one half)
-    /// and whose result is one of those types: the operands' parameter indices. Such a dot runs
-    /// as an f32 GEMM on converted copies, its result rounded once if it is half.
-    fn half_parameter_operands(&self, id: InstId) -> Option<(usize, usize)> {
-        let inst = self.comp.inst(id);
-        let [l, r] = inst.operands.as_slice() else { return None };
-        let ok = |et: ElementType| matches!(et, ElementType::F32 | ElementType::BF16 | ElementType::F16);
-        if !ok(inst.shape.as_array()?.element_type) {
-            return None;
-        }
+    /// The parameter indices of dot `id`'s operands, when both are kernel parameters (GEMM
+    /// reads buffers, not values computed in the kernel).
+    fn parameter_operands(&self, id: InstId) -> Option<(usize, usize)> {
+        let [l, r] = self.comp.inst(id).operands.as_slice() else { return None };
         let param = |o: InstId| {
             let op = self.comp.inst(o);
             let n = usize::try_from(op.parameter_number()?).ok()?;
-            let et = op.shape.as_array()?.element_type;
-            (op.opcode == Opcode::Parameter && ok(et) && n < self.params.len()).then_some((n, types::is_half(et)))
-        };
-        let ((ln, lh), (rn, rh)) = (param(*l)?, param(*r)?);
-        (lh || rh).then_some((ln, rn))
-    }
-
-    /// For an integer dot whose operands are kernel parameters of 8- or 16-bit integer types:
-    /// the operands' parameter indices. Such a dot runs as `tessera_rt_gemm_int`.
-    fn int_parameter_operands(&self, id: InstId) -> Option<(usize, usize)> {
-        let inst = self.comp.inst(id);
-        let [l, r] = inst.operands.as_slice() else { return None };
-        int_type_code(inst.shape.as_array()?.element_type)?;
-        let param = |o: InstId| {
-            let op = self.comp.inst(o);
-            let n = usize::try_from(op.parameter_number()?).ok()?;
-            let code = int_type_code(op.shape.as_array()?.element_type)?;
-            (op.opcode == Opcode::Parameter && code <= 4 && n < self.params.len()).then_some(n)
+            (op.opcode == Opcode::Parameter && n < self.params.len()).then_some(n)
         };
         Some((param(*l)?, param(*r)?))
     }
