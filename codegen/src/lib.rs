@@ -14,6 +14,7 @@ pub mod assemble;
 pub mod cranelift;
 pub mod entry;
 pub mod image;
+mod index_forwarding;
 pub mod llvm;
 pub mod loader;
 mod partition;

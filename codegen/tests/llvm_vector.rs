@@ -230,3 +230,45 @@ fn strided_stores_write_vectors_lane_by_lane() {
     // Element 40 of the input (row 1, column 3) is 7.0.
     assert_eq!((at(80), at(81)), (49.0, -7.0));
 }
+
+/// `out[v] = in[i] * 2` for `v` in `3..n`, `i = index v - 3` a value of the loop: how a
+/// concatenate's operand is read once index-set splitting has given it its own loop.
+fn index_value_kernel(n: i64) -> Kernel {
+    let mut b = KernelBuilder::new("index_value", 1);
+    let input = b.buffer("in", MemType::Scalar(Ty::F32), n, false);
+    let out = b.buffer("out", MemType::Scalar(Ty::F32), n, true);
+    let two = b.constant(tessera_lower::kernel::Const::F32(2f32.to_bits()));
+    let v = b.begin_loop(3, n);
+    let mut shifted = IndexExpr::var(v, 1);
+    shifted.offset = -3;
+    let i = b.let_(tessera_lower::kernel::Op::Index(shifted));
+    let through = IndexExpr {
+        terms: vec![tessera_lower::kernel::Term {
+            src: tessera_lower::kernel::IndexSrc::Value(i),
+            div: 1,
+            modulo: None,
+            scale: 1,
+        }],
+        offset: 0,
+    };
+    let x = b.load(input, through);
+    let y = b.binary(tessera_lower::kernel::BinOp::Mul, Ty::F32, x, two);
+    b.store(out, IndexExpr::var(v, 1), y);
+    b.end_loop_vectorized(16, Tail::Peel);
+    b.finish()
+}
+
+/// A load through an index value reads the value's expression (`index_forwarding`), so the
+/// loop is an explicit vector loop: read through the value itself, each lane's address varied
+/// and the loop fell to LLVM's own vectorizer, which runs every branch of a math routine for
+/// every lane (a concatenate of `sin` and `cos` ran at a tenth of this speed).
+#[test]
+fn loads_through_index_values_are_vector_loads() {
+    let n = 100;
+    let k = index_value_kernel(n);
+    let ir = translated_ir(&k);
+    assert!(ir.contains("load <16 x float>"), "the load is a vector load:\n{ir}");
+    let input: Vec<u8> = (0..n).flat_map(|i| (i as f32 - 7.5).to_le_bytes()).collect();
+    let mut bufs = vec![input, vec![0x5a; n as usize * 4]];
+    llvm_common::run(&k, &mut bufs);
+}

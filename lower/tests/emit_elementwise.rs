@@ -249,3 +249,21 @@ fn scalar_sin_and_cos_compute_through_f64() {
         assert!(!array.to_string().contains("fpext.f32.f64"), "{op} of an array:\n{array}");
     }
 }
+
+/// A concatenate of two operands' long math routines (`sin`, `cos`: hundreds of statements
+/// each) splits into one loop per operand, each holding only its operand's code, instead of
+/// one loop that branches per element on which operand it reads.
+#[test]
+fn a_concatenate_of_long_routines_splits_into_a_loop_per_operand() {
+    let k = check(
+        "HloModule m\nENTRY e {\n  a = f32[4,256]{1,0} parameter(0)\n  b = f32[4,256]{1,0} parameter(1)\n  s = f32[4,256]{1,0} sine(a)\n  c = f32[4,256]{1,0} cosine(b)\n  ROOT r = f32[4,512]{1,0} concatenate(s, c), dimensions={1}\n}\n",
+    );
+    let text = k.to_string();
+    let loops: Vec<usize> = text.lines().enumerate().filter(|(_, l)| l.contains("vector(")).map(|(i, _)| i).collect();
+    assert_eq!(loops.len(), 2, "one loop per operand:\n{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    let reads = |range: &[&str], buf: &str| range.iter().any(|l| l.contains("load.f32") && l.contains(buf));
+    let (first, second) = (&lines[loops[0]..loops[1]], &lines[loops[1]..]);
+    assert!(reads(first, "b0[") && !reads(first, "b1["), "the first loop reads only `a`:\n{text}");
+    assert!(reads(second, "b1[") && !reads(second, "b0["), "the second loop reads only `b`:\n{text}");
+}

@@ -89,7 +89,7 @@ pub(crate) fn translate(
 ) -> Result<()> {
     let expanded = expand_half_casts(kernel);
     let kernel = expanded.as_ref().unwrap_or(kernel);
-    let forwarded = super::vector::forward_kernel_indices(kernel);
+    let forwarded = crate::index_forwarding::forward_kernel_indices(kernel);
     let kernel = forwarded.as_ref().unwrap_or(kernel);
     let mut b = FunctionBuilder::new(&mut ctx.func, builder_ctx);
     let mut t = Translator::new(&mut b, kernel, module, symbols);

@@ -27,7 +27,7 @@
 //!   the LLVM tier's time); predicate bytes loaded and stored four at a time as masks of
 //!   32-bit lanes; math functions are called once per lane;
 //! - loads and stores through index values the body defines, which read the values'
-//!   expressions instead ([`forward_kernel_indices`]).
+//!   expressions instead (`crate::index_forwarding`).
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
 //! same NaN choice for FMax/FMin), so the tail split never changes an answer.
@@ -58,7 +58,7 @@ use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode, Type, Value};
 use cranelift_frontend::Variable;
 use tessera_lower::kernel::{
-    BinOp, CastOp, IndexExpr, IndexSrc, Kernel, LocalId, Loop, MemType, Op, Stmt, Term, Ty, UnOp, ValueId, VarId,
+    BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
 };
 
 use super::function::{cl_type, mem_flags, Translator};
@@ -477,124 +477,6 @@ fn uniform_type(t: &Translator, op: &Op) -> Option<Ty> {
 fn lane_by_lane(op: BinOp, ty: Ty) -> bool {
     ty == Ty::I32
         && matches!(op, BinOp::SDiv | BinOp::UDiv | BinOp::SRem | BinOp::URem | BinOp::Shl | BinOp::LShr | BinOp::AShr)
-}
-
-/// `kernel` with [`forward_index_values`] applied to each of its vector loops, or `None` when
-/// it changes none: the tier translates that kernel in its place, which lives as long as the
-/// translation (the index hoisting keys its parts by the expressions' addresses).
-pub(crate) fn forward_kernel_indices(kernel: &Kernel) -> Option<Kernel> {
-    fn walk(body: &[Stmt], changed: &mut bool) -> Vec<Stmt> {
-        body.iter()
-            .map(|stmt| match stmt {
-                Stmt::Loop(l) if l.vector_width > 1 => match forward_index_values(l) {
-                    Some(rewritten) => {
-                        *changed = true;
-                        Stmt::Loop(rewritten)
-                    }
-                    None => stmt.clone(),
-                },
-                Stmt::Loop(l) => Stmt::Loop(Loop { body: walk(&l.body, changed), ..l.clone() }),
-                Stmt::If { cond, then_body, else_body } => {
-                    Stmt::If { cond: *cond, then_body: walk(then_body, changed), else_body: walk(else_body, changed) }
-                }
-                _ => stmt.clone(),
-            })
-            .collect()
-    }
-    let mut changed = false;
-    let body = walk(&kernel.body, &mut changed);
-    changed.then(|| Kernel { body, ..kernel.clone() })
-}
-
-/// `l` with each load and store index that reads an `Op::Index` value its body defines (as a
-/// plain term: no division or remainder) reading that value's expression instead, or `None`
-/// when none does. A reduce-window along the contiguous dimension reads its input at `v - 1`,
-/// `v`, `v + 1` through index values (`emit/window.rs` bounds them for the verifier); as value
-/// sources those vary with the lanes, which kept the loop scalar, where the expressions they
-/// name are contiguous: the same addresses, computed from the loop variable (a 1-D max pool
-/// of f32[2,4099] 57 -> 6 us on this tier; LLVM 2). Terms over one source are merged.
-fn forward_index_values(l: &Loop) -> Option<Loop> {
-    fn defs(body: &[Stmt], out: &mut HashMap<ValueId, IndexExpr>) {
-        for stmt in body {
-            match stmt {
-                Stmt::Let(id, Op::Index(e)) => {
-                    let e = substitute(e, out).unwrap_or_else(|| e.clone());
-                    out.insert(*id, e);
-                }
-                Stmt::If { then_body, else_body, .. } => {
-                    defs(then_body, out);
-                    defs(else_body, out);
-                }
-                _ => {}
-            }
-        }
-    }
-    // `e` with the index values of `map` substituted, or `None` if it reads none of them.
-    fn substitute(e: &IndexExpr, map: &HashMap<ValueId, IndexExpr>) -> Option<IndexExpr> {
-        let mut changed = false;
-        let mut out = IndexExpr { terms: Vec::new(), offset: e.offset };
-        for t in &e.terms {
-            let inner = match t.src {
-                IndexSrc::Value(v) if t.div == 1 && t.modulo.is_none() => map.get(&v),
-                _ => None,
-            };
-            let Some(inner) = inner else {
-                out.terms.push(*t);
-                continue;
-            };
-            out.offset = out.offset.checked_add(inner.offset.checked_mul(t.scale)?)?;
-            for it in &inner.terms {
-                out.terms.push(Term { scale: it.scale.checked_mul(t.scale)?, ..*it });
-            }
-            changed = true;
-        }
-        if !changed {
-            return None;
-        }
-        let mut merged: Vec<Term> = Vec::with_capacity(out.terms.len());
-        for t in out.terms {
-            match merged.iter_mut().find(|m| (m.src, m.div, m.modulo) == (t.src, t.div, t.modulo)) {
-                Some(m) => m.scale = m.scale.checked_add(t.scale)?,
-                None => merged.push(t),
-            }
-        }
-        merged.retain(|t| t.scale != 0);
-        Some(IndexExpr { terms: merged, offset: out.offset })
-    }
-    fn rewrite(body: &[Stmt], map: &HashMap<ValueId, IndexExpr>, changed: &mut bool) -> Vec<Stmt> {
-        body.iter()
-            .map(|stmt| match stmt {
-                Stmt::Let(id, Op::Load { buf, index, mem }) => match substitute(index, map) {
-                    Some(index) => {
-                        *changed = true;
-                        Stmt::Let(*id, Op::Load { buf: *buf, index, mem: *mem })
-                    }
-                    None => stmt.clone(),
-                },
-                Stmt::Store { buf, index, mem, value } => match substitute(index, map) {
-                    Some(index) => {
-                        *changed = true;
-                        Stmt::Store { buf: *buf, index, mem: *mem, value: *value }
-                    }
-                    None => stmt.clone(),
-                },
-                Stmt::If { cond, then_body, else_body } => Stmt::If {
-                    cond: *cond,
-                    then_body: rewrite(then_body, map, changed),
-                    else_body: rewrite(else_body, map, changed),
-                },
-                _ => stmt.clone(),
-            })
-            .collect()
-    }
-    let mut map = HashMap::new();
-    defs(&l.body, &mut map);
-    if map.is_empty() {
-        return None;
-    }
-    let mut changed = false;
-    let body = rewrite(&l.body, &map, &mut changed);
-    changed.then(|| Loop { body, ..l.clone() })
 }
 
 /// The lane bits of the mask a float negation (the sign bit, xored) or absolute value (every

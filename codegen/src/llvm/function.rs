@@ -89,6 +89,8 @@ pub fn translate<'ctx>(
     let keep = if target.half_conversions { Keep::MemoryConversions } else { Keep::Nothing };
     let expanded = expand(kernel, keep);
     let kernel = expanded.as_ref().unwrap_or(kernel);
+    let forwarded = crate::index_forwarding::forward_kernel_indices(kernel);
+    let kernel = forwarded.as_ref().unwrap_or(kernel);
     if kernel.name.is_empty() || kernel.name.contains('\0') {
         return Err(unsupported(format!("kernel name {:?} is not a symbol", kernel.name)));
     }

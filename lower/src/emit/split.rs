@@ -26,8 +26,11 @@ use crate::kernel::{
 
 /// The most ranges one loop splits into: each is a copy of the body.
 const MAX_PIECES: usize = 6;
-/// The most statements a loop body may hold to be copied.
-const MAX_BODY: usize = 256;
+/// The most statements the pieces of one loop may hold beyond the loop's own: the branches a
+/// piece no longer needs go, so a concatenate's pieces hold about what its loop held however
+/// large each operand's code (two operands' `sin` and `cos`, 700 statements), while a large
+/// body that every piece keeps whole stays one loop.
+const MAX_ADDED: usize = 256;
 
 pub fn split_loops(kernel: &mut Kernel) {
     let mut ids = NextIds::of(kernel);
@@ -145,7 +148,7 @@ fn split(l: &Loop, consts: &HashMap<ValueId, i64>, ids: &mut NextIds) -> Option<
     // A loop shorter than a short row may run several rows as one loop instead
     // (`coalesce::into_grid`), which pieces would prevent, and its pieces would be a vector or
     // two each.
-    if l.vector_width < 2 || !l.reductions.is_empty() || l.end - l.start < SHORT_ROW || count(&l.body) > MAX_BODY {
+    if l.vector_width < 2 || !l.reductions.is_empty() || l.end - l.start < SHORT_ROW {
         return None;
     }
     if !innermost(&l.body) {
@@ -192,7 +195,8 @@ fn split(l: &Loop, consts: &HashMap<ValueId, i64>, ids: &mut NextIds) -> Option<
     let mut bounds = vec![l.start];
     bounds.extend(cuts);
     bounds.push(l.end);
-    let pieces = bounds
+    let before = NextIds { value: ids.value, local: ids.local, var: ids.var };
+    let pieces: Vec<Loop> = bounds
         .windows(2)
         .map(|w| {
             let answers: HashMap<ValueId, bool> = used.iter().map(|&id| (id, tests[&id].holds(w[0]))).collect();
@@ -213,6 +217,11 @@ fn split(l: &Loop, consts: &HashMap<ValueId, i64>, ids: &mut NextIds) -> Option<
             }
         })
         .collect();
+    let size: usize = pieces.iter().map(|p| count(&p.body)).sum();
+    if size > count(&l.body) + MAX_ADDED {
+        *ids = before;
+        return None;
+    }
     Some(pieces)
 }
 
