@@ -272,3 +272,65 @@ fn loads_through_index_values_are_vector_loads() {
     let mut bufs = vec![input, vec![0x5a; n as usize * 4]];
     llvm_common::run(&k, &mut bufs);
 }
+
+/// `out[g*n + v] = y` with `x = rev[g*n + n-1-v] + pairs[g*2n + 2v]` and `y = x * 3` where any
+/// lane of the vector has `x > 1` (a uniform branch, as a math routine's rare path), else
+/// `x`; with `branch` false, `y = x`.
+fn close_lanes_kernel(rows: i64, n: i64, branch: bool) -> Kernel {
+    use tessera_lower::kernel::{BinOp, Const, Op};
+    let mut b = KernelBuilder::new(format!("close_lanes_{branch}"), rows);
+    let g = b.grid_var();
+    let rev = b.buffer("rev", MemType::Scalar(Ty::F32), rows * n, false);
+    let pairs = b.buffer("pairs", MemType::Scalar(Ty::F32), rows * 2 * n, false);
+    let out = b.buffer("out", MemType::Scalar(Ty::F32), rows * n, true);
+    let one = b.constant(Const::F32(1f32.to_bits()));
+    let three = b.constant(Const::F32(3f32.to_bits()));
+    let at = |scale_g: i64, v, scale_v: i64, offset: i64| {
+        let mut index = IndexExpr::var(g, scale_g);
+        index.terms.extend(IndexExpr::var(v, scale_v).terms);
+        index.offset = offset;
+        index
+    };
+    let v = b.begin_loop(0, n);
+    let r = b.load(rev, at(n, v, -1, n - 1));
+    let p = b.load(pairs, at(2 * n, v, 2, 0));
+    let x = b.binary(BinOp::Add, Ty::F32, r, p);
+    let y = b.local(Ty::F32, x);
+    if branch {
+        let big = b.cmp(CmpOp::FGt, Ty::F32, x, one);
+        let any = b.let_(Op::AnyLane { a: big });
+        b.begin_if(any);
+        let scaled = b.binary(BinOp::Mul, Ty::F32, x, three);
+        let picked = b.select(Ty::F32, big, scaled, x);
+        b.set_local(y, picked);
+        b.end_if();
+    }
+    let yv = b.get_local(y);
+    b.store(out, at(n, v, 1, 0), yv);
+    b.end_loop_vectorized(16, Tail::Peel);
+    b.finish()
+}
+
+/// A load reading its lanes in reverse, or two elements apart, in a loop with a uniform
+/// branch is one load spanning the lanes and a shuffle, so the loop keeps its branch; without
+/// a branch such loads stay with LLVM's own vectorizer, which shares one wide load among
+/// interleaved accesses.
+#[test]
+fn close_and_reversed_lanes_in_a_branching_loop_are_shuffled() {
+    let (rows, n) = (3, 45);
+    let branching = translated_ir(&close_lanes_kernel(rows, n, true));
+    assert!(
+        branching.contains("%span = load <16 x float>") && branching.contains("i32 15, i32 14"),
+        "the reversed load spans its lanes:\n{branching}"
+    );
+    assert!(branching.contains("= load <31 x float>"), "the paired load spans its lanes:\n{branching}");
+    let plain = translated_ir(&close_lanes_kernel(rows, n, false));
+    assert!(!plain.contains("span"), "without a branch the loop is left to LLVM:\n{plain}");
+    for branch in [true, false] {
+        let k = close_lanes_kernel(rows, n, branch);
+        let rev: Vec<u8> = (0..rows * n).flat_map(|i| ((i % 7) as f32 * 0.25 - 0.5).to_le_bytes()).collect();
+        let pairs: Vec<u8> = (0..rows * 2 * n).flat_map(|i| ((i % 5) as f32 * -0.125).to_le_bytes()).collect();
+        let mut bufs = vec![rev, pairs, vec![0x5a; (rows * n) as usize * 4]];
+        llvm_common::run(&k, &mut bufs);
+    }
+}

@@ -12,9 +12,10 @@
 //!   1 and no div/mod, and no varying value inside the index; loads and stores of whole-byte
 //!   scalars and of predicate bytes (`<W x i8>`, compared with zero or widened from `<W x i1>`),
 //!   not of packed elements; loads of scalars may also be strided, their lanes a cache line or
-//!   more apart (a transpose's column), each lane then read on its own, and stores of scalars
-//!   strided by any amount (a complex result's real and imaginary parts), each lane written on
-//!   its own;
+//!   more apart (a transpose's column), each lane then read on its own, or in a loop with
+//!   uniform branches a few elements apart or reversed (a complex number's parts, a flipped
+//!   row), read as one load spanning the lanes and a shuffle; stores of scalars strided by any
+//!   amount (a complex result's real and imaginary parts), each lane written on its own;
 //! - math functions run once per lane (a call each).
 //!
 //! Anything else stays a scalar loop (LLVM's own vectorizer may still take it), and a lane
@@ -48,6 +49,12 @@ struct Plan {
     /// The loads whose lanes lie a constant number of elements apart (their stride), each
     /// lane read on its own.
     strided: HashMap<ValueId, i64>,
+    /// The loads whose lanes lie closer than [`STRIDED_LANE_BYTES`] apart, or in reverse order
+    /// (their stride), read as one vector spanning every lane and shuffled: only in loops
+    /// with uniform branches ([`plan`]).
+    shuffled: HashMap<ValueId, i64>,
+    /// Whether the body branches on a uniform condition.
+    branches: bool,
     /// The loop variable (stores find their stride from it).
     var: VarId,
 }
@@ -62,8 +69,12 @@ enum Access {
 /// The fewest bytes apart the lanes of a strided load must lie for it to be read lane by lane:
 /// a cache line, so that no wider load could have served two lanes. Closer lanes (a complex
 /// number's parts, a reversed row) are left to LLVM's loop vectorizer, whose interleaved and
-/// reversed accesses load whole vectors and shuffle them.
+/// reversed accesses load whole vectors and shuffle them, unless the loop branches ([`plan`]).
 const STRIDED_LANE_BYTES: i64 = 64;
+
+/// The largest stride (in elements, either sign) of a load read as one vector spanning its
+/// lanes and shuffled: the span is `(W - 1) * |stride| + 1` elements.
+const MAX_SHUFFLED_STRIDE: u64 = 4;
 
 /// How `index` uses the loop variable `var`; `None` when a vector cannot follow it.
 fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Option<Access> {
@@ -104,9 +115,19 @@ fn plan(l: &Loop) -> Option<Plan> {
         varying: HashMap::new(),
         vector_locals: l.reductions.iter().map(|r| (r.local, r.ty)).collect(),
         strided: HashMap::new(),
+        shuffled: HashMap::new(),
+        branches: false,
         var: l.var,
     };
     plan_stmts(&l.body, l.var, &mut plan)?;
+    // Close or reversed lanes are otherwise left to LLVM's loop vectorizer, whose interleaved
+    // and reversed accesses share one wide load among a complex number's parts; but it
+    // if-converts a branch, running every path for every lane: a math routine's rare slow
+    // path (`sin`'s Payne-Hanek reduction) then runs always, which made `sin` of a reversed
+    // row 6x slower than of a row in order.
+    if !plan.shuffled.is_empty() && !plan.branches {
+        return None;
+    }
     Some(plan)
 }
 
@@ -139,6 +160,10 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                                         >= STRIDED_LANE_BYTES as u64 =>
                             {
                                 plan.strided.insert(*id, stride);
+                                Some(*t)
+                            }
+                            MemType::Scalar(t) if *t != Ty::Pred && stride.unsigned_abs() <= MAX_SHUFFLED_STRIDE => {
+                                plan.shuffled.insert(*id, stride);
                                 Some(*t)
                             }
                             _ => return None,
@@ -178,6 +203,7 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
             Stmt::SetLocal { local, .. } if plan.vector_locals.contains_key(local) => {}
             // A branch on a uniform condition (an `AnyLane`) is taken by all lanes at once.
             Stmt::If { cond, then_body, else_body } if !plan.varying.contains_key(cond) => {
+                plan.branches = true;
                 plan_stmts(then_body, var, plan)?;
                 plan_stmts(else_body, var, plan)?;
             }
@@ -325,6 +351,9 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                             Op::Load { buf, index, .. } if plan.strided.contains_key(id) => {
                                 self.strided_load(*buf, index, ty, w, plan.strided[id])?
                             }
+                            Op::Load { buf, index, .. } if plan.shuffled.contains_key(id) => {
+                                self.shuffled_load(*buf, index, ty, w, plan.shuffled[id])?
+                            }
                             _ => self.vector_op(op, ty, w, vectors)?,
                         };
                         vectors.insert(*id, (v, ty));
@@ -404,6 +433,39 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             out = self.builder.build_insert_element(out, v, at, "lanes").map_err(&err)?;
         }
         Ok(out.into())
+    }
+
+    /// `w` lanes of `ty` from buffer `buf`, lane `i` the element `stride * i` after the one
+    /// `index` names, for a small stride of either sign: one load of the elements from the
+    /// lowest lane's to the highest's, then a shuffle picking the lanes (every element loaded
+    /// lies between two the scalar loop reads, so none is out of bounds).
+    fn shuffled_load(
+        &self,
+        buf: BufId,
+        index: &IndexExpr,
+        ty: Ty,
+        w: u32,
+        stride: i64,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        let err = self.err();
+        let base = self.element_ptr(buf, index)?;
+        let et = self.llvm_type(ty);
+        let (i64t, i32t) = (self.ctx.i64_type(), self.ctx.i32_type());
+        let last = stride * i64::from(w - 1);
+        let low = last.min(0);
+        let span = last.unsigned_abs() as u32 + 1;
+        // SAFETY: the lowest lane's element, which the scalar loop reads.
+        let start = unsafe { self.builder.build_in_bounds_gep(et, base, &[i64t.const_int(low as u64, true)], "low") }
+            .map_err(&err)?;
+        let wide = self.vector_type(ty, span);
+        let v = self.builder.build_load(wide, start, "span").map_err(&err)?;
+        if let Some(inst) = v.as_instruction_value() {
+            inst.set_alignment(ty.bits() / 8).map_err(|e| self.unsupported(e.to_string()))?;
+        }
+        let picks: Vec<_> = (0..i64::from(w)).map(|lane| i32t.const_int((stride * lane - low) as u64, false)).collect();
+        let v = v.into_vector_value();
+        let lanes = self.builder.build_shuffle_vector(v, v, VectorType::const_vector(&picks), "lanes").map_err(&err)?;
+        Ok(lanes.into())
     }
 
     /// Stores the lanes of `v` (of `ty`) one by one, `stride` elements apart from where
