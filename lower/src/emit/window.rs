@@ -238,10 +238,60 @@ pub(crate) struct WindowFold<'m> {
 impl<'m> WindowFold<'m> {
     /// The fold of reduce-window `id` (in frame `f`) for a result of rank `rank`.
     pub(crate) fn start(em: &mut Emitter<'m>, f: &Frame<'m>, id: InstId, rank: usize) -> Result<Self, LowerError> {
+        Self::start_from(em, f, id, rank, None)
+    }
+
+    /// The fold of reduce-window `id` carried on from accumulators `accs` (values of
+    /// [`Self::accumulator_types`], as [`Self::accumulators`] read them), instead of the init
+    /// values: a fold whose accumulators wait in memory between elements.
+    pub(crate) fn resume(
+        em: &mut Emitter<'m>,
+        f: &Frame<'m>,
+        id: InstId,
+        rank: usize,
+        accs: &[ValueId],
+    ) -> Result<Self, LowerError> {
+        Self::start_from(em, f, id, rank, Some(accs))
+    }
+
+    /// The register types of reduce-window `inst`'s accumulators, one per operand: an f32 sum
+    /// accumulates in f64.
+    pub(crate) fn accumulator_types(em: &Emitter<'m>, inst: &Instruction) -> Result<Vec<Ty>, LowerError> {
+        let (inputs, _, _) = reduce::reduction_parts(inst)?;
+        let out_types: Vec<ElementType> = match &inst.shape {
+            tessera_hlo::Shape::Tuple(s) => s.iter().map(|s| s.element_type()).collect(),
+            s => vec![s.element_type()],
+        };
+        if out_types.len() != inputs.len() {
+            return Err(LowerError::invalid(&inst.name, "reduce-window result count differs from its operands"));
+        }
+        if Self::widens(em, inst) {
+            return Ok(vec![Ty::F64]);
+        }
+        out_types.iter().map(|&et| types::reg(et, &inst.name)).collect()
+    }
+
+    /// Whether reduce-window `inst` is an f32 sum, which accumulates in f64.
+    fn widens(em: &Emitter<'m>, inst: &Instruction) -> bool {
+        let f32_sum = |inputs: &[InstId], reducer| {
+            inputs.len() == 1
+                && !inst.shape.is_tuple()
+                && inst.shape.element_type() == ElementType::F32
+                && reduce::is_plain_add(em.module, reducer)
+        };
+        reduce::reduction_parts(inst).is_ok_and(|(inputs, _, reducer)| f32_sum(inputs, reducer))
+    }
+
+    fn start_from(
+        em: &mut Emitter<'m>,
+        f: &Frame<'m>,
+        id: InstId,
+        rank: usize,
+        accs: Option<&[ValueId]>,
+    ) -> Result<Self, LowerError> {
         let inst = f.comp.inst(id);
         let name = inst.name.clone();
         let (inputs, inits, reducer) = reduce::reduction_parts(inst)?;
-        let k = inputs.len();
         let in_dims = f.comp.inst(inputs[0]).shape.dims().to_vec();
         if inputs.iter().any(|&i| f.comp.inst(i).shape.dims() != in_dims.as_slice()) || rank != in_dims.len() {
             return Err(LowerError::invalid(
@@ -249,23 +299,22 @@ impl<'m> WindowFold<'m> {
                 "reduce-window operands differ in shape from each other or the result",
             ));
         }
-        let out_types: Vec<ElementType> = match &inst.shape {
-            tessera_hlo::Shape::Tuple(s) => s.iter().map(|s| s.element_type()).collect(),
-            s => vec![s.element_type()],
-        };
-        if out_types.len() != k {
-            return Err(LowerError::invalid(&name, "reduce-window result count differs from its operands"));
-        }
-        let widest = k == 1 && out_types[0] == ElementType::F32 && reduce::is_plain_add(em.module, reducer);
-        let mut locals = Vec::with_capacity(k);
-        for (&init, &et) in inits.iter().zip(&out_types) {
-            let v = em.elem(f, init, &[])?;
-            if widest {
-                let v = em.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v);
-                locals.push(em.b.local(Ty::F64, v));
-            } else {
-                locals.push(em.b.local(types::reg(et, &name)?, v));
-            }
+        let tys = Self::accumulator_types(em, inst)?;
+        let widest = Self::widens(em, inst);
+        let mut locals = Vec::with_capacity(tys.len());
+        for (k, (&init, &ty)) in inits.iter().zip(&tys).enumerate() {
+            let v = match accs {
+                Some(accs) => *accs.get(k).ok_or_else(|| LowerError::invalid(&name, "too few accumulators"))?,
+                None => {
+                    let v = em.elem(f, init, &[])?;
+                    if widest {
+                        em.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v)
+                    } else {
+                        v
+                    }
+                }
+            };
+            locals.push(em.b.local(ty, v));
         }
         Ok(WindowFold { frame: f.clone(), inputs: inputs.to_vec(), reducer, locals, widest, in_dims })
     }
@@ -295,6 +344,11 @@ impl<'m> WindowFold<'m> {
             em.b.set_local(l, v);
         }
         Ok(())
+    }
+
+    /// The accumulators as they stand, in [`Self::accumulator_types`].
+    pub(crate) fn accumulators(&self, em: &mut Emitter<'m>) -> Vec<ValueId> {
+        self.locals.iter().map(|&l| em.b.get_local(l)).collect()
     }
 
     /// The folded values, one per operand, in the result types.
