@@ -279,3 +279,35 @@ fn zero_sized_collapsed_gather_slices_are_errors() {
     let args = [lit(&[5], vec![0i32, 1, 2, 3, 4]), lit(&[2], vec![5i32, 9])];
     assert!(evaluate(&m, &args).is_err());
 }
+
+/// Cumulative reductions (a window over every earlier element along one dimension) along each
+/// dimension, typed and through a general reducer (a variadic one: a running maximum with its
+/// position), including a window longer than the dimension; and one of 4M elements, whose
+/// window form (quadratic in the row length) did not finish.
+#[test]
+fn cumulative_windows_fold_along_rows() {
+    let add = "add {\n a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT r = s32[] add(a, b)\n}\n";
+    let x = lit(&[2, 3], vec![1i32, 2, 3, 4, 5, 6]);
+    let scan = |window: &str| {
+        format!("HloModule m\n{add}ENTRY e {{\n x = s32[2,3] parameter(0)\n z = s32[] constant(10)\n ROOT w = s32[2,3] reduce-window(x, z), window={{{window}}}, to_apply=add\n}}\n")
+    };
+    // Along the rows: 10 + 1, 10 + 1 + 2, ...; along the columns: 10 + 1, 10 + 1 + 4, ...
+    assert_eq!(s32s(&run(&scan("size=1x3 pad=0_0x2_0"), std::slice::from_ref(&x))), vec![11, 13, 16, 14, 19, 25]);
+    assert_eq!(s32s(&run(&scan("size=2x1 pad=1_0x0_0"), std::slice::from_ref(&x))), vec![11, 12, 13, 15, 17, 19]);
+    assert_eq!(s32s(&run(&scan("size=1x5 pad=0_0x4_0"), std::slice::from_ref(&x))), vec![11, 13, 16, 14, 19, 25]);
+    // A running maximum with the position of its first occurrence.
+    let text = "HloModule m\nmax {\n a = f32[] parameter(0)\n i = s32[] parameter(1)\n b = f32[] parameter(2)\n j = s32[] parameter(3)\n\
+        gt = pred[] compare(b, a), direction=GT\n v = f32[] select(gt, b, a)\n k = s32[] select(gt, j, i)\n ROOT r = (f32[], s32[]) tuple(v, k)\n}\n\
+        ENTRY e {\n x = f32[5] parameter(0)\n p = s32[5] iota(), iota_dimension=0\n lo = f32[] constant(-inf)\n m = s32[] constant(-1)\n\
+        ROOT w = (f32[5], s32[5]) reduce-window(x, p, lo, m), window={size=5 pad=4_0}, to_apply=max\n}\n";
+    let m = parse_module(text).expect("parse");
+    let r = evaluate(&m, &[lit(&[5], vec![1.0f32, 3.0, 2.0, 3.0, 7.0])]).expect("evaluate");
+    let parts = r.tuple_elements().expect("a tuple");
+    assert_eq!(f32s(&parts[0]), vec![1.0, 3.0, 3.0, 3.0, 7.0]);
+    assert_eq!(s32s(&parts[1]), vec![0, 1, 1, 1, 4]);
+    // 4M elements of 1: the running sum counts them (exact in f32 up to 2^24).
+    let n = 1 << 22;
+    let text = format!("HloModule m\nadd {{\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b)\n}}\nENTRY e {{\n x = f32[{n}] parameter(0)\n z = f32[] constant(0)\n ROOT w = f32[{n}] reduce-window(x, z), window={{size={n} pad={}_0}}, to_apply=add\n}}\n", n - 1);
+    let sums = f32s(&run(&text, &[lit(&[n], vec![1.0f32; n as usize])]));
+    assert!(sums.iter().enumerate().all(|(i, &s)| s == (i + 1) as f32), "a running count");
+}

@@ -115,21 +115,28 @@ pub(crate) fn reduce_window(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Valu
             "reduce-window operands differ in shape or an initial value is not a scalar",
         ));
     }
-    let map = WindowMap::new(inst, &inputs[0].dims, &window_attr(inst)?)?;
+    let window = window_attr(inst)?;
     let comp = inst.called("to_apply").ok_or_else(|| EvalError::invalid(inst, "reduce-window without to_apply"))?;
     let types = scalar_fn::result_types(inst)?;
     if types.len() != k {
         return Err(EvalError::invalid(inst, "reduce-window result count differs from its operands"));
     }
-    let n = map.out_len();
-    let mut outs: Vec<Buf> = types.iter().map(|&t| zeros(t, n)).collect();
-    let mut o = vec![0i64; map.out_dims.len()];
-    let (mut cur, mut next) = (Vec::new(), Vec::new());
     let fast = match combiner(ev.module, comp) {
         // Complex values have no typed fold: they take the general path below.
         Some(c) if k == 1 && inputs[0].ty == types[0] && inits[0].ty == types[0] && !types[0].is_complex() => Some(c),
         _ => None,
     };
+    if let Some(d) = prefix_scan_dim(&window, &inputs[0].dims) {
+        let dims = inputs[0].dims.clone();
+        let outs = prefix_scan(ev, inst, comp, (inputs, inits), &types, fast, d)?;
+        let arrs = types.into_iter().zip(outs).map(|(ty, buf)| Arr { ty, dims: dims.clone(), buf }).collect();
+        return Ok(scalar_fn::wrap_results(inst, arrs));
+    }
+    let map = WindowMap::new(inst, &inputs[0].dims, &window)?;
+    let n = map.out_len();
+    let mut outs: Vec<Buf> = types.iter().map(|&t| zeros(t, n)).collect();
+    let mut o = vec![0i64; map.out_dims.len()];
+    let (mut cur, mut next) = (Vec::new(), Vec::new());
     if let Some(c) = fast {
         let ty = types[0];
         // One typed fold per window, in window order, starting from the initial value.
@@ -173,6 +180,96 @@ pub(crate) fn reduce_window(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Valu
     }
     let arrs = types.into_iter().zip(outs).map(|(ty, buf)| Arr { ty, dims: map.out_dims.clone(), buf }).collect();
     Ok(scalar_fn::wrap_results(inst, arrs))
+}
+
+/// The dimension along which `window` covers, for every output element, exactly the operand
+/// elements up to it (a cumulative reduction: size at least the dimension, padded below by
+/// size - 1 and not above, stride 1, no dilation), one element along every other dimension.
+fn prefix_scan_dim(window: &Window, dims: &[i64]) -> Option<usize> {
+    if window.dims.len() != dims.len() || dims.contains(&0) {
+        return None;
+    }
+    let plain = |w: &crate::ir::WindowDim| w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1;
+    let single = |w: &crate::ir::WindowDim| plain(w) && w.size == 1 && w.padding_low == 0 && w.padding_high == 0;
+    let mut scans = window.dims.iter().zip(dims).enumerate().filter(|(_, (w, _))| !single(w));
+    let (d, (w, &n)) = scans.next()?;
+    let prefix = plain(w) && w.size >= n && w.padding_low == w.size - 1 && w.padding_high == 0;
+    (scans.next().is_none() && prefix).then_some(d)
+}
+
+/// A reduce-window whose windows are prefixes along dimension `d` ([`prefix_scan_dim`]), as
+/// one running fold along each row: element i's window is the row's elements 0..=i in order
+/// (padding skipped), so folding them in turn from the initial value and reading the
+/// accumulator after each gives every window's result by the same operations in the same
+/// order. The window form is quadratic in the row's length, in time and in the window lists it
+/// builds: a `jnp.cumsum` of 4M elements did not finish.
+fn prefix_scan(
+    ev: &Evaluator<'_>,
+    inst: &Instruction,
+    comp: crate::CompId,
+    (inputs, inits): (&[&Arr], &[&Arr]),
+    types: &[crate::ElementType],
+    fast: Option<scalar_fn::Combiner>,
+    d: usize,
+) -> Result<Vec<Buf>, EvalError> {
+    let dims = &inputs[0].dims;
+    let strides = row_major_strides(dims);
+    let (n, step) = (dims[d] as usize, strides[d] as usize);
+    let total = dims.iter().product::<i64>() as usize;
+    let mut outs: Vec<Buf> = types.iter().map(|&t| zeros(t, total)).collect();
+    // Each row starts where the scanned coordinate is 0 and visits its elements `step` apart.
+    let rows = (0..total).filter(|&b| (b / step) % n == 0);
+    if let Some(c) = fast {
+        let ty = types[0];
+        match (&mut outs[0], &inputs[0].buf, &inits[0].buf) {
+            (Buf::Float(out), Buf::Float(v), Buf::Float(init)) => {
+                let f = scalar_fn::float_fn(c, ty)
+                    .ok_or_else(|| EvalError::invalid(inst, "reducer does not apply to floats"))?;
+                for base in rows {
+                    let mut acc = init[0];
+                    for s in (0..n).map(|i| base + i * step) {
+                        acc = f(acc, v[s]);
+                        out[s] = acc;
+                    }
+                }
+            }
+            (Buf::Int(out), Buf::Int(v), Buf::Int(init)) => {
+                let f = scalar_fn::int_fn(c, ty);
+                for base in rows {
+                    let mut acc = init[0];
+                    for s in (0..n).map(|i| base + i * step) {
+                        acc = f(acc, v[s]);
+                        out[s] = acc;
+                    }
+                }
+            }
+            (Buf::Pred(out), Buf::Pred(v), Buf::Pred(init)) => {
+                let f = scalar_fn::pred_fn(c);
+                for base in rows {
+                    let mut acc = init[0];
+                    for s in (0..n).map(|i| base + i * step) {
+                        acc = f(acc, v[s]);
+                        out[s] = acc;
+                    }
+                }
+            }
+            _ => return Err(EvalError::invalid(inst, "reduce-window operand and result types differ")),
+        }
+        return Ok(outs);
+    }
+    let k = inputs.len();
+    for base in rows {
+        let mut acc: Vec<Value> = inits.iter().map(|a| Value::Arr((*a).clone())).collect();
+        for s in (0..n).map(|i| base + i * step) {
+            let mut args = acc;
+            args.extend(inputs.iter().map(|a| scalar(a, s)));
+            acc = call(ev, inst, comp, args, k)?;
+            for (out, v) in outs.iter_mut().zip(&acc) {
+                store(inst, out, s, v)?;
+            }
+        }
+    }
+    Ok(outs)
 }
 
 /// select-and-scatter(operand, source, init): every window of the operand selects one
