@@ -189,7 +189,9 @@ fn prefix_scan_dim(window: &Window, dims: &[i64]) -> Option<usize> {
     if window.dims.len() != dims.len() || dims.contains(&0) {
         return None;
     }
-    let plain = |w: &crate::ir::WindowDim| w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1;
+    let plain = |w: &crate::ir::WindowDim| {
+        w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1 && !w.window_reversal
+    };
     let single = |w: &crate::ir::WindowDim| plain(w) && w.size == 1 && w.padding_low == 0 && w.padding_high == 0;
     let mut scans = window.dims.iter().zip(dims).enumerate().filter(|(_, (w, _))| !single(w));
     let (d, (w, &n)) = scans.next()?;
@@ -225,33 +227,13 @@ fn prefix_scan(
             (Buf::Float(out), Buf::Float(v), Buf::Float(init)) => {
                 let f = scalar_fn::float_fn(c, ty)
                     .ok_or_else(|| EvalError::invalid(inst, "reducer does not apply to floats"))?;
-                for base in rows {
-                    let mut acc = init[0];
-                    for s in (0..n).map(|i| base + i * step) {
-                        acc = f(acc, v[s]);
-                        out[s] = acc;
-                    }
-                }
+                fold_rows(rows, n, step, (out, v, init[0]), f);
             }
             (Buf::Int(out), Buf::Int(v), Buf::Int(init)) => {
-                let f = scalar_fn::int_fn(c, ty);
-                for base in rows {
-                    let mut acc = init[0];
-                    for s in (0..n).map(|i| base + i * step) {
-                        acc = f(acc, v[s]);
-                        out[s] = acc;
-                    }
-                }
+                fold_rows(rows, n, step, (out, v, init[0]), scalar_fn::int_fn(c, ty))
             }
             (Buf::Pred(out), Buf::Pred(v), Buf::Pred(init)) => {
-                let f = scalar_fn::pred_fn(c);
-                for base in rows {
-                    let mut acc = init[0];
-                    for s in (0..n).map(|i| base + i * step) {
-                        acc = f(acc, v[s]);
-                        out[s] = acc;
-                    }
-                }
+                fold_rows(rows, n, step, (out, v, init[0]), scalar_fn::pred_fn(c))
             }
             _ => return Err(EvalError::invalid(inst, "reduce-window operand and result types differ")),
         }
@@ -270,6 +252,25 @@ fn prefix_scan(
         }
     }
     Ok(outs)
+}
+
+/// [`prefix_scan`]'s typed fold: along each row (starting at `rows`, `n` elements `step`
+/// apart) `out` receives the running fold of `v` from `init`.
+fn fold_rows<T: Copy>(
+    rows: impl Iterator<Item = usize>,
+    n: usize,
+    step: usize,
+    io: (&mut [T], &[T], T),
+    f: impl Fn(T, T) -> T,
+) {
+    let (out, v, init) = io;
+    for base in rows {
+        let mut acc = init;
+        for s in (0..n).map(|i| base + i * step) {
+            acc = f(acc, v[s]);
+            out[s] = acc;
+        }
+    }
 }
 
 /// select-and-scatter(operand, source, init): every window of the operand selects one

@@ -32,10 +32,9 @@ use crate::LowerError;
 
 /// The column form's fewest columns: below this a block is too short for a vector.
 const MIN_COLUMNS: i64 = 8;
-/// The column form splits its columns into blocks until there are this many grid indices (two
-/// per thread on two cores; 8 made blocks of 128 columns of an f32[4096,1024] and ran 10%
-/// slower)
-/// (blocks of at least [`MIN_BLOCK`] columns), so the pool has work to share.
+/// The column form halves its blocks of columns until there are this many grid indices, so
+/// the pool has work to share (two per thread on two cores: 8, blocks of 128 columns of an
+/// f32[4096,1024], ran 10% slower), keeping blocks of at least [`MIN_BLOCK`] columns.
 const MIN_GRID: i64 = 4;
 const MIN_BLOCK: i64 = 64;
 
