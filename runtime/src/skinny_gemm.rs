@@ -591,14 +591,6 @@ mod x86 {
                 let mut i0 = 0;
                 while i0 < p.m {
                     let r = (p.m - i0).min(rows);
-                    macro_rules! rows {
-                        ($($r:literal)*) => {
-                            match r {
-                                $($r => unsafe { row_tile::<E, $r, 2>(p, i0, j0, q0, q1, first) },)*
-                                _ => unreachable!(),
-                            }
-                        };
-                    }
                     macro_rules! cols {
                         ($($r:literal)*) => {
                             match r {
@@ -610,7 +602,7 @@ mod x86 {
                     match (p.rows_contiguous(), tile) {
                         (true, 64) => unsafe { row_tile::<E, 1, 8>(p, i0, j0, q0, q1, first) },
                         (true, 32) => unsafe { row_tile::<E, 2, 4>(p, i0, j0, q0, q1, first) },
-                        (true, _) => rows!(1 2 3 4 5 6),
+                        (true, _) => unsafe { row_tile_of::<E, 2>(r, p, i0, j0, q0, q1, first) },
                         (false, _) => cols!(1 2 3),
                     }
                     i0 += r;
@@ -621,15 +613,7 @@ mod x86 {
                 let mut i0 = 0;
                 while i0 < p.m {
                     let r = (p.m - i0).min(ROW_TILE_ROWS);
-                    macro_rules! rows {
-                        ($($r:literal)*) => {
-                            match r {
-                                $($r => unsafe { row_tile::<E, $r, 1>(p, i0, j0, q0, q1, first) },)*
-                                _ => unreachable!(),
-                            }
-                        };
-                    }
-                    rows!(1 2 3 4 5 6);
+                    unsafe { row_tile_of::<E, 1>(r, p, i0, j0, q0, q1, first) };
                     i0 += r;
                 }
                 j0 += 8;
@@ -774,6 +758,31 @@ mod x86 {
                         *c.offset((8 * v + j) as isize * p.c_cs) = *y;
                     }
                 }
+            }
+        }
+    }
+
+    /// [`row_tile`] for the `r` rows (1 to [`ROW_TILE_ROWS`]) from `i0`, `r` made the tile's
+    /// constant row count.
+    #[inline(always)]
+    unsafe fn row_tile_of<E: Lanes, const V: usize>(
+        r: usize,
+        p: &Problem<E>,
+        i0: usize,
+        j0: usize,
+        q0: usize,
+        q1: usize,
+        first: bool,
+    ) {
+        unsafe {
+            match r {
+                1 => row_tile::<E, 1, V>(p, i0, j0, q0, q1, first),
+                2 => row_tile::<E, 2, V>(p, i0, j0, q0, q1, first),
+                3 => row_tile::<E, 3, V>(p, i0, j0, q0, q1, first),
+                4 => row_tile::<E, 4, V>(p, i0, j0, q0, q1, first),
+                5 => row_tile::<E, 5, V>(p, i0, j0, q0, q1, first),
+                6 => row_tile::<E, 6, V>(p, i0, j0, q0, q1, first),
+                _ => unreachable!("at most {ROW_TILE_ROWS} rows"),
             }
         }
     }

@@ -126,7 +126,7 @@ pub(crate) fn reduce_window(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Valu
         Some(c) if k == 1 && inputs[0].ty == types[0] && inits[0].ty == types[0] && !types[0].is_complex() => Some(c),
         _ => None,
     };
-    if let Some(d) = prefix_scan_dim(&window, &inputs[0].dims) {
+    if let Some((d, false)) = window.scan_dimension(&inputs[0].dims) {
         let dims = inputs[0].dims.clone();
         let outs = prefix_scan(ev, inst, comp, (inputs, inits), &types, fast, d)?;
         let arrs = types.into_iter().zip(outs).map(|(ty, buf)| Arr { ty, dims: dims.clone(), buf }).collect();
@@ -182,24 +182,7 @@ pub(crate) fn reduce_window(ev: &Evaluator<'_>, inst: &Instruction, ops: &[&Valu
     Ok(scalar_fn::wrap_results(inst, arrs))
 }
 
-/// The dimension along which `window` covers, for every output element, exactly the operand
-/// elements up to it (a cumulative reduction: size at least the dimension, padded below by
-/// size - 1 and not above, stride 1, no dilation), one element along every other dimension.
-fn prefix_scan_dim(window: &Window, dims: &[i64]) -> Option<usize> {
-    if window.dims.len() != dims.len() || dims.contains(&0) {
-        return None;
-    }
-    let plain = |w: &crate::ir::WindowDim| {
-        w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1 && !w.window_reversal
-    };
-    let single = |w: &crate::ir::WindowDim| plain(w) && w.size == 1 && w.padding_low == 0 && w.padding_high == 0;
-    let mut scans = window.dims.iter().zip(dims).enumerate().filter(|(_, (w, _))| !single(w));
-    let (d, (w, &n)) = scans.next()?;
-    let prefix = plain(w) && w.size >= n && w.padding_low == w.size - 1 && w.padding_high == 0;
-    (scans.next().is_none() && prefix).then_some(d)
-}
-
-/// A reduce-window whose windows are prefixes along dimension `d` ([`prefix_scan_dim`]), as
+/// A reduce-window whose windows are prefixes along dimension `d` ([`Window::scan_dimension`]), as
 /// one running fold along each row: element i's window is the row's elements 0..=i in order
 /// (padding skipped), so folding them in turn from the initial value and reading the
 /// accumulator after each gives every window's result by the same operations in the same

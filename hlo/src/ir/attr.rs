@@ -80,6 +80,38 @@ pub struct Window {
     pub dims: Vec<WindowDim>,
 }
 
+impl Window {
+    /// The dimension along which this window, over an operand of extents `dims`, covers every
+    /// element before each position (a prefix: `false`) or every element after it (a suffix:
+    /// `true`), taking one element along every other dimension: a cumulative reduction
+    /// (JAX's `cumsum`, `cumprod`, `cummax`, and their reversed forms). Stride 1, no dilation
+    /// or reversal, a size at least the dimension's (more only adds padding), padded by
+    /// `size - 1` on one side.
+    pub fn scan_dimension(&self, dims: &[i64]) -> Option<(usize, bool)> {
+        if self.dims.len() != dims.len() {
+            return None;
+        }
+        let plain =
+            |w: &WindowDim| w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1 && !w.window_reversal;
+        let single = |w: &WindowDim| plain(w) && w.size == 1 && w.padding_low == 0 && w.padding_high == 0;
+        if !self.dims.iter().all(plain) {
+            return None;
+        }
+        let mut scans = self.dims.iter().zip(dims).enumerate().filter(|(_, (w, _))| !single(w));
+        let (d, (w, &n)) = scans.next()?;
+        if scans.next().is_some() || n <= 1 || w.size < n {
+            return None;
+        }
+        if w.padding_low == w.size - 1 && w.padding_high == 0 {
+            Some((d, false))
+        } else if w.padding_low == 0 && w.padding_high == w.size - 1 {
+            Some((d, true))
+        } else {
+            None
+        }
+    }
+}
+
 /// `dim_labels=b01f_01io->b01f`: which dimension of input, kernel and output plays which role.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConvDimensionNumbers {

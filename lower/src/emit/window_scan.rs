@@ -21,7 +21,7 @@
 //! rows of an f32[4096,1024] took 29 ms. Each element's fold is the same operations in the
 //! same order either way.
 
-use tessera_hlo::ir::WindowDim;
+use tessera_hlo::ir::Window;
 use tessera_hlo::{Computation, InstId, Instruction, Opcode};
 
 use super::column_reduce::contiguous_dim;
@@ -47,26 +47,7 @@ pub(crate) fn scan_dim(comp: &Computation, inst: &Instruction) -> Option<(usize,
     }
     let [input, _] = inst.operands.as_slice() else { return None };
     let dims = comp.inst(*input).shape.dims().to_vec();
-    let window = window_dims(inst, &dims).ok()?;
-    let single = |w: &WindowDim| {
-        w.size == 1 && w.stride == 1 && w.padding_low == 0 && w.padding_high == 0 && w.window_dilation == 1
-    };
-    let covering = |w: &WindowDim, n: i64| n > 1 && w.size >= n && w.stride == 1 && w.window_dilation == 1;
-    let prefix = |w: &WindowDim| w.padding_low == w.size - 1 && w.padding_high == 0;
-    let suffix = |w: &WindowDim| w.padding_low == 0 && w.padding_high == w.size - 1;
-    let undilated = window.iter().all(|w| w.base_dilation == 1);
-    let mut scans = window.iter().zip(&dims).enumerate().filter(|(_, (w, _))| !single(w));
-    let (d, (w, &n)) = scans.next()?;
-    if !undilated || scans.next().is_some() || !covering(w, n) {
-        return None;
-    }
-    if prefix(w) {
-        Some((d, false))
-    } else if suffix(w) {
-        Some((d, true))
-    } else {
-        None
-    }
+    Window { dims: window_dims(inst, &dims).ok()? }.scan_dimension(&dims)
 }
 
 /// Whether reduce-window `id`'s fold gives the same result in any order (see the module
