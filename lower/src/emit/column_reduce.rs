@@ -6,7 +6,10 @@
 //! accumulators per row. Each accumulator sees its column's elements in the same order as
 //! the element-at-a-time form (reduced dimensions major to minor) and, but for f32 sums, in
 //! the same type (f16/bf16 sums in f32, other reducers in their own), so those give its bits;
-//! only the loop order changes. f32 sums, which that form adds in f64, add in f64 here too when
+//! only the loop order changes. Any real element type takes this form: a predicate's
+//! accumulator (a `jnp.all` over rows) is a byte in scratch; jnp.all over the rows of an
+//! f32[4096,4096] had walked its columns in 61 ms, where XLA:CPU takes 16.
+//! f32 sums, which that form adds in f64, add in f64 here too when
 //! they have more than [`MAX_F32_RUN`] elements per output, and in f32 when they have at most
 //! that many.
 //! The grid runs over the major-most other kept dimension when there is one and a
@@ -195,8 +198,24 @@ impl<'m> Emitter<'m> {
                 s => vec![s.element_type()],
             };
             use ElementType as E;
-            let supported =
-                |et: &E| matches!(et, E::F32 | E::F64 | E::F16 | E::BF16 | E::S32 | E::S64 | E::U32 | E::U64);
+            let supported = |et: &E| {
+                matches!(
+                    et,
+                    E::F32
+                        | E::F64
+                        | E::F16
+                        | E::BF16
+                        | E::Pred
+                        | E::S8
+                        | E::U8
+                        | E::S16
+                        | E::U16
+                        | E::S32
+                        | E::S64
+                        | E::U32
+                        | E::U64
+                )
+            };
             if ets.len() != inputs.len() || !ets.iter().all(supported) {
                 return Ok(false);
             }
@@ -312,7 +331,7 @@ impl<'m> Emitter<'m> {
             for (i, &init) in r.inits.iter().enumerate() {
                 let suffix = if r.inits.len() > 1 { format!(".{i}") } else { String::new() };
                 let acc_name = format!("{}.acc{suffix}", comp.inst(r.id).name);
-                bufs.push(self.b.buffer(acc_name, MemType::Scalar(acc_tys[i]), scratch_len, true));
+                bufs.push(self.b.buffer(acc_name, MemType::holding(acc_tys[i]), scratch_len, true));
                 let v = self.elem(&f, init, &[])?;
                 values.push(if r.how == Accumulate::F64Sum {
                     self.b.cast(CastOp::FPExt, Ty::F32, Ty::F64, v)
@@ -343,7 +362,8 @@ impl<'m> Emitter<'m> {
             full[d] = index::var(self.open_loop(0, dims[d]));
             opened += 1;
         }
-        let width = nest::vector_width(acc_ty.bits(), chunk);
+        // A predicate accumulator is a byte in scratch.
+        let width = nest::vector_width(MemType::holding(acc_ty).bits(), chunk);
         let tail = if chunk % i64::from(width) == 0 { Tail::None } else { Tail::Peel };
         let out_at = |em: &mut Emitter<'m>, full: &[IndexExpr], map: &LayoutMap| {
             let idx: Vec<IndexExpr> = kept.iter().map(|&d| full[d].clone()).collect();

@@ -345,7 +345,7 @@ impl<'m> Emitter<'m> {
                 (Some(_), Some((_, t))) => t,
                 _ => types::reg(et, name)?,
             };
-            let mem = if ty == Ty::Pred { MemType::Pred } else { MemType::Scalar(ty) };
+            let mem = MemType::holding(ty);
             let buf = self.b.buffer(format!("{name}.keys{c}"), mem, len, true);
             lanes.push(Lane { buf, ty, operand: Some((o, part)) });
         }

@@ -145,7 +145,7 @@ impl<'m> Emitter<'m> {
             stride = stride.saturating_mul(dims[x]);
         }
         let len = grid.checked_mul(block).ok_or_else(|| LowerError::invalid(&name, "scan scratch size overflows"))?;
-        let scratch = self.b.buffer(format!("{name}.acc"), MemType::Scalar(acc_ty), len, true);
+        let scratch = self.b.buffer(format!("{name}.acc"), MemType::holding(acc_ty), len, true);
         let slot = |j| index::add(&index::scale(&gv, block), &index::var(j));
         let width = nest::vector_width(acc_ty.bits(), block);
         let tail = if block % i64::from(width) == 0 { Tail::None } else { Tail::Peel };

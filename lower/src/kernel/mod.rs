@@ -124,6 +124,15 @@ pub enum MemType {
 }
 
 impl MemType {
+    /// The memory type that holds registers of type `ty` as they are (a byte per predicate):
+    /// the type of a kernel's own scratch.
+    pub fn holding(ty: Ty) -> MemType {
+        if ty == Ty::Pred {
+            MemType::Pred
+        } else {
+            MemType::Scalar(ty)
+        }
+    }
     /// The register type loads produce and stores consume.
     pub fn reg(self) -> Ty {
         match self {
