@@ -6,7 +6,9 @@
 //! wrap (s8, and s32 sums of 16-bit products), signed with unsigned, few rows (the skinny
 //! path) and a batch; and dots whose operands or result GEMM cannot view as matrices, read or
 //! written through copies (`dot_layout`): an image contracted along its middle dimension, as
-//! `jax.image.resize` does, and a result laid out with its free dimensions split apart.
+//! `jax.image.resize` does, and a result laid out with its free dimensions split apart; and
+//! complex dots (`tessera_rt_gemm_c64`/`_c128`: interleaved pairs, strides in pairs), plain,
+//! batched, with a transposed operand and with few rows.
 
 mod tier_support;
 
@@ -56,6 +58,18 @@ fn converted_gemm_dots_on_both_tiers_match_the_interpreter() {
                 "lhs_contracting_dims={1}, rhs_contracting_dims={0}",
             ),
         ),
+        ("c64", dot("c64[40,70]{1,0}", "c64[70,30]{1,0}", "c64[40,30]{1,0}", plain)),
+        (
+            "c64_batched_transposed",
+            dot(
+                "c64[3,24,50]{2,1,0}",
+                "c64[3,36,50]{2,1,0}",
+                "c64[3,24,36]{2,1,0}",
+                "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}",
+            ),
+        ),
+        ("c64_few_rows", dot("c64[2,300]{1,0}", "c64[300,20]{1,0}", "c64[2,20]{1,0}", plain)),
+        ("c128_column_major", dot("c128[33,45]{0,1}", "c128[45,17]{1,0}", "c128[33,17]{0,1}", plain)),
     ];
     let failures = failures_against_interpreter(&modules, 7_919);
     assert!(failures.is_empty(), "{}", failures.join("\n"));

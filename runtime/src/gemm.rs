@@ -1,6 +1,7 @@
 //! The GEMM runtime functions kernels call for large dots (DESIGN.md section 6):
 //! `C = A·B`, overwriting `C`, with arbitrary strides in elements, on the `gemm` crate's
-//! AVX-512 kernels; `tessera_rt_gemm_f32_mixed` takes bf16 and f16 operands too. Products
+//! AVX-512 kernels; `tessera_rt_gemm_f32_mixed` takes bf16 and f16 operands too, and
+//! `tessera_rt_gemm_c64`/`_c128` complex ones (interleaved pairs, the crate's c32/c64). Products
 //! with few rows or few columns whose long operand has a unit stride run on
 //! [`crate::skinny_gemm`] instead, which reads that operand once in its own type (a small one
 //! with contiguous columns is first copied by rows).
@@ -213,6 +214,60 @@ pub unsafe extern "C" fn tessera_rt_gemm_f64(
     c_cs: i64,
 ) {
     unsafe { gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, 0.0f64, 1.0f64) }
+}
+
+/// `C = A·B` for complex64: each matrix holds interleaved (real, imaginary) f32 pairs, and
+/// sizes and strides count complex elements (element `(i, j)` of `X` has its real part at
+/// `x + 2*(i*x_rs + j*x_cs)`), otherwise as for [`tessera_rt_gemm_f32`]. The gemm crate's
+/// complex kernels accumulate each product in complex64, as Eigen does for XLA:CPU.
+///
+/// # Safety
+/// As for [`tessera_rt_gemm_f32`], for pairs of floats.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn tessera_rt_gemm_c64(
+    m: i64,
+    n: i64,
+    k: i64,
+    a: *const f32,
+    a_rs: i64,
+    a_cs: i64,
+    b: *const f32,
+    b_rs: i64,
+    b_cs: i64,
+    c: *mut f32,
+    c_rs: i64,
+    c_cs: i64,
+) {
+    // `gemm::c32` is `num_complex::Complex32`, `#[repr(C)]` (re, im): one interleaved pair.
+    let (a, b, c) = (a.cast::<gemm::c32>(), b.cast::<gemm::c32>(), c.cast::<gemm::c32>());
+    let (zero, one) = (gemm::c32::new(0.0, 0.0), gemm::c32::new(1.0, 0.0));
+    unsafe { gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, zero, one) }
+}
+
+/// [`tessera_rt_gemm_c64`] for complex128 (f64 pairs).
+///
+/// # Safety
+/// As for [`tessera_rt_gemm_c64`].
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn tessera_rt_gemm_c128(
+    m: i64,
+    n: i64,
+    k: i64,
+    a: *const f64,
+    a_rs: i64,
+    a_cs: i64,
+    b: *const f64,
+    b_rs: i64,
+    b_cs: i64,
+    c: *mut f64,
+    c_rs: i64,
+    c_cs: i64,
+) {
+    let (a, b, c) = (a.cast::<gemm::c64>(), b.cast::<gemm::c64>(), c.cast::<gemm::c64>());
+    let (zero, one) = (gemm::c64::new(0.0, 0.0), gemm::c64::new(1.0, 0.0));
+    unsafe { gemm_impl(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, zero, one) }
 }
 
 /// Operand element types of [`tessera_rt_gemm_f32_mixed`], as its `a_type`/`b_type` codes.

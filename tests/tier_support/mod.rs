@@ -79,7 +79,8 @@ pub fn corpus_case(name: &str) -> PathBuf {
     dir
 }
 
-/// Floats in [-2, 2); integers with arbitrary bits (so sums wrap); predicates.
+/// Floats (and both parts of complex numbers) in [-2, 2); integers with arbitrary bits (so sums
+/// wrap); predicates.
 pub fn args(shapes: &[Shape], seed: u64) -> Vec<Literal> {
     let mut rng = Rng::new(seed);
     shapes
@@ -92,7 +93,11 @@ pub fn args(shapes: &[Shape], seed: u64) -> Vec<Literal> {
                 .map(|_| {
                     let f = rng.uniform(-2.0, 2.0);
                     let r = rng.next_u64();
+                    // A complex element's bits: the real part's low, the imaginary part's high.
+                    let g = rng.uniform(-2.0, 2.0);
                     match et {
+                        ElementType::C64 => u128::from((f as f32).to_bits()) | u128::from((g as f32).to_bits()) << 32,
+                        ElementType::C128 => u128::from(f.to_bits()) | u128::from(g.to_bits()) << 64,
                         ElementType::F32 => u128::from((f as f32).to_bits()),
                         ElementType::F64 => u128::from(f.to_bits()),
                         ElementType::BF16 => u128::from(half::bf16::from_f64(f).to_bits()),
@@ -116,15 +121,20 @@ pub fn float_of(et: ElementType, bits: u128) -> f64 {
     }
 }
 
-/// Integers and predicates exactly; floats within a relative tolerance of the type plus an
-/// absolute slack for cancellation in sums of a few hundred products.
+/// Integers and predicates exactly; floats (each part of a complex number) within a relative
+/// tolerance of the type plus an absolute slack for cancellation in sums of a few hundred
+/// products.
 pub fn compare(got: &Literal, want: &Literal) -> Result<(), String> {
     let et = want.element_type();
     let (rel, abs) = match et {
         ElementType::F16 => (2e-3, 1e-2),
         ElementType::BF16 => (1.6e-2, 8e-2),
-        ElementType::F32 => (2e-5, 2e-4),
+        ElementType::F32 | ElementType::C64 => (2e-5, 2e-4),
         _ => (1e-12, 1e-11),
+    };
+    let close = |et: ElementType, g: u128, w: u128| {
+        let (a, b) = (float_of(et, g), float_of(et, w));
+        (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= rel * a.abs().max(b.abs()) + abs
     };
     if got.element_count() != want.element_count() {
         return Err(format!("{} elements, want {}", got.element_count(), want.element_count()));
@@ -132,8 +142,11 @@ pub fn compare(got: &Literal, want: &Literal) -> Result<(), String> {
     for i in 0..want.element_count() {
         let (g, w) = (got.get_bits(i).unwrap(), want.get_bits(i).unwrap());
         let ok = if et.is_float() {
-            let (a, b) = (float_of(et, g), float_of(et, w));
-            (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= rel * a.abs().max(b.abs()) + abs
+            close(et, g, w)
+        } else if et.is_complex() {
+            let (part, bits) = if et == ElementType::C64 { (ElementType::F32, 32) } else { (ElementType::F64, 64) };
+            let mask = (1u128 << bits) - 1;
+            close(part, g & mask, w & mask) && close(part, g >> bits, w >> bits)
         } else {
             g == w
         };

@@ -1,7 +1,8 @@
 //! dot (any dot_general) at one output element: loops over the contracting dimensions around
 //! a multiply-add into an accumulator (f32 for f16/bf16/f32 results, rounded once at the end
 //! like XLA:CPU; f64; integers wrap in the result type). f32/f64 dots whose operands view as
-//! strided matrices call the runtime's GEMM instead, and so do f16/bf16 ones through
+//! strided matrices call the runtime's GEMM instead (c64/c128 ones its complex GEMM, which
+//! accumulates in the result type as Eigen's does for XLA:CPU), and so do f16/bf16 ones through
 //! `tessera_rt_gemm_f32_mixed`, which reads half operands as they are and accumulates in f32;
 //! a half result goes to f32 scratch and is rounded once (so a batched dot with a half result
 //! keeps the loops: each batch index would round the whole scratch). Dots of 8- and 16-bit
@@ -167,7 +168,15 @@ impl<'m> Emitter<'m> {
         let half = types::is_half(et(0)) || types::is_half(et(1));
         let f32 = out_et != ElementType::F64;
         let Some((ln, rn)) = self.parameter_operands(id) else { return Ok(false) };
+        let complex = out_et.is_complex();
         let func = match (int, half, f32) {
+            _ if complex => {
+                if out_et == ElementType::C64 {
+                    "tessera_rt_gemm_c64"
+                } else {
+                    "tessera_rt_gemm_c128"
+                }
+            }
             (true, ..) => "tessera_rt_gemm_int",
             (false, true, _) => "tessera_rt_gemm_f32_mixed",
             (false, false, true) => "tessera_rt_gemm_f32",
@@ -248,6 +257,11 @@ impl<'m> Emitter<'m> {
             bases.1 = index::add(&bases.1, &index::scale(&iv, sb));
             bases.2 = index::add(&bases.2, &index::scale(&iv, sc));
         }
+        // A complex buffer holds (real, imaginary) float pairs: its matrices' elements start at
+        // twice their offsets (the call's strides count complex elements).
+        if complex {
+            bases = (index::scale(&bases.0, 2), index::scale(&bases.1, 2), index::scale(&bases.2, 2));
+        }
         use crate::kernel::CallArg as A;
         let a = [A::Ptr { buf: abuf, index: bases.0 }, A::I64(a_rs), A::I64(a_cs)];
         let b = [A::Ptr { buf: bbuf, index: bases.1 }, A::I64(b_rs), A::I64(b_cs)];
@@ -322,13 +336,15 @@ impl<'m> Emitter<'m> {
 }
 
 /// Whether a dot of these operand and result types runs as GEMM calls when its operands
-/// are kernel parameters that view as matrices: f32 or f64 throughout; f32 products of f32,
+/// are kernel parameters that view as matrices: f32, f64, c64 or c128 throughout; f32 products of f32,
 /// bf16 and f16 operands, at least one half, with an f32, bf16 or f16 result; or 8- and
 /// 16-bit integer operands with any integer result of 8 to 64 bits.
 pub(crate) fn gemm_element_types(lhs: ElementType, rhs: ElementType, out: ElementType) -> bool {
     let mixed = |et: ElementType| matches!(et, ElementType::F32 | ElementType::BF16 | ElementType::F16);
     let narrow = |et: ElementType| int_type_code(et).is_some_and(|c| c <= 4);
-    (matches!(out, ElementType::F32 | ElementType::F64) && lhs == out && rhs == out)
+    (matches!(out, ElementType::F32 | ElementType::F64 | ElementType::C64 | ElementType::C128)
+        && lhs == out
+        && rhs == out)
         || (mixed(lhs) && mixed(rhs) && mixed(out) && (types::is_half(lhs) || types::is_half(rhs)))
         || (narrow(lhs) && narrow(rhs) && int_type_code(out).is_some())
 }

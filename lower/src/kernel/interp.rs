@@ -410,7 +410,7 @@ enum CStmt<'k> {
         then_body: Vec<CStmt<'k>>,
         else_body: Vec<CStmt<'k>>,
     },
-    /// `tessera_rt_gemm_f32`/`_f64` with its 12 arguments in contract order, or
+    /// `tessera_rt_gemm_f32`/`_f64`/`_c64`/`_c128` with its 12 arguments in contract order, or
     /// `tessera_rt_gemm_f32_mixed`/`_int` with their type codes taken out into `kind`.
     Gemm {
         kind: GemmKind,
@@ -434,6 +434,11 @@ enum CStmt<'k> {
 #[derive(Clone, Copy)]
 enum GemmKind {
     F64,
+    /// Interleaved (real, imaginary) pairs of f32 (`tessera_rt_gemm_c64`) or of f64
+    /// (`tessera_rt_gemm_c128`); sizes and strides count pairs.
+    Complex {
+        f64: bool,
+    },
     /// f32 products: `A`'s and `B`'s element types as the mixed call's codes (0 f32, 1 bf16,
     /// 2 f16; both 0 for `tessera_rt_gemm_f32`).
     F32([i64; 2]),
@@ -446,6 +451,8 @@ impl GemmKind {
     fn name(self) -> &'static str {
         match self {
             GemmKind::F64 => "tessera_rt_gemm_f64",
+            GemmKind::Complex { f64: false } => "tessera_rt_gemm_c64",
+            GemmKind::Complex { f64: true } => "tessera_rt_gemm_c128",
             GemmKind::F32([0, 0]) => "tessera_rt_gemm_f32",
             GemmKind::F32(_) => "tessera_rt_gemm_f32_mixed",
             GemmKind::Int(_) => "tessera_rt_gemm_int",
@@ -461,7 +468,8 @@ impl GemmKind {
             _ => Ty::I64,
         };
         MemType::Scalar(match self {
-            GemmKind::F64 => Ty::F64,
+            GemmKind::F64 | GemmKind::Complex { f64: true } => Ty::F64,
+            GemmKind::Complex { f64: false } => Ty::F32,
             GemmKind::F32(types) => match types.get(which) {
                 Some(1 | 2) => Ty::I16,
                 _ => Ty::F32,
@@ -683,6 +691,8 @@ impl<'k> Resolver<'k> {
             "tessera_rt_gemm_f32_mixed" => (GemmKind::F32([0, 0]), &[6, 10], 0..=2),
             "tessera_rt_gemm_int" => (GemmKind::Int([0; 3]), &[6, 10, 14], 1..=8),
             "tessera_rt_gemm_f64" => (GemmKind::F64, &[], 0..=0),
+            "tessera_rt_gemm_c64" => (GemmKind::Complex { f64: false }, &[], 0..=0),
+            "tessera_rt_gemm_c128" => (GemmKind::Complex { f64: true }, &[], 0..=0),
             "tessera_rt_conv_f32" => return self.conv_call(stmt, false, args),
             "tessera_rt_conv_f64" => return self.conv_call(stmt, true, args),
             _ => return Err(KernelRunError::UnknownFunction { kernel: self.kernel.name.clone(), func: func.into() }),
@@ -712,7 +722,7 @@ impl<'k> Resolver<'k> {
                 }
                 *t = types;
             }
-            GemmKind::F64 => {}
+            GemmKind::F64 | GemmKind::Complex { .. } => {}
         }
         let mut out = Vec::with_capacity(12);
         for (i, a) in plain.into_iter().enumerate() {
@@ -1266,7 +1276,9 @@ impl Machine<'_, '_, '_> {
         }
         // Distinct result elements: an m x n product cannot fit in fewer (and the scratch
         // matrix below stays as small as the buffer).
-        if m.checked_mul(n).is_none_or(|mn| mn > self.lens[ptrs[2].0]) {
+        // A complex element is two floats: offsets and strides count pairs.
+        let parts: i64 = if matches!(kind, GemmKind::Complex { .. }) { 2 } else { 1 };
+        if m.checked_mul(n).and_then(|mn| mn.checked_mul(parts)).is_none_or(|mn| mn > self.lens[ptrs[2].0]) {
             return Err(call(format!("an {m} x {n} result does not fit buffer b{}", ptrs[2].0)));
         }
         let strides = [(ints[4], ints[5]), (ints[7], ints[8]), (ints[10], ints[11])];
@@ -1277,8 +1289,9 @@ impl Machine<'_, '_, '_> {
                 continue;
             }
             let (r, c) = (i128::from(rows - 1) * i128::from(rs), i128::from(cols - 1) * i128::from(cs));
-            let lo = i128::from(*base) + r.min(0) + c.min(0);
-            let hi = i128::from(*base) + r.max(0) + c.max(0);
+            let p = i128::from(parts);
+            let lo = i128::from(*base) + p * (r.min(0) + c.min(0));
+            let hi = i128::from(*base) + p * (r.max(0) + c.max(0)) + p - 1;
             if lo < 0 || hi >= i128::from(self.lens[*buf]) {
                 let which = ["A", "B", "C"][w];
                 return Err(call(format!(
@@ -1287,11 +1300,11 @@ impl Machine<'_, '_, '_> {
                 )));
             }
         }
-        let at = |base: i64, i: i64, rs: i64, j: i64, cs: i64| (base + i * rs + j * cs) as usize;
+        let at = |base: i64, i: i64, rs: i64, j: i64, cs: i64| (base + parts * (i * rs + j * cs)) as usize;
         let ((a, ab), (b, bb), (c, cb)) = (ptrs[0], ptrs[1], ptrs[2]);
         let [(ars, acs), (brs, bcs), (crs, ccs)] = strides;
         // Computed into a scratch matrix first, so C may overlap A or B.
-        let mut out = Vec::with_capacity((m * n) as usize);
+        let mut out = Vec::with_capacity((m * n * parts) as usize);
         let read_n = |s: &Self, buf: usize, e: usize, width: usize| {
             let raw = s.bytes(buf, e * width, width);
             let mut x = [0u8; 8];
@@ -1322,6 +1335,29 @@ impl Machine<'_, '_, '_> {
                         }
                         of_f64(acc)
                     }
+                    // Each pair's product added in the element type, as the runtime's
+                    // complex kernels do; the real part is pushed here, the imaginary below.
+                    GemmKind::Complex { f64: wide } => {
+                        let (mut re, mut im) = (0.0f64, 0.0f64);
+                        let round = |x: f64| if wide { x } else { f64::from(x as f32) };
+                        let part = |s: &Self, buf: usize, e: usize| {
+                            if wide {
+                                f64_of(read_n(s, buf, e, 8))
+                            } else {
+                                f64::from(f32_of(read_n(s, buf, e, 4)))
+                            }
+                        };
+                        for p in 0..k {
+                            let (ea, eb) = (at(ab, i, ars, p, acs), at(bb, p, brs, j, bcs));
+                            let (xr, xi) = (part(self, a, ea), part(self, a, ea + 1));
+                            let (yr, yi) = (part(self, b, eb), part(self, b, eb + 1));
+                            re = round(re + round(round(xr * yr) - round(xi * yi)));
+                            im = round(im + round(round(xr * yi) + round(xi * yr)));
+                        }
+                        let bits = |x: f64| if wide { of_f64(x) } else { of_f32(x as f32) };
+                        out.push(bits(re));
+                        bits(im)
+                    }
                     GemmKind::F32(types) => {
                         let mut acc = 0.0f32;
                         for p in 0..k {
@@ -1348,8 +1384,11 @@ impl Machine<'_, '_, '_> {
         let data = &mut self.bufs[self.map[c]];
         for i in 0..m {
             for j in 0..n {
-                let e = at(cb, i, crs, j, ccs) * width;
-                data[e..e + width].copy_from_slice(&out[(i * n + j) as usize].to_le_bytes()[..width]);
+                for p in 0..parts {
+                    let e = (at(cb, i, crs, j, ccs) + p as usize) * width;
+                    let x = out[((i * n + j) * parts + p) as usize];
+                    data[e..e + width].copy_from_slice(&x.to_le_bytes()[..width]);
+                }
             }
         }
         Ok(())

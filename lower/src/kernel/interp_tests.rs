@@ -555,6 +555,36 @@ fn gemm_follows_the_runtime_contract() {
     ));
 }
 
+/// `tessera_rt_gemm_c64` of a 2x2 `A` (row stride `a_rs` pairs) and a 2x1 `B`.
+fn complex_gemm_kernel(a_rs: i64) -> Kernel {
+    let mut b = KernelBuilder::new("gemm", 1);
+    let a = b.buffer("a", F32, 8, false);
+    let bb = b.buffer("b", F32, 4, false);
+    let c = b.buffer("c", F32, 4, true);
+    let ptr = |buf| CallArg::Ptr { buf, index: IndexExpr::constant(0) };
+    let args = [2, 1, 2].map(CallArg::I64).into_iter();
+    let args = args.chain([ptr(a), CallArg::I64(a_rs), CallArg::I64(1), ptr(bb), CallArg::I64(1), CallArg::I64(1)]);
+    b.call("tessera_rt_gemm_c64", args.chain([ptr(c), CallArg::I64(1), CallArg::I64(1)]).collect());
+    b.finish()
+}
+
+#[test]
+fn complex_gemm_reads_interleaved_pairs() {
+    // A = [[1+2i, 3-i], [i, 2]], B = [[1+i], [2-i]]: C = [[4-2i], [3-i]].
+    let mut a = f32_bytes(&[1.0, 2.0, 3.0, -1.0, 0.0, 1.0, 2.0, 0.0]);
+    let mut b = f32_bytes(&[1.0, 1.0, 2.0, -1.0]);
+    let mut c = f32_bytes(&[f32::NAN; 4]);
+    run_kernel(&complex_gemm_kernel(2), &mut [&mut a, &mut b, &mut c]).unwrap();
+    assert_eq!(f32s(&c), vec![4.0, -2.0, 3.0, -1.0]);
+    // A row stride of 3 pairs puts A's last imaginary part at float 9, past its 8.
+    match run_kernel(&complex_gemm_kernel(3), &mut [&mut a, &mut b, &mut c]) {
+        Err(KernelRunError::Fault { fault: Fault::Call(m), .. }) => {
+            assert_eq!(m, "tessera_rt_gemm_c64: A spans elements 0..=9 of buffer b0 with 8 elements")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// `tessera_rt_gemm_f32_mixed` of a bf16 `A` (2x3) and an f16 `B` (3x2, row-major), with the
 /// type codes given (`A`'s as a computed value when `None`).
 fn mixed_gemm_kernel(a_type: Option<i64>, b_type: i64) -> Kernel {
