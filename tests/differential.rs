@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use tessera::differential::{generate, Backends, Header, Options};
 use tessera::ClientOptions;
 use tessera_hlo::text::parse_module;
+use tessera_lower::passes::AlgebraicSimplifier;
+use tessera_lower::Pass;
 
 /// Programs per CI run; `TESSERA_FUZZ_COUNT` overrides it (and `TESSERA_FUZZ_SEED` the first
 /// seed) for a longer local run.
@@ -87,4 +89,21 @@ fn generated_programs_include_scans_of_loop_state() {
         .count();
     eprintln!("{scans} of {COUNT} generated programs have a scan loop");
     assert!(scans > 0, "no generated program of {COUNT} has a scan loop");
+}
+
+/// Integer divisions and remainders by constant powers of two, which the simplifier turns into
+/// shifts and masks (where the interpreter divides), must keep turning up too.
+#[test]
+fn generated_programs_include_integer_divisions_by_powers_of_two() {
+    let first = env_u64("TESSERA_FUZZ_SEED", 0x5eed);
+    let divisions = (first..first + COUNT)
+        .filter_map(|seed| generate(seed, &Options::default()).ok())
+        .filter(|p| {
+            let Ok(mut module) = parse_module(&p.text) else { return false };
+            let mut pass = AlgebraicSimplifier::default();
+            pass.run(&mut module).is_ok() && pass.report().iter().any(|r| r.contains(">> k") || r.contains("% 2^k"))
+        })
+        .count();
+    eprintln!("{divisions} of {COUNT} generated programs divide an integer by a power of two");
+    assert!(divisions > 0, "no generated program of {COUNT} divides an integer by a power of two");
 }

@@ -837,7 +837,30 @@ impl Gen {
         let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
         let k = kind(ty);
         let t = ty.name();
-        match self.rng.range(0, 5) {
+        match self.rng.range(0, 6) {
+            5 => {
+                // An integer divided by a constant power of two (a remainder too, unsigned): the
+                // simplifier's shifts and mask, where the interpreter divides.
+                let a = self.pick(|v| matches!(kind(v.ty), Kind::Signed(w) | Kind::Unsigned(w) if w >= 4))?;
+                let (ty, dims, f) = (self.vals[a].ty, self.vals[a].dims.clone(), self.vals[a].facts);
+                let k = kind(ty);
+                let (Kind::Signed(w) | Kind::Unsigned(w)) = k else { return None };
+                let unsigned = matches!(k, Kind::Unsigned(_));
+                let op = if unsigned && self.rng.chance(0.5) { "remainder" } else { "divide" };
+                let shift = self.rng.range(1, i64::from(w.min(8)) - 2);
+                let v = 1u64 << shift;
+                let c = self.constant(ty, &v.to_string());
+                let b = self.push_op(
+                    ty,
+                    dims.clone(),
+                    Facts::exact(v as f64, v as f64),
+                    format!("broadcast({c}), dimensions={{}}"),
+                );
+                let rf = facts::binary(op, k, f, self.vals[b].facts)?;
+                let r = self.push_op(ty, dims, rf, format!("{op}({}, {})", self.name(a), self.name(b)));
+                self.used(&[a, b]);
+                Some(r)
+            }
             4 => self.split_and_joined(a),
             3 => {
                 // select(not(p), x, y): the simplifier swaps the branches.

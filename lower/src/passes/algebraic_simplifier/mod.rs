@@ -10,6 +10,7 @@
 //! changes nothing, a broadcast onto the same dimensions, a full slice, a zero pad, a
 //! concatenate or reverse of nothing, a select on a constant predicate.
 //!
+//! An integer `x / 2^k` becomes shifts, and an unsigned `x % 2^k` a mask (exact, as in XLA).
 //! `x / c` becomes `x * (1 / c)` for a constant power of two whose reciprocal the type holds:
 //! the same bits (both round one exact quotient), a multiply instead of a divide. Divisors
 //! constant from the start are inverted before this pass, as XLA inverts them
@@ -94,6 +95,7 @@ fn simplify(
     }
     merge_chain(comp, id)
         .or_else(|| divide_by_power_of_two(comp, id))
+        .or_else(|| integer_divide_by_power_of_two(comp, id))
         .or_else(|| data_movement::fold(comp, id))
         .or_else(|| compare_select::canonical(comp, id))
         .or_else(|| match comp.inst(id).opcode {
@@ -225,6 +227,56 @@ fn divide_by_power_of_two(comp: &mut Computation, id: InstId) -> Option<&'static
     let r = add_splat(comp, &name, "reciprocal", reciprocal, c_shape);
     become_op(comp, id, Opcode::Multiply, vec![x, r]);
     Some("x / 2^k = x * 2^-k (the reciprocal exact)")
+}
+
+/// XLA's shifts for an integer divided by a constant power of two `2^k` (`k >= 1`): an unsigned
+/// `x / 2^k` is `x >> k` and `x % 2^k` is `x & (2^k - 1)`; a signed `x / 2^k`, which truncates
+/// toward zero, adds `2^k - 1` to a negative `x` first (`(x >> (n-1)) >>> (n-k)`: all ones
+/// shifted down to `k` ones, zero for `x >= 0`) and shifts arithmetically. Exact for every
+/// `x`, and elementwise ops fusion duplicates freely where a divide counts as expensive: a
+/// binary search's midpoint `lo + (hi - lo) // 2` (jnp.searchsorted) had its own kernel.
+fn integer_divide_by_power_of_two(comp: &mut Computation, id: InstId) -> Option<&'static str> {
+    let inst = comp.inst(id);
+    let (op @ (Opcode::Divide | Opcode::Remainder), &[x, c]) = (inst.opcode, inst.operands.as_slice()) else {
+        return None;
+    };
+    let et = inst.shape.element_type();
+    if !et.is_integral() || et == ElementType::Pred {
+        return None;
+    }
+    let v = splat(comp, c)?;
+    if !(2.0..=9.0e18).contains(&v) || v.fract() != 0.0 || !(v as u64).is_power_of_two() {
+        return None;
+    }
+    let k = (v as u64).trailing_zeros();
+    let bits = et.bit_width();
+    let signed = et.is_signed_integral();
+    if k >= bits || (signed && op == Opcode::Remainder) {
+        return None;
+    }
+    let (name, shape, c_shape) = (inst.name.clone(), inst.shape.clone(), comp.inst(c).shape.clone());
+    let int = |n: u64| Literal::from_bits_vec(Shape::scalar(et), vec![u128::from(n)]).ok();
+    if op == Opcode::Remainder {
+        let mask = add_splat(comp, &name, "mask", int((1u64 << k) - 1)?, c_shape);
+        become_op(comp, id, Opcode::And, vec![x, mask]);
+        return Some("unsigned x % 2^k = x & (2^k - 1)");
+    }
+    let shift = add_splat(comp, &name, "shift", int(u64::from(k))?, c_shape.clone());
+    if !signed {
+        become_op(comp, id, Opcode::ShiftRightLogical, vec![x, shift]);
+        return Some("unsigned x / 2^k = x >> k");
+    }
+    let op_of = |comp: &mut Computation, what: &str, op: Opcode, operands: Vec<InstId>| {
+        let i = tessera_hlo::Instruction::new(comp.unique_name(&format!("{name}.{what}")), op, shape.clone(), operands);
+        comp.add(i)
+    };
+    let sign_shift = add_splat(comp, &name, "sign_shift", int(u64::from(bits - 1))?, c_shape.clone());
+    let sign = op_of(comp, "sign", Opcode::ShiftRightArithmetic, vec![x, sign_shift]);
+    let bias_shift = add_splat(comp, &name, "bias_shift", int(u64::from(bits - k))?, c_shape);
+    let bias = op_of(comp, "bias", Opcode::ShiftRightLogical, vec![sign, bias_shift]);
+    let biased = op_of(comp, "biased", Opcode::Add, vec![x, bias]);
+    become_op(comp, id, Opcode::ShiftRightArithmetic, vec![biased, shift]);
+    Some("signed x / 2^k = (x + (x < 0 ? 2^k - 1 : 0)) >> k")
 }
 
 /// `v` as a scalar float literal of type `et`, if `et` holds it exactly.
