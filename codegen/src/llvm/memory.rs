@@ -19,14 +19,14 @@ struct PackedSlot<'ctx> {
 }
 
 impl<'a, 'ctx> Translator<'a, 'ctx> {
-    fn base(&self, buf: BufId) -> Result<PointerValue<'ctx>, CodegenError> {
+    pub(super) fn base(&self, buf: BufId) -> Result<PointerValue<'ctx>, CodegenError> {
         self.bases.get(buf.0 as usize).copied().ok_or_else(|| {
             self.unsupported(format!("buffer b{} does not exist ({} buffers)", buf.0, self.kernel.buffers.len()))
         })
     }
 
     /// The in-memory type of a whole-byte element.
-    fn slot_type(&self, mem: MemType) -> Result<BasicTypeEnum<'ctx>, CodegenError> {
+    pub(super) fn slot_type(&self, mem: MemType) -> Result<BasicTypeEnum<'ctx>, CodegenError> {
         match mem {
             MemType::Pred => Ok(self.ctx.i8_type().into()),
             MemType::Scalar(Ty::Pred) => {

@@ -9,13 +9,16 @@
 //!   per vector iteration and splatted where a vector needs it) or *varying* (`W` lanes of any
 //!   register type; LLVM legalizes `<16 x float>` to one zmm register, two ymm, or four xmm);
 //! - varying loads, stores and indices contiguous: one term over the loop variable with scale
-//!   1 and no div/mod, and no varying value inside the index; loads and stores of whole-byte
+//!   1 and no div/mod; loads and stores of whole-byte
 //!   scalars and of predicate bytes (`<W x i8>`, compared with zero or widened from `<W x i1>`),
 //!   not of packed elements; loads of scalars may also be strided, their lanes a cache line or
 //!   more apart (a transpose's column), each lane then read on its own, or in a loop with
 //!   uniform branches a few elements apart or reversed (a complex number's parts, a flipped
 //!   row), read as one load spanning the lanes and a shuffle; stores of scalars strided by any
 //!   amount (a complex result's real and imaginary parts), each lane written on its own;
+//! - loads (not stores) whose index holds a varying value, a table lookup: one
+//!   `llvm.masked.gather` (`vgatherdps` on AVX-512), each lane's index computed in an `i64`
+//!   lane (a jnp.searchsorted's probes and a jnp.interp's knots kept whole loops scalar);
 //! - math functions run once per lane (a call each).
 //!
 //! Anything else stays a scalar loop (LLVM's own vectorizer may still take it), and a lane
@@ -34,7 +37,7 @@ use inkwell::values::{BasicMetadataValueEnum, BasicValue, BasicValueEnum, Vector
 use inkwell::FloatPredicate;
 
 use tessera_lower::kernel::{
-    BinOp, BufId, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MathFn, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+    BinOp, BufId, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MathFn, MemType, Op, Stmt, Term, Ty, UnOp, ValueId, VarId,
 };
 
 use super::function::Translator;
@@ -53,6 +56,9 @@ struct Plan {
     /// (their stride), read as one vector spanning every lane and shuffled: only in loops
     /// with uniform branches ([`plan`]).
     shuffled: HashMap<ValueId, i64>,
+    /// The loads whose index holds a varying value (a table lookup, a binary search's probe),
+    /// read with `llvm.masked.gather`.
+    gathered: std::collections::HashSet<ValueId>,
     /// Whether the body branches on a uniform condition.
     branches: bool,
     /// The loop variable (stores find their stride from it).
@@ -64,6 +70,8 @@ enum Access {
     Contiguous,
     /// Consecutive lanes this many elements apart.
     Strided(i64),
+    /// Lanes anywhere: the index holds a varying value.
+    Gathered,
 }
 
 /// The fewest bytes apart the lanes of a strided load must lie for it to be read lane by lane:
@@ -78,6 +86,11 @@ const MAX_SHUFFLED_STRIDE: u64 = 4;
 
 /// How `index` uses the loop variable `var`; `None` when a vector cannot follow it.
 fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Option<Access> {
+    // Each lane's index computed on its own (`vector_index`), whatever the other terms are.
+    let gathered = |t: &Term| matches!(t.src, IndexSrc::Value(id) if varying.contains_key(&id));
+    if index.terms.iter().any(gathered) {
+        return Some(Access::Gathered);
+    }
     let mut scale = None;
     for t in &index.terms {
         match t.src {
@@ -87,9 +100,7 @@ fn access(index: &IndexExpr, var: VarId, varying: &HashMap<ValueId, Ty>) -> Opti
                 }
                 scale = Some(t.scale);
             }
-            IndexSrc::Var(_) => {}
-            IndexSrc::Value(id) if varying.contains_key(&id) => return None,
-            IndexSrc::Value(_) => {}
+            IndexSrc::Var(_) | IndexSrc::Value(_) => {}
         }
     }
     Some(match scale {
@@ -116,6 +127,7 @@ fn plan(l: &Loop) -> Option<Plan> {
         vector_locals: l.reductions.iter().map(|r| (r.local, r.ty)).collect(),
         strided: HashMap::new(),
         shuffled: HashMap::new(),
+        gathered: Default::default(),
         branches: false,
         var: l.var,
     };
@@ -143,7 +155,7 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                     Op::GetLocal(local) => plan.vector_locals.get(local).copied(),
                     Op::Index(index) => match access(index, var, varying)? {
                         Access::Uniform => None,
-                        Access::Contiguous => Some(Ty::I64),
+                        Access::Contiguous | Access::Gathered => Some(Ty::I64),
                         Access::Strided(_) => return None,
                     },
                     Op::Load { index, mem, .. } => match access(index, var, varying)? {
@@ -168,6 +180,17 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                             }
                             _ => return None,
                         },
+                        Access::Gathered => match mem {
+                            MemType::Scalar(t) if *t != Ty::Pred => {
+                                plan.gathered.insert(*id);
+                                Some(*t)
+                            }
+                            MemType::Pred => {
+                                plan.gathered.insert(*id);
+                                Some(Ty::Pred)
+                            }
+                            _ => return None,
+                        },
                     },
                     // One answer per vector iteration: a uniform value.
                     Op::AnyLane { .. } => None,
@@ -189,7 +212,8 @@ fn plan_stmts(body: &[Stmt], var: VarId, plan: &mut Plan) -> Option<()> {
                     Access::Contiguous => true,
                     // Written lane by lane (`strided_store`): a complex result's parts.
                     Access::Strided(_) => false,
-                    Access::Uniform => return None,
+                    // Lanes may name one element (a scatter), whose last write must win.
+                    Access::Uniform | Access::Gathered => return None,
                 };
                 let scalar = matches!(mem, MemType::Scalar(t) if *t != Ty::Pred);
                 if !scalar && !(contiguous && *mem == MemType::Pred) {
@@ -354,6 +378,11 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                             Op::Load { buf, index, .. } if plan.shuffled.contains_key(id) => {
                                 self.shuffled_load(*buf, index, ty, w, plan.shuffled[id])?
                             }
+                            Op::Load { buf, index, mem } if plan.gathered.contains(id) => {
+                                let at = self.vector_index(index, plan.var, w, vectors)?;
+                                self.gathered_load(*buf, at, *mem, w)?
+                            }
+                            Op::Index(index) => self.vector_index(index, plan.var, w, vectors)?.into(),
                             _ => self.vector_op(op, ty, w, vectors)?,
                         };
                         vectors.insert(*id, (v, ty));
@@ -433,6 +462,112 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             out = self.builder.build_insert_element(out, v, at, "lanes").map_err(&err)?;
         }
         Ok(out.into())
+    }
+
+    /// `index` in each of `w` lanes of the loop over `var`: the terms that are the same in
+    /// every lane summed once as a scalar and splatted, the loop variable's and varying
+    /// values' terms lane by lane (unsigned division and remainder, as in `index`).
+    fn vector_index(
+        &self,
+        index: &IndexExpr,
+        var: VarId,
+        w: u32,
+        vectors: &HashMap<ValueId, (BasicValueEnum<'ctx>, Ty)>,
+    ) -> Result<VectorValue<'ctx>, CodegenError> {
+        let err = self.err();
+        let i64t = self.ctx.i64_type();
+        let in_lanes = |t: &Term| match t.src {
+            IndexSrc::Var(v) => v == var,
+            IndexSrc::Value(id) => vectors.contains_key(&id),
+        };
+        let uniform =
+            IndexExpr { terms: index.terms.iter().filter(|t| !in_lanes(t)).cloned().collect(), offset: index.offset };
+        let mut sum = self.splat(self.index(&uniform)?.into(), Ty::I64, w)?;
+        let constant = |c: i64| -> Result<VectorValue<'ctx>, CodegenError> {
+            Ok(self.splat(i64t.const_int(c as u64, true).into(), Ty::I64, w)?)
+        };
+        for t in index.terms.iter().filter(|t| in_lanes(t)) {
+            if t.div < 1 || t.modulo.is_some_and(|m| m < 1) {
+                return Err(self.unsupported(format!(
+                    "index term with divisor {} and modulus {:?} (both must be at least 1)",
+                    t.div, t.modulo
+                )));
+            }
+            let mut v = match t.src {
+                IndexSrc::Var(v) => {
+                    let steps: Vec<_> = (0..w).map(|i| i64t.const_int(u64::from(i), false)).collect();
+                    let at = self.splat(self.var(v)?.into(), Ty::I64, w)?;
+                    self.builder.build_int_add(at, VectorType::const_vector(&steps), "iota").map_err(&err)?
+                }
+                IndexSrc::Value(id) => self.vector_operand(id, Ty::I64, w, vectors)?.into_vector_value(),
+            };
+            if t.div != 1 {
+                v = self.builder.build_int_unsigned_div(v, constant(t.div)?, "div").map_err(&err)?;
+            }
+            if let Some(m) = t.modulo {
+                v = self.builder.build_int_unsigned_rem(v, constant(m)?, "mod").map_err(&err)?;
+            }
+            if t.scale != 1 {
+                v = self.builder.build_int_mul(v, constant(t.scale)?, "scale").map_err(&err)?;
+            }
+            sum = self.builder.build_int_add(sum, v, "idx").map_err(&err)?;
+        }
+        Ok(sum)
+    }
+
+    /// The elements of `buf` at the `w` lanes of `at`, as `mem`'s register type: one
+    /// `llvm.masked.gather` with every lane on (each lane an element the scalar loop would
+    /// read, so in bounds), which LLVM emits as a gather instruction or as lane loads,
+    /// whichever the target prefers.
+    fn gathered_load(
+        &self,
+        buf: BufId,
+        at: VectorValue<'ctx>,
+        mem: MemType,
+        w: u32,
+    ) -> Result<BasicValueEnum<'ctx>, CodegenError> {
+        use inkwell::types::AsTypeRef;
+        use inkwell::values::AsValueRef;
+        let err = self.err();
+        let et = self.slot_type(mem)?;
+        let base = self.base(buf)?;
+        let mut indices = [at.as_value_ref()];
+        // SAFETY: a GEP of one pointer by a vector of indices gives a vector of pointers (LLVM's
+        // vector GEP); the values are live and of the types LLVM expects, and every lane is in
+        // bounds as the scalar loop's element is.
+        let ptrs = unsafe {
+            let name = c"gptr";
+            let v = llvm_sys::core::LLVMBuildInBoundsGEP2(
+                self.builder.as_mut_ptr(),
+                et.as_type_ref(),
+                base.as_value_ref(),
+                indices.as_mut_ptr(),
+                1,
+                name.as_ptr(),
+            );
+            VectorValue::new(v)
+        };
+        let all: Vec<_> = (0..w).map(|_| self.ctx.bool_type().const_int(1, false)).collect();
+        let loaded = match et {
+            BasicTypeEnum::FloatType(t) => t.vec_type(w),
+            BasicTypeEnum::IntType(t) => t.vec_type(w),
+            _ => return Err(self.unsupported("a gather of an element that is not a number")),
+        };
+        let v = self.intrinsic(
+            "llvm.masked.gather",
+            &[loaded.into(), ptrs.get_type().into()],
+            &[ptrs.into(), VectorType::const_vector(&all).into(), loaded.get_poison().into()],
+        )?;
+        if mem != MemType::Pred {
+            return Ok(v);
+        }
+        // A predicate is a byte in memory: true when it is not zero.
+        let bytes = v.into_vector_value();
+        Ok(self
+            .builder
+            .build_int_compare(inkwell::IntPredicate::NE, bytes, loaded.const_zero(), "vpred")
+            .map_err(&err)?
+            .into())
     }
 
     /// `w` lanes of `ty` from buffer `buf`, lane `i` the element `stride * i` after the one
@@ -521,7 +656,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
         let vt = self.vector_type(ty, w);
         let operand = |t: &Self, id: ValueId, ty: Ty| t.vector_operand(id, ty, w, vectors);
         Ok(match op {
-            Op::GetLocal(_) | Op::Const(_) | Op::AnyLane { .. } => {
+            Op::GetLocal(_) | Op::Const(_) | Op::AnyLane { .. } | Op::Index(_) => {
                 return Err(self.unsupported("the vector loop translation disagrees with its plan"))
             }
             Op::Load { buf, index, mem } => {
@@ -543,13 +678,6 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                 } else {
                     v
                 }
-            }
-            Op::Index(index) => {
-                let base = self.index(index)?;
-                let base = self.splat(base.into(), Ty::I64, w)?;
-                let i64t = self.ctx.i64_type();
-                let steps: Vec<_> = (0..w).map(|i| i64t.const_int(u64::from(i), false)).collect();
-                self.builder.build_int_add(base, VectorType::const_vector(&steps), "iota").map_err(&err)?.into()
             }
             Op::Unary { op, ty, a } => {
                 let x = operand(self, *a, *ty)?;
