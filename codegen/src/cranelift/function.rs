@@ -59,6 +59,8 @@ pub(crate) struct Translator<'a, 'f> {
     /// Set while a vector body is translated as one of two halves sharing 16-bit accesses
     /// (`vector::Halves`).
     pub(crate) halves: Option<super::vector::Halves>,
+    /// In a vector body: the 64-bit varying values, one scalar per lane (`vector::Plan`).
+    pub(crate) wide: HashMap<ValueId, Vec<Value>>,
     /// The function's vector constants loaded from memory (`vector_consts`).
     pub(crate) consts: super::vector_consts::ConstTable,
     /// By buffer: the caller's variable that holds the buffer's one element instead of memory,
@@ -219,6 +221,7 @@ impl<'a, 'f> Translator<'a, 'f> {
             hoisted_by: HashMap::new(),
             imports: HashMap::new(),
             halves: None,
+            wide: HashMap::new(),
             consts: Default::default(),
             promoted: Vec::new(),
         }

@@ -27,7 +27,12 @@
 //!   the LLVM tier's time); predicate bytes loaded and stored four at a time as masks of
 //!   32-bit lanes; math functions are called once per lane;
 //! - loads and stores through index values the body defines, which read the values'
-//!   expressions instead (`crate::index_forwarding`).
+//!   expressions instead (`crate::index_forwarding`);
+//! - loads through 64-bit varying values (a table lookup by computed positions: a
+//!   searchsorted's probes, an interp's knots, a take), which hold one scalar per lane: each
+//!   lane extended from a 32-bit lane, computed on (arithmetic, min/max, bit ops), and loaded
+//!   through on its own, or narrowed back to a 32-bit lane (`Plan`). Stores through them
+//!   (scatters) stay scalar.
 //!
 //! Anything else stays scalar. Vector results equal scalar ones lane by lane (IEEE ops, the
 //! same NaN choice for FMax/FMin), so the tail split never changes an answer.
@@ -58,7 +63,7 @@ use cranelift_codegen::ir::immediates::{Ieee32, Ieee64};
 use cranelift_codegen::ir::{types, Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode, Type, Value};
 use cranelift_frontend::Variable;
 use tessera_lower::kernel::{
-    BinOp, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
+    BinOp, BufId, CastOp, IndexExpr, IndexSrc, LocalId, Loop, MemType, Op, Stmt, Ty, UnOp, ValueId, VarId,
 };
 
 use super::function::{cl_type, mem_flags, Translator};
@@ -119,7 +124,8 @@ impl Halves {
 /// the lower half's stores after the upper half's loads), and has no branches (each half must
 /// make the same accesses).
 fn pairs_halves(l: &Loop, plan: &Plan, writable: impl Fn(tessera_lower::kernel::BufId) -> bool) -> bool {
-    if plan.lanes != 4 {
+    // A gathered load's lanes are each their own load; its index's lanes are per copy.
+    if plan.lanes != 4 || plan.varying.values().any(|&t| t == Ty::I64) {
         return false;
     }
     let mut sixteen_bit = false;
@@ -148,6 +154,11 @@ fn lane_stride(index: &IndexExpr, var: VarId) -> Option<i64> {
     }
 }
 
+/// The loop variable's scale in `index` (0 when it has no plain term over `var`).
+fn var_scale(index: &IndexExpr, var: VarId) -> i64 {
+    index.terms.iter().filter(|t| t.src == IndexSrc::Var(var)).map(|t| t.scale).sum()
+}
+
 /// How an index expression uses the loop variable `var`.
 enum Access {
     Uniform,
@@ -155,10 +166,16 @@ enum Access {
     /// Consecutive lanes a constant number of elements apart: loaded and stored lane by lane
     /// (a transpose's reads, a complex result's parts).
     Strided,
+    /// Through a 64-bit varying value (a table lookup by computed positions): each lane's
+    /// index computed and loaded on its own.
+    Gathered,
 }
 
 /// The loop's vectorizability: which values vary, the locals held as vectors, and the lane
-/// count. `None`: stay scalar.
+/// count. `None`: stay scalar. A varying value of type I64 is *wide*: it has no vector form
+/// (x86-64 has no 64-bit lanes to match four 32-bit ones), so each lane is a scalar
+/// (`Translator::wide`); such values come from extending 32-bit lanes and only feed 64-bit
+/// arithmetic, narrowing back to 32 bits, and the indices of gathered loads.
 struct Plan {
     lanes: i64,
     /// The loop variable (strided stores find their stride from it).
@@ -205,6 +222,7 @@ impl Planner<'_, '_, '_> {
 
     fn access(&self, index: &IndexExpr) -> Option<Access> {
         let mut scale = None;
+        let mut gathered = false;
         for term in &index.terms {
             match term.src {
                 IndexSrc::Var(v) if v == self.var => {
@@ -214,12 +232,15 @@ impl Planner<'_, '_, '_> {
                     scale = Some(term.scale);
                 }
                 IndexSrc::Var(_) => {}
-                IndexSrc::Value(id) => {
-                    if self.varying.contains_key(&id) {
-                        return None;
-                    }
-                }
+                IndexSrc::Value(id) => match self.varying.get(&id) {
+                    Some(Ty::I64) => gathered = true,
+                    Some(_) => return None,
+                    None => {}
+                },
             }
+        }
+        if gathered {
+            return Some(Access::Gathered);
         }
         Some(match scale {
             None | Some(0) => Access::Uniform,
@@ -260,6 +281,7 @@ impl Planner<'_, '_, '_> {
                     self.lanes(Ty::I32)?;
                     Some(Some(Ty::I32))
                 }
+                Access::Gathered => Some(Some(Ty::I64)),
                 Access::Strided => None,
             },
             Op::Load { index, mem, .. } => match self.access(index)? {
@@ -280,6 +302,17 @@ impl Planner<'_, '_, '_> {
                     MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64)) => {
                         self.lanes(*t)?;
                         Some(Some(*t))
+                    }
+                    _ => None,
+                },
+                Access::Gathered => match mem {
+                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::I16 | Ty::I8)) => {
+                        self.lanes(*t)?;
+                        Some(Some(*t))
+                    }
+                    MemType::Pred => {
+                        self.lanes(Ty::I32)?;
+                        Some(Some(Ty::Pred))
                     }
                     _ => None,
                 },
@@ -304,6 +337,14 @@ impl Planner<'_, '_, '_> {
                     return Some(None);
                 }
                 use BinOp::*;
+                if *ty == Ty::I64 {
+                    // Wide lanes (Plan), each operand wide or uniform: not the loop
+                    // variable's iota, whose lanes are 32-bit.
+                    let wide_or_uniform = |id: &ValueId| self.ty_of(*id).is_some_and(|(t, v)| !v || t == Ty::I64);
+                    let ok = [a, b].into_iter().all(wide_or_uniform)
+                        && matches!(op, Add | Sub | Mul | And | Or | Xor | SMax | SMin | UMax | UMin);
+                    return ok.then_some(Some(Ty::I64));
+                }
                 // Divisions, remainders and shifts by amounts that vary run lane by lane
                 // ([`lane_by_lane`]); the rest of the body stays in vectors.
                 let ok = match ty {
@@ -366,6 +407,15 @@ impl Planner<'_, '_, '_> {
                     matches!((op, from, to), (CastOp::FPExt, Ty::F32, Ty::F64) | (CastOp::FPTrunc, Ty::F64, Ty::F32));
                 if widening {
                     return self.mixed.then_some(Some(*to));
+                }
+                // To and from wide lanes (Plan); 16- and 8-bit lanes are held zero-extended.
+                let extends = matches!(
+                    (op, from, to),
+                    (CastOp::ZExt | CastOp::SExt, Ty::I32, Ty::I64) | (CastOp::ZExt, Ty::I16 | Ty::I8, Ty::I64)
+                );
+                if extends {
+                    self.lanes(Ty::I32)?;
+                    return Some(Some(Ty::I64));
                 }
                 let ok = matches!(
                     (op, from, to),
@@ -738,6 +788,7 @@ impl Translator<'_, '_> {
         for id in defined {
             self.undefine(id);
         }
+        self.wide.clear();
         result
     }
 
@@ -768,8 +819,21 @@ impl Translator<'_, '_> {
                         self.define(*id, v, ty)?;
                         defined.push(*id);
                     }
+                    Some(&Ty::I64) => {
+                        let lanes = self.wide_op(op, plan, vectors)?;
+                        self.wide.insert(*id, lanes);
+                    }
                     Some(&ty) => {
                         let v = match op {
+                            Op::Load { buf, index, mem } if self.reads_wide(index) => {
+                                self.gathered_load(*buf, index, *mem, ty, plan)?
+                            }
+                            Op::Cast { op: CastOp::Trunc, a, .. } if self.wide.contains_key(a) => {
+                                let lanes = self.wide.get(a).cloned().ok_or_else(mismatch)?;
+                                self.from_lanes(types::I32X4, plan.lanes, |t, j| {
+                                    Ok(t.b.ins().ireduce(types::I32, lanes[j as usize]))
+                                })?
+                            }
                             Op::GetLocal(local) => {
                                 let var = *locals.get(local).ok_or_else(mismatch)?;
                                 self.b.use_var(var)
@@ -852,6 +916,97 @@ impl Translator<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether `index` takes a wide value (`Access::Gathered`).
+    fn reads_wide(&self, index: &IndexExpr) -> bool {
+        index.terms.iter().any(|t| matches!(t.src, IndexSrc::Value(v) if self.wide.contains_key(&v)))
+    }
+
+    /// `f` run with `index`'s wide values defined as their lane `lane` (scalars), so that
+    /// `index` evaluates to that lane's index but for the loop variable's lane offset.
+    fn at_lane<R>(&mut self, index: &IndexExpr, lane: usize, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
+        let mut ids: Vec<ValueId> = Vec::new();
+        for t in &index.terms {
+            if let IndexSrc::Value(v) = t.src {
+                if let Some(lanes) = self.wide.get(&v) {
+                    if !ids.contains(&v) {
+                        let x = *lanes.get(lane).ok_or_else(mismatch)?;
+                        self.define(v, x, Ty::I64)?;
+                        ids.push(v);
+                    }
+                }
+            }
+        }
+        let result = f(self);
+        for id in ids {
+            self.undefine(id);
+        }
+        result
+    }
+
+    /// The lanes of a wide `op` (Plan): one scalar each.
+    fn wide_op(&mut self, op: &Op, plan: &Plan, vectors: &HashMap<ValueId, (Value, Ty)>) -> Result<Vec<Value>> {
+        let lanes = plan.lanes as usize;
+        let mut out = Vec::with_capacity(lanes);
+        match op {
+            Op::Cast { op, from, a, .. } => {
+                let x = self.vector_operand(*a, *from, plan.lanes, vectors)?;
+                for j in 0..lanes {
+                    let lane = self.b.ins().extractlane(x, j as u8);
+                    out.push(match op {
+                        CastOp::SExt => self.b.ins().sextend(types::I64, lane),
+                        _ => self.b.ins().uextend(types::I64, lane),
+                    });
+                }
+            }
+            Op::Binary { op, a, b, .. } => {
+                let operand = |t: &mut Self, id: ValueId, j: usize| match t.wide.get(&id) {
+                    Some(lanes) => lanes.get(j).copied().ok_or_else(mismatch),
+                    None => t.typed(id, Ty::I64),
+                };
+                for j in 0..lanes {
+                    let (x, y) = (operand(self, *a, j)?, operand(self, *b, j)?);
+                    out.push(self.binary_values(*op, Ty::I64, x, y)?);
+                }
+            }
+            Op::Index(index) => {
+                let step = var_scale(index, plan.var);
+                for j in 0..lanes {
+                    let v = self.at_lane(index, j, |t| t.index(index, Form::Elements))?;
+                    out.push(self.b.ins().iadd_imm_s(v, step * j as i64));
+                }
+            }
+            _ => return Err(mismatch()),
+        }
+        Ok(out)
+    }
+
+    /// A load through wide values (`Access::Gathered`): each lane's element loaded on its own,
+    /// 16- and 8-bit ones zero-extended to their 32-bit lanes, predicate bytes compared with 0.
+    fn gathered_load(&mut self, buf: BufId, index: &IndexExpr, mem: MemType, ty: Ty, plan: &Plan) -> Result<Value> {
+        let form = access_form(buf, mem)?;
+        let bytes = super::index::element_bytes(mem)?;
+        let step = var_scale(index, plan.var) * bytes;
+        let vt = vector_type(if ty == Ty::Pred { Ty::I32 } else { ty }, plan.lanes);
+        let v = self.from_lanes(vt, plan.lanes, |t, j| {
+            let addr = t.at_lane(index, j as usize, |t| t.index(index, form))?;
+            let offset = i32::try_from(step * i64::from(j)).map_err(|_| mismatch())?;
+            let ins = t.b.ins();
+            Ok(match mem {
+                MemType::Scalar(Ty::F32) => ins.load(types::F32, mem_flags(), addr, offset),
+                MemType::Scalar(Ty::I32) => ins.load(types::I32, mem_flags(), addr, offset),
+                MemType::Scalar(Ty::I16) => ins.uload16(types::I32, mem_flags(), addr, offset),
+                MemType::Scalar(Ty::I8) | MemType::Pred => ins.uload8(types::I32, mem_flags(), addr, offset),
+                _ => return Err(mismatch()),
+            })
+        })?;
+        if ty != Ty::Pred {
+            return Ok(v);
+        }
+        let zero = self.b.ins().iconst(types::I32, 0);
+        let zero = self.b.ins().splat(types::I32X4, zero);
+        Ok(self.b.ins().icmp(cranelift_codegen::ir::condcodes::IntCC::NotEqual, v, zero))
     }
 
     /// The `lanes` elements of `ty` at `addr` and every `stride` elements on, one load each.
