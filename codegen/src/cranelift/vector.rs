@@ -284,39 +284,19 @@ impl Planner<'_, '_, '_> {
                 Access::Gathered => Some(Some(Ty::I64)),
                 Access::Strided => None,
             },
-            Op::Load { index, mem, .. } => match self.access(index)? {
-                Access::Uniform => Some(None),
-                Access::Contiguous => match mem {
-                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16 | Ty::I8)) => {
-                        self.lanes(*t)?;
-                        Some(Some(*t))
-                    }
+            Op::Load { index, mem, .. } => {
+                let ty = match (self.access(index)?, mem) {
+                    (Access::Uniform, _) => return Some(None),
+                    (Access::Contiguous, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64 | Ty::I16 | Ty::I8)))
+                    | (Access::Strided, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64)))
+                    | (Access::Gathered, MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::I16 | Ty::I8))) => *t,
                     // Four predicate bytes become a mask of four 32-bit lanes.
-                    MemType::Pred => {
-                        self.lanes(Ty::I32)?;
-                        Some(Some(Ty::Pred))
-                    }
-                    _ => None,
-                },
-                Access::Strided => match mem {
-                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::F64)) => {
-                        self.lanes(*t)?;
-                        Some(Some(*t))
-                    }
-                    _ => None,
-                },
-                Access::Gathered => match mem {
-                    MemType::Scalar(t @ (Ty::F32 | Ty::I32 | Ty::I16 | Ty::I8)) => {
-                        self.lanes(*t)?;
-                        Some(Some(*t))
-                    }
-                    MemType::Pred => {
-                        self.lanes(Ty::I32)?;
-                        Some(Some(Ty::Pred))
-                    }
-                    _ => None,
-                },
-            },
+                    (Access::Contiguous | Access::Gathered, MemType::Pred) => Ty::Pred,
+                    _ => return None,
+                };
+                self.lanes(if ty == Ty::Pred { Ty::I32 } else { ty })?;
+                Some(Some(ty))
+            }
             Op::Unary { op, ty, a } => {
                 if !vary(self, &[*a])? {
                     return Some(None);
