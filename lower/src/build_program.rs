@@ -1127,28 +1127,46 @@ fn may_share(program: &Program, ranges: &HashMap<BufferId, (usize, usize)>, resu
 /// list in a loop runs again, and a buffer touched "before" the copy there may be read again
 /// after it in the next iteration.
 fn coalesce_copies(program: &mut Program) {
-    let mut c = 0;
-    while c < program.steps.len() {
-        let Step::Copy { src, dst } = program.steps[c] else {
-            c += 1;
+    // One pass with the steps' touch ranges (a buffer merged into another lends it its first
+    // touch), then one renaming pass: linear in the steps, however many copies go.
+    let mut ranges = touch_ranges(&program.steps);
+    let mut into: HashMap<BufferId, BufferId> = HashMap::new();
+    let mut gone = vec![false; program.steps.len()];
+    for (c, step) in program.steps.iter().enumerate() {
+        let Step::Copy { src, dst } = *step else { continue };
+        let (from, to) = (&program.buffers[src.0 as usize], &program.buffers[dst.0 as usize]);
+        let (Some(&(src_first, src_last)), Some(&(dst_first, _))) = (ranges.get(&src), ranges.get(&dst)) else {
             continue;
         };
-        let (from, to) = (&program.buffers[src.0 as usize], &program.buffers[dst.0 as usize]);
         let joins = src != dst
             && from.kind == BufferKind::Temp
             && matches!(to.kind, BufferKind::Temp | BufferKind::Result(_))
             && from.shape == to.shape
             && from.bytes == to.bytes
             && from.memory_space == to.memory_space
-            && !program.steps[c + 1..].iter().any(|step| touches(step, src))
-            && !program.steps[..c].iter().any(|step| touches(step, dst));
+            && src_last == c
+            && dst_first == c;
         if joins {
-            program.steps[..c].iter_mut().for_each(|step| step.rename_buffer(src, dst));
-            program.steps.remove(c);
-        } else {
-            c += 1;
+            into.insert(src, dst);
+            ranges.entry(dst).and_modify(|r| r.0 = src_first);
+            gone[c] = true;
         }
     }
+    if into.is_empty() {
+        return;
+    }
+    let mut c = 0;
+    program.steps.retain(|_| {
+        c += 1;
+        !gone[c - 1]
+    });
+    let name = |mut b: BufferId| {
+        while let Some(&next) = into.get(&b) {
+            b = next;
+        }
+        b
+    };
+    program.steps.iter_mut().for_each(|step| step.map_buffers(&name));
 }
 
 /// Folds a while body's copies back into the loop state (`state`, its leaves' buffers) into

@@ -166,21 +166,22 @@ impl Step {
 
     /// Every buffer `from` the step and its nested steps name becomes `to`.
     pub fn rename_buffer(&mut self, from: BufferId, to: BufferId) {
-        let swap = |b: &mut BufferId| {
-            if *b == from {
-                *b = to;
-            }
-        };
+        self.map_buffers(&|b| if b == from { to } else { b });
+    }
+
+    /// Every buffer `b` the step and its nested steps name becomes `name(b)`.
+    pub fn map_buffers(&mut self, name: &impl Fn(BufferId) -> BufferId) {
+        let swap = |b: &mut BufferId| *b = name(*b);
         match self {
             Step::Launch(l) => l.args.iter_mut().for_each(swap),
             Step::Copy { src, dst } => [src, dst].into_iter().for_each(swap),
             Step::While { cond, pred, body } => {
                 swap(pred);
-                cond.iter_mut().chain(body.iter_mut()).for_each(|s| s.rename_buffer(from, to));
+                cond.iter_mut().chain(body.iter_mut()).for_each(|s| s.map_buffers(name));
             }
             Step::Conditional { selector, branches } => {
                 swap(selector);
-                branches.iter_mut().flatten().for_each(|s| s.rename_buffer(from, to));
+                branches.iter_mut().flatten().for_each(|s| s.map_buffers(name));
             }
             Step::Check { value, .. } => swap(value),
             Step::Host(op) => match op {

@@ -487,13 +487,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
             Ok(self.splat(i64t.const_int(c as u64, true).into(), Ty::I64, w)?)
         };
         for t in index.terms.iter().filter(|t| in_lanes(t)) {
-            if t.div < 1 || t.modulo.is_some_and(|m| m < 1) {
-                return Err(self.unsupported(format!(
-                    "index term with divisor {} and modulus {:?} (both must be at least 1)",
-                    t.div, t.modulo
-                )));
-            }
-            let mut v = match t.src {
+            let v = match t.src {
                 IndexSrc::Var(v) => {
                     let steps: Vec<_> = (0..w).map(|i| i64t.const_int(u64::from(i), false)).collect();
                     let at = self.splat(self.var(v)?.into(), Ty::I64, w)?;
@@ -501,15 +495,7 @@ impl<'a, 'ctx> Translator<'a, 'ctx> {
                 }
                 IndexSrc::Value(id) => self.vector_operand(id, Ty::I64, w, vectors)?.into_vector_value(),
             };
-            if t.div != 1 {
-                v = self.builder.build_int_unsigned_div(v, constant(t.div)?, "div").map_err(&err)?;
-            }
-            if let Some(m) = t.modulo {
-                v = self.builder.build_int_unsigned_rem(v, constant(m)?, "mod").map_err(&err)?;
-            }
-            if t.scale != 1 {
-                v = self.builder.build_int_mul(v, constant(t.scale)?, "scale").map_err(&err)?;
-            }
+            let v = self.term(t, v, constant)?;
             sum = self.builder.build_int_add(sum, v, "idx").map_err(&err)?;
         }
         Ok(sum)
