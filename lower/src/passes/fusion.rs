@@ -36,6 +36,14 @@
 //! consumer of a row value (a transpose, a tuple, a non-row reduce) keeps the reduce in a
 //! kernel of its own, as for every other reduce.
 //!
+//! A row kernel's expansion that only a gather, slice or dynamic slice reads, and only a small
+//! part of it (`sparse_expansions`: `take_along_axis` of a `log_softmax`, a layer norm's last
+//! position), is not written whole: the row values it expands are materialized instead, one
+//! element per row, and the expansion becomes elementwise work over them that the reader
+//! computes at the elements it reads. Row values of one such expansion that were one row
+//! kernel stay one: the kernel of the later writes the earlier as one more result
+//! (`merge_row_values`), so the rows are still read from memory once.
+//!
 //! A value with several users that is too costly to duplicate (expensive, or deeper than
 //! `MAX_DUPLICATED_DEPTH`), some row reductions reading it and the others elementwise ops over
 //! its dimensions (softmax's `exp(x - max)`, summed and divided by the sum; a masked
@@ -108,7 +116,7 @@ impl Pass for Fusion {
         for comp_id in sequenced_computations(module) {
             changed |= self.split_mixed_row_reductions(module.comp_mut(comp_id));
             let first_decision = self.decisions.len();
-            let (inlined, roots, groups, shared_kernels) = {
+            let (inlined, roots, groups, shared_kernels, sparse) = {
                 let module: &Module = module;
                 let comp = module.comp(comp_id);
                 // A staged producer must end in one kernel with its row reductions and a root
@@ -123,9 +131,14 @@ impl Pass for Fusion {
                 let kernels = |p: InstId, inlined: &[bool]| use_kernels(comp, &users, &position, p, inlined);
                 let mut unstaged: HashSet<InstId> = HashSet::new();
                 let (mut shared, mut unshared): (HashSet<InstId>, HashSet<InstId>) = Default::default();
+                // Expansions read sparsely (`sparse_expansions`), with the row values they
+                // expand, and those that stayed materialized all the same.
+                let mut sparse: HashMap<InstId, Vec<InstId>> = HashMap::new();
+                let mut unsparse: HashSet<InstId> = HashSet::new();
                 let inlined = loop {
                     let before = self.decisions.len();
-                    let (inlined, staged) = self.decide(comp, comp_id == module.entry, &unstaged, &shared);
+                    let row_values: HashSet<InstId> = sparse.values().flatten().copied().collect();
+                    let (inlined, staged) = self.decide(comp, comp_id == module.entry, &unstaged, &shared, &row_values);
                     let failed: Vec<InstId> =
                         staged.into_iter().filter(|&p| !staged_kernel(module, comp, &users, p, &inlined)).collect();
                     let split: Vec<InstId> =
@@ -143,11 +156,26 @@ impl Pass for Fusion {
                                 && kernels(p, &inlined).is_some()
                         })
                         .collect();
-                    if failed.is_empty() && split.is_empty() && joining.is_empty() {
+                    let undone: Vec<InstId> = sparse.keys().copied().filter(|p| !inlined[p.index()]).collect();
+                    let found: Vec<(InstId, Vec<InstId>)> = sparse_expansions(comp, &users, &inlined)
+                        .into_iter()
+                        .filter(|(p, _)| !unsparse.contains(p) && !sparse.contains_key(p))
+                        .collect();
+                    if failed.is_empty()
+                        && split.is_empty()
+                        && joining.is_empty()
+                        && undone.is_empty()
+                        && found.is_empty()
+                    {
                         break inlined;
                     }
                     self.decisions.truncate(before);
                     unstaged.extend(failed);
+                    for p in undone {
+                        sparse.remove(&p);
+                        unsparse.insert(p);
+                    }
+                    sparse.extend(found);
                     // Joining first: a shared producer makes the cheap ops over it costly, so
                     // those with several users are materialized and split its users, until
                     // they join that kernel too (`exp(x) == inf` read by two selects).
@@ -173,11 +201,13 @@ impl Pass for Fusion {
                     .collect();
                 let groups = sibling_groups(comp, &position, shared_kernels.iter().map(|(_, k)| k.clone()));
                 let shared_kernels = shared_kernels.into_iter().filter(|(_, k)| k.len() > 1).collect::<Vec<_>>();
-                (inlined, roots, groups, shared_kernels)
+                (inlined, roots, groups, shared_kernels, sparse)
             };
             for root in roots {
                 changed |= fuse_into(module, &mut names, comp_id, root, &inlined);
             }
+            let rows_merged = self.merge_row_values(module, &mut names, comp_id, &sparse);
+            changed |= rows_merged;
             let mut merged_groups: Vec<&Vec<InstId>> = Vec::new();
             for group in &groups {
                 // Members that fusion made other than loop kernels of one shape (rare: the
@@ -207,7 +237,7 @@ impl Pass for Fusion {
                     }
                 }
             }
-            if !groups.is_empty() {
+            if !groups.is_empty() || rows_merged {
                 module.comp_mut(comp_id).order_operands_first();
             }
         }
@@ -292,6 +322,55 @@ impl Fusion {
         changed
     }
 
+    /// The row values materialized for one sparse reader (`sparse_expansions`) were one row
+    /// kernel before: where one's kernel reads another's, the reader computes that value too and
+    /// writes it as one more result, so the rows are read from memory once for both (a
+    /// `log_softmax`'s maximum and log-sum, a layer norm's mean and inverse deviation).
+    fn merge_row_values(
+        &mut self,
+        module: &mut Module,
+        names: &mut UniqueNames,
+        comp_id: CompId,
+        sparse: &HashMap<InstId, Vec<InstId>>,
+    ) -> bool {
+        let mut changed = false;
+        let mut groups: Vec<&Vec<InstId>> = sparse.values().filter(|v| v.len() > 1).collect();
+        groups.sort();
+        for values in groups {
+            for &producer in values {
+                let comp = module.comp(comp_id);
+                let single = |i: InstId| comp.inst(i).opcode == Opcode::Fusion && !comp.inst(i).shape.is_tuple();
+                let users = comp.users();
+                let readers: Vec<InstId> =
+                    users[producer.index()].iter().copied().filter(|&u| values.contains(&u) && single(u)).collect();
+                let ([consumer], true) = (readers.as_slice(), single(producer)) else { continue };
+                let consumer = *consumer;
+                // The merged kernel must not read what is computed from its own result.
+                let position: HashMap<InstId, usize> =
+                    comp.post_order().into_iter().enumerate().map(|(i, id)| (id, i)).collect();
+                let operands = &comp.inst(consumer).operands;
+                if operands
+                    .iter()
+                    .any(|&o| o != producer && multi_output_fusion::may_reach(comp, &position, producer, o))
+                {
+                    continue;
+                }
+                let producer_name = comp.inst(producer).name.clone();
+                // The merge keeps every other instruction's id (the caller orders operands
+                // first once, after the sibling merges, which hold ids too).
+                let merged = multi_output_fusion::merge_pair(module, names, comp_id, consumer, producer);
+                self.decisions.push(FusionDecision {
+                    producer: producer_name,
+                    consumer: merged,
+                    fused: true,
+                    reason: "row values of one row kernel, materialized for a sparse reader: the kernel computing the later one writes the earlier too",
+                });
+                changed = true;
+            }
+        }
+        changed
+    }
+
     /// Whether each instruction of `comp` is inlined into its users, recording a decision for
     /// every producer-consumer pair where the producer computes something; with the producers
     /// inlined as staged (none of them in `unstaged`). Producers in `shared`, whose users all
@@ -303,6 +382,7 @@ impl Fusion {
         is_entry: bool,
         unstaged: &HashSet<InstId>,
         shared: &HashSet<InstId>,
+        row_values: &HashSet<InstId>,
     ) -> (Vec<bool>, Vec<InstId>) {
         let mut staged = Vec::new();
         let users = comp.users();
@@ -326,6 +406,8 @@ impl Fusion {
                 } else {
                     "a computation's result is materialized"
                 })
+            } else if row_values.contains(&id) {
+                Some("a row value whose expansion only a sparse reader uses: materialized, and the expansion fused into the reader")
             } else if let Some(reason) =
                 producer_blocker(comp, p).filter(|_| kind != Rows::Value && !is_small_full_reduce(comp, p))
             {
@@ -405,6 +487,64 @@ impl Cost {
         let expensive = !expands && (is_expensive(p.opcode) || inlined_operands().any(|c| c.expensive));
         Cost { rows, depth, expensive }
     }
+}
+
+/// A row kernel's expansion is *read sparsely* when its one user is a gather, slice or dynamic
+/// slice that reads at most this fraction of its elements (one class's log-probability per
+/// row of a `log_softmax`, the last position of a layer norm's output).
+const SPARSE_READ_FRACTION: i64 = 8;
+
+/// The materialized expansions of fused row reductions (`Rows::Expanded`) that are read
+/// sparsely, each with the row values it expands. Materialized, such an expansion costs a
+/// pass that writes the whole array for a reader that wants a few of its elements; with its
+/// row values materialized instead (one element per row) it is plain elementwise work over
+/// them, fused into the reader, which computes just the elements it reads. Only expansions
+/// whose other inlined ops have one user each or are cheap to duplicate qualify: a staged or
+/// shared value among them (softmax's `exp`) would be materialized whole once its row kernel
+/// is split.
+fn sparse_expansions(comp: &Computation, users: &[Vec<InstId>], inlined: &[bool]) -> Vec<(InstId, Vec<InstId>)> {
+    let mut costs = vec![Cost::default(); comp.instructions.len()];
+    for id in comp.post_order() {
+        costs[id.index()] = Cost::of(comp, comp.inst(id), inlined, &costs);
+    }
+    let sparse_reader = |p: InstId| match users[p.index()].as_slice() {
+        [u] => {
+            let u = comp.inst(*u);
+            matches!(u.opcode, Opcode::Gather | Opcode::Slice | Opcode::DynamicSlice)
+                && matches!((elements(u), elements(comp.inst(p))), (Some(a), Some(b)) if a.saturating_mul(SPARSE_READ_FRACTION) <= b)
+        }
+        _ => false,
+    };
+    let mut found = Vec::new();
+    'candidates: for id in comp.post_order() {
+        if inlined[id.index()] || id == comp.root || costs[id.index()].rows != Rows::Expanded || !sparse_reader(id) {
+            continue;
+        }
+        let mut values = Vec::new();
+        let mut stack = vec![id];
+        let mut seen: HashSet<InstId> = HashSet::new();
+        while let Some(q) = stack.pop() {
+            if !seen.insert(q) {
+                continue;
+            }
+            let c = costs[q.index()];
+            if q != id && users[q.index()].len() > 1 && (c.expensive || !is_cheap(comp.inst(q), c.depth)) {
+                continue 'candidates;
+            }
+            for &o in &comp.inst(q).operands {
+                if !inlined[o.index()] {
+                    continue;
+                }
+                match costs[o.index()].rows {
+                    Rows::Value if !values.contains(&o) => values.push(o),
+                    Rows::Value => {}
+                    Rows::Expanded | Rows::No => stack.push(o),
+                }
+            }
+        }
+        found.push((id, values));
+    }
+    found
 }
 
 /// The instructions of fused computation `comp` (every one inlined into its users) that

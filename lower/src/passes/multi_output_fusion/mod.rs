@@ -44,6 +44,8 @@ use crate::LowerError;
 
 mod producer;
 
+pub(crate) use producer::merge_pair;
+
 /// The most results one merged kernel writes: each is a store stream of the loop, and the
 /// kernel's body grows with every member.
 pub(crate) const MAX_OUTPUTS: usize = 8;

@@ -158,9 +158,11 @@ fn find_pair(module: &Module, comp: &Computation) -> Option<(InstId, InstId)> {
     None
 }
 
-/// Merges `producer` into the column reduction `reduction` (module doc); returns the merged
-/// fusion's name.
-fn merge_pair(
+/// Merges `producer`, a kernel of one result, into the kernel `reduction` that reads it (the
+/// column reduction of the module doc, or the row kernel of a row value `fusion` materialized
+/// for a sparse reader): the merged kernel computes the producer's value inside and writes it
+/// as its last result. Returns the merged fusion's name.
+pub(crate) fn merge_pair(
     module: &mut Module,
     names: &mut UniqueNames,
     comp_id: CompId,
