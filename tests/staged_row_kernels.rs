@@ -1,8 +1,9 @@
 //! Row kernels that stage values in their output (`emit::staging`): a masked softmax stages
-//! its scaled, masked scores (read by the max) and then their exps (read by the sum) over
-//! them, each computed once. Both JIT tiers must agree with each other bit for bit and with
-//! the interpreter within f32's tolerance, including where the output reads a value after the
-//! buffer stopped holding it (it must compute it again). Masked lanes hold -inf and finite
+//! its scaled, biased (ALiBi), masked scores (read by the max; too deep to compute again) and
+//! then their exps (read by the sum) over them, each computed once. Both JIT tiers must agree
+//! with each other bit for bit and with the interpreter within f32's tolerance, including
+//! where the output reads a value after the buffer stopped holding it (it must compute it
+//! again). Masked lanes hold -inf and finite
 //! fills far below `exp`'s range, whose 0 `exp` selects without running its edge routine.
 
 use tessera::{Backend, Client, CompileOptions};
@@ -13,8 +14,9 @@ use tessera_lower::{lower_module, LowerOptions};
 mod tier_support;
 use tier_support::{args, compare};
 
-/// Softmax over the last dimension of `f32[dims]` scores `x / scale` masked to `fill` where the
-/// column passes the row (a causal mask; `m` names the masked scores, `out` the softmax), and
+/// Softmax over the last dimension of `f32[dims]` scores `x / scale` plus an ALiBi bias
+/// (`(column - row) * -0.5`), masked to `fill` where the column passes the row (a causal mask;
+/// `m` names the masked scores, `out` the softmax), and
 /// `root` the entry's root instruction after its `=`.
 fn masked_softmax(dims: &str, scale: &str, fill: &str, root: &str) -> String {
     let rank = dims.split(',').count();
@@ -27,8 +29,11 @@ fn masked_softmax(dims: &str, scale: &str, fill: &str, root: &str) -> String {
          ENTRY main {{\n  x = f32[{dims}] parameter(0)\n  c = f32[] constant({scale})\n  \
          cs = f32[{dims}] broadcast(c), dimensions={{}}\n  s = f32[{dims}] divide(x, cs)\n  \
          r = s32[{dims}] iota(), iota_dimension={row}\n  k = s32[{dims}] iota(), iota_dimension={col}\n  \
-         keep = pred[{dims}] compare(k, r), direction=LE\n  f = f32[] constant({fill})\n  \
-         fs = f32[{dims}] broadcast(f), dimensions={{}}\n  m = f32[{dims}] select(keep, s, fs)\n  \
+         keep = pred[{dims}] compare(k, r), direction=LE\n  rel = s32[{dims}] subtract(k, r)\n  \
+         relf = f32[{dims}] convert(rel)\n  sl = f32[] constant(-0.5)\n  \
+         sls = f32[{dims}] broadcast(sl), dimensions={{}}\n  bias = f32[{dims}] multiply(relf, sls)\n  \
+         sb = f32[{dims}] add(s, bias)\n  f = f32[] constant({fill})\n  \
+         fs = f32[{dims}] broadcast(f), dimensions={{}}\n  m = f32[{dims}] select(keep, sb, fs)\n  \
          ninf = f32[] constant(-inf)\n  mx = f32[{rows}] reduce(m, ninf), dimensions={{{col}}}, to_apply=max_f32\n  \
          mxb = f32[{dims}] broadcast(mx), dimensions={{{keep}}}\n  d = f32[{dims}] subtract(m, mxb)\n  \
          e = f32[{dims}] exponential(d)\n  zero = f32[] constant(0)\n  \

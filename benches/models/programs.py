@@ -2,7 +2,8 @@
 """Benchmark programs JAX makes that the corpus lacks: loop-heavy ones (many small steps) and
 model blocks (a GPT-2 style transformer block, forward and training step; a ResNet block with
 batch norm, forward and backward; a bf16 attention block; causal f32 attention; an embedding
-lookup's gradient), as HLO text plus arguments.
+lookup's gradient; a classifier's cross-entropy loss; a vectorized binary search), as HLO text
+plus arguments.
 
 usage: python3 benches/models/programs.py OUT_DIR [NAME...]
 writes OUT_DIR/NAME/module.hlo and OUT_DIR/NAME/args/{0,1,...}.npy for every program (or the
@@ -255,6 +256,29 @@ def embedding_grad():
     return f, [table, ids]
 
 
+def cross_entropy_loss():
+    """A classifier's loss: the mean negative log-probability of 8192 labels under
+    log_softmax of f32[8192,1000] logits (take_along_axis reads one class per row)."""
+    rng = np.random.default_rng(10)
+    logits = rng.standard_normal((8192, 1000)).astype(np.float32)
+    labels = rng.integers(0, 1000, 8192).astype(np.int32)
+
+    def f(logits, labels):
+        logp = jax.nn.log_softmax(logits)
+        return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+    return f, [logits, labels]
+
+
+def searchsorted():
+    """jnp.searchsorted of 1M queries in a sorted table of 4096: a while loop of 13 vector
+    steps, each a midpoint, a gather from the table and two selects."""
+    rng = np.random.default_rng(11)
+    table = np.sort(rng.standard_normal(4096).astype(np.float32))
+    queries = rng.standard_normal(1 << 20).astype(np.float32)
+    return (lambda t, q: jnp.searchsorted(t, q)), [table, queries]
+
+
 PROGRAMS = {
     "binary_search_loop": binary_search_loop,
     "ds_scan_bf16": ds_scan_bf16,
@@ -266,6 +290,8 @@ PROGRAMS = {
     "mha_bf16": mha_bf16,
     "attention_causal": attention_causal,
     "embedding_grad": embedding_grad,
+    "cross_entropy_loss": cross_entropy_loss,
+    "searchsorted": searchsorted,
 }
 
 

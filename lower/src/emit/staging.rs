@@ -18,8 +18,8 @@
 //! cannot stage this way is computed where it is used, as any inlined value.
 //!
 //! A kernel may stage a chain of values, each computed from the one before (a masked
-//! softmax's scaled and masked scores, read by its max, and their `exp(s - max)`, read by its
-//! sum): a later reduction over the same dimensions loads the value the buffer holds and
+//! softmax's scaled, biased and masked scores, read by its max, and their `exp(s - max)`, read
+//! by its sum): a later reduction over the same dimensions loads the value the buffer holds and
 //! stores the next one over it, so each is computed once. The buffer holds one value at a
 //! time, so a reduction stores at most one, never one earlier in the chain than the one held,
 //! and loads the held one only before it stores.

@@ -47,12 +47,12 @@
 //! A value with several users that is too costly to duplicate (expensive, or deeper than
 //! `MAX_DUPLICATED_DEPTH`), some row reductions reading it and the others elementwise ops over
 //! its dimensions (softmax's `exp(x - max)`, summed and divided by the sum; a masked
-//! softmax's scaled and masked scores, read by its max and by that `exp`), is *staged* rather
-//! than materialized when it would end in one kernel with those reductions and a root of its
-//! exact shape over more than one row (`staged_kernel`): the kernel stores it in its output
-//! as the reduction computes it and reads it back in the loop over the row (`emit::staging`),
-//! so softmax is one kernel that makes one pass over memory. Where it would not, it is
-//! decided again as materialized.
+//! softmax's scaled, biased and masked scores, read by its max and by that `exp`), is
+//! *staged* rather than materialized when it would end in one kernel with those reductions and
+//! a root of its exact shape over more than one row (`staged_kernel`): the kernel stores it in
+//! its output as the reduction computes it and reads it back in the loop over the row
+//! (`emit::staging`), so softmax is one kernel that makes one pass over memory. Where it would
+//! not, it is decided again as materialized.
 //!
 //! A materialized instruction with inlined operands becomes a `fusion` (kind=kLoop, or kInput
 //! for a reduce root) calling a fused computation that holds it and its inlined producers;
@@ -84,7 +84,8 @@ pub struct Fusion {
 }
 
 /// A producer used by several consumers is duplicated into each only up to this fused depth
-/// (the longest chain of inlined ops ending in it, itself included).
+/// (the longest chain of inlined ops ending in it, itself included, scalar constants and their
+/// broadcasts not counted: `lo + (hi - lo) / 2`, a binary search's midpoint, is three deep).
 const MAX_DUPLICATED_DEPTH: usize = 3;
 
 /// Small integer arrays (gather and dynamic-slice indices, which JAX wraps with
@@ -467,7 +468,8 @@ impl Fusion {
 
 /// What fusion weighs about an instruction, given which of its operands are inlined into it:
 /// its row kind, its fused depth (the longest chain of inlined ops ending in it, itself
-/// included) and whether it holds an expensive op.
+/// included, scalar constants and their broadcasts not counted) and whether it holds an
+/// expensive op.
 #[derive(Clone, Copy, Default)]
 struct Cost {
     rows: Rows,
@@ -483,7 +485,18 @@ impl Cost {
         // An expanding broadcast evaluates its row value once per row (the emitter hoists it
         // out of the row's loop): what it holds is neither deep nor expensive per element.
         let expands = rows == Rows::Expanded && !operand_rows.contains(&Rows::Expanded);
-        let depth = if expands { 1 } else { 1 + inlined_operands().map(|c| c.depth).max().unwrap_or(0) };
+        // A scalar constant, and a broadcast of one, is a register in the loop, not work per
+        // element: it adds no depth (`x + c` is one op deep, as `x + y` is).
+        let constant = is_scalar_constant(p)
+            || (p.opcode == Opcode::Broadcast
+                && p.operands.iter().all(|o| inlined[o.index()] && costs[o.index()].depth == 0));
+        let depth = if constant {
+            0
+        } else if expands {
+            1
+        } else {
+            1 + inlined_operands().map(|c| c.depth).max().unwrap_or(0)
+        };
         let expensive = !expands && (is_expensive(p.opcode) || inlined_operands().any(|c| c.expensive));
         Cost { rows, depth, expensive }
     }
