@@ -3,8 +3,8 @@
 //! then their exps (read by the sum) over them, each computed once. Both JIT tiers must agree
 //! with each other bit for bit and with the interpreter within f32's tolerance, including
 //! where the output reads a value after the buffer stopped holding it (it must compute it
-//! again). Masked lanes hold -inf and finite
-//! fills far below `exp`'s range, whose 0 `exp` selects without running its edge routine.
+//! again). Masked lanes hold -inf and finite fills far below `exp`'s range, whose 0 `exp`
+//! selects without running its edge routine.
 
 use tessera::{Backend, Client, CompileOptions};
 use tessera_hlo::text::parse_module;
