@@ -139,7 +139,8 @@ impl Pass for Fusion {
                 let inlined = loop {
                     let before = self.decisions.len();
                     let row_values: HashSet<InstId> = sparse.values().flatten().copied().collect();
-                    let (inlined, staged) = self.decide(comp, comp_id == module.entry, &unstaged, &shared, &row_values);
+                    let (inlined, staged, costs) =
+                        self.decide(comp, comp_id == module.entry, &unstaged, &shared, &row_values);
                     let failed: Vec<InstId> =
                         staged.into_iter().filter(|&p| !staged_kernel(module, comp, &users, p, &inlined)).collect();
                     let split: Vec<InstId> =
@@ -158,7 +159,7 @@ impl Pass for Fusion {
                         })
                         .collect();
                     let undone: Vec<InstId> = sparse.keys().copied().filter(|p| !inlined[p.index()]).collect();
-                    let found: Vec<(InstId, Vec<InstId>)> = sparse_expansions(comp, &users, &inlined)
+                    let found: Vec<(InstId, Vec<InstId>)> = sparse_expansions(comp, &users, &inlined, &costs)
                         .into_iter()
                         .filter(|(p, _)| !unsparse.contains(p) && !sparse.contains_key(p))
                         .collect();
@@ -376,7 +377,8 @@ impl Fusion {
     /// every producer-consumer pair where the producer computes something; with the producers
     /// inlined as staged (none of them in `unstaged`). Producers in `shared`, whose users all
     /// end in one kernel or in sibling kernels merged into one (`use_kernels`), are inlined there
-    /// when those users can fuse them.
+    /// when those users can fuse them. Also returns the costs it weighed (default for what
+    /// computes nothing, which is never inlined).
     fn decide(
         &mut self,
         comp: &Computation,
@@ -384,7 +386,7 @@ impl Fusion {
         unstaged: &HashSet<InstId>,
         shared: &HashSet<InstId>,
         row_values: &HashSet<InstId>,
-    ) -> (Vec<bool>, Vec<InstId>) {
+    ) -> (Vec<bool>, Vec<InstId>, Vec<Cost>) {
         let mut staged = Vec::new();
         let users = comp.users();
         let mut control: HashSet<InstId> = HashSet::new();
@@ -462,7 +464,7 @@ impl Fusion {
                 });
             }
         }
-        (inlined, staged)
+        (inlined, staged, costs)
     }
 }
 
@@ -508,18 +510,19 @@ impl Cost {
 const SPARSE_READ_FRACTION: i64 = 8;
 
 /// The materialized expansions of fused row reductions (`Rows::Expanded`) that are read
-/// sparsely, each with the row values it expands. Materialized, such an expansion costs a
+/// sparsely, each with the row values it expands; `costs` are `decide`'s for `inlined`. Materialized, such an expansion costs a
 /// pass that writes the whole array for a reader that wants a few of its elements; with its
 /// row values materialized instead (one element per row) it is plain elementwise work over
 /// them, fused into the reader, which computes just the elements it reads. Only expansions
 /// whose other inlined ops have one user each or are cheap to duplicate qualify: a staged or
 /// shared value among them (softmax's `exp`) would be materialized whole once its row kernel
 /// is split.
-fn sparse_expansions(comp: &Computation, users: &[Vec<InstId>], inlined: &[bool]) -> Vec<(InstId, Vec<InstId>)> {
-    let mut costs = vec![Cost::default(); comp.instructions.len()];
-    for id in comp.post_order() {
-        costs[id.index()] = Cost::of(comp, comp.inst(id), inlined, &costs);
-    }
+fn sparse_expansions(
+    comp: &Computation,
+    users: &[Vec<InstId>],
+    inlined: &[bool],
+    costs: &[Cost],
+) -> Vec<(InstId, Vec<InstId>)> {
     let sparse_reader = |p: InstId| match users[p.index()].as_slice() {
         [u] => {
             let u = comp.inst(*u);
