@@ -14,6 +14,7 @@
 //! 440 ms, a scalar multiply-add per term.
 
 use crate::gemm::{gemm_impl, mixed_impl};
+use crate::int8_vnni;
 use crate::skinny_gemm::Elem;
 
 /// Element types of [`tessera_rt_gemm_int`]'s `a_type`, `b_type` and `c_type` codes; the
@@ -34,6 +35,9 @@ const MIN_F32_BLOCK: usize = 64;
 trait IntElem: Elem {
     /// The largest magnitude a value takes.
     const MAX_ABS: u64;
+    /// Whether the type is signed, and its width in bytes.
+    const SIGNED: bool;
+    const BYTES: usize;
     fn value(self) -> i64;
 }
 
@@ -48,6 +52,8 @@ macro_rules! int_elem {
         }
         impl IntElem for $t {
             const MAX_ABS: u64 = if <$t>::MIN == 0 { <$t>::MAX as u64 } else { (<$t>::MAX as u64) + 1 };
+            const SIGNED: bool = <$t>::MIN != 0;
+            const BYTES: usize = std::mem::size_of::<$t>();
             #[inline(always)]
             fn value(self) -> i64 {
                 i64::from(self)
@@ -121,6 +127,24 @@ unsafe fn int_impl<A: IntElem, B: IntElem>(
         return;
     }
     let bound = A::MAX_ABS * B::MAX_ABS;
+    // 32-bit lanes hold the sum modulo 2^32: all a result of at most 32 bits keeps, and a
+    // 64-bit result's exact value while no sum can leave the i32 range.
+    let fits_i32 = (k as u128) * u128::from(bound) < 1 << 31;
+    if A::BYTES == 1 && B::BYTES == 1 && (width <= 4 || fits_i32) && int8_vnni::available() {
+        let bytes = |p: *const u8, rs: isize, cs: isize, signed: bool| int8_vnni::Bytes { ptr: p, rs, cs, signed };
+        let dest = int8_vnni::Dest { ptr: c, rs: c_rs, cs: c_cs, width };
+        unsafe {
+            int8_vnni::gemm(
+                m,
+                n,
+                k,
+                bytes(a as *const u8, a_rs, a_cs, A::SIGNED),
+                bytes(b as *const u8, b_rs, b_cs, B::SIGNED),
+                dest,
+            )
+        };
+        return;
+    }
     let f32_block = ((1u64 << 24) / bound) as usize;
     let (on_f32, block) =
         if f32_block >= MIN_F32_BLOCK { (true, f32_block) } else { (false, ((1u64 << 53) / bound) as usize) };

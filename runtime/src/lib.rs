@@ -12,6 +12,7 @@ pub mod error;
 pub mod executable;
 pub mod gemm;
 mod host_io;
+mod int8_vnni;
 pub mod int_gemm;
 pub mod memory_space;
 mod skinny_gemm;

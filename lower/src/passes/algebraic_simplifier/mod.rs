@@ -301,7 +301,7 @@ fn merge_chain(comp: &mut Computation, id: InstId) -> Option<&'static str> {
     }
     let inst = comp.inst(id).clone();
     let &[x] = inst.operands.as_slice() else {
-        return dot_of_transpose(comp, id);
+        return dot_of_transpose(comp, id).or_else(|| dot_of_int_converts(comp, id));
     };
     let inner = comp.inst(x).clone();
     if inst.opcode == O::Transpose && inner.opcode == O::Dot {
@@ -438,6 +438,42 @@ fn transpose_of_dot(comp: &mut Computation, id: InstId, dot: InstId) -> Option<&
     become_op(comp, id, Opcode::Dot, vec![d.operands[1], d.operands[0]]);
     comp.inst_mut(id).attrs = attrs;
     Some("transpose of a dot")
+}
+
+/// An integer dot of operands widened from narrower integers reads the narrow operands: HLO
+/// converts a dot's operands to its result type, and a widening that keeps every value
+/// (`u8 -> s32`, `s8 -> s16`) composed with that conversion is the conversion of the narrow
+/// value, so every product and sum is the same (JAX widens a `u8 x s8` product to `s32` on
+/// both sides). As XLA's simplifier drops such converts for backends that take mixed-type
+/// dots; here the narrow operands reach the 8-bit GEMM (a batched `u8 x s8 -> s32` of 8 x
+/// 128x256x128 ran as `s32` loops).
+fn dot_of_int_converts(comp: &mut Computation, id: InstId) -> Option<&'static str> {
+    let inst = comp.inst(id).clone();
+    if inst.opcode != Opcode::Dot || inst.operands.len() != 2 || !inst.shape.element_type().is_integral() {
+        return None;
+    }
+    let lossless = |from: ElementType, to: ElementType| {
+        from.is_integral()
+            && to.is_integral()
+            && if from.is_signed_integral() == to.is_signed_integral() {
+                to.bit_width() >= from.bit_width()
+            } else {
+                from.is_unsigned_integral() && to.bit_width() > from.bit_width()
+            }
+    };
+    let mut changed = false;
+    for side in 0..2 {
+        let c = comp.inst(inst.operands[side]);
+        if c.opcode != Opcode::Convert {
+            continue;
+        }
+        let x = c.operands[0];
+        if lossless(comp.inst(x).shape.element_type(), c.shape.element_type()) {
+            comp.inst_mut(id).operands[side] = x;
+            changed = true;
+        }
+    }
+    changed.then_some("dot of widened integers")
 }
 
 /// `dot(transpose(a), b)` reads `a` directly, its dimension numbers mapped through the
