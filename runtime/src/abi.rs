@@ -49,7 +49,7 @@ use crate::gemm::{
     tessera_rt_gemm_c128, tessera_rt_gemm_c64, tessera_rt_gemm_f32, tessera_rt_gemm_f32_mixed, tessera_rt_gemm_f64,
 };
 use crate::int_gemm::tessera_rt_gemm_int;
-use tessera_fft::tessera_rt_fft;
+use tessera_fft::{tessera_rt_fft, tessera_rt_fft_f32};
 
 /// Every symbol a kernel may call, with its address.
 pub fn symbols() -> Vec<(&'static str, *const u8)> {
@@ -69,7 +69,8 @@ pub fn symbols() -> Vec<(&'static str, *const u8)> {
         tessera_rt_gemm_int,
         tessera_rt_conv_f32,
         tessera_rt_conv_f64,
-        tessera_rt_fft
+        tessera_rt_fft,
+        tessera_rt_fft_f32
     ]);
     symbols
 }

@@ -3,22 +3,26 @@
 //! `tessera_rt_fft(kind: i64, n0: i64, n1: i64, n2: i64, data: *mut f64)` transforms one
 //! `[n0, n1, n2]` box of complex f64 numbers in place: `data` holds them row-major, real and
 //! imaginary parts interleaved (`2 * n0 * n1 * n2` doubles). Transforms of fewer dimensions
-//! use leading lengths of 1. By [`FftKind`]:
+//! use leading lengths of 1. `tessera_rt_fft_f32` ([`SYMBOL_F32`]) does the same on a box of
+//! complex f32 numbers, computing in f32 (f32 and c64 transforms, as XLA:CPU computes them;
+//! the reference here computes in f64 and rounds once). By [`FftKind`]:
 //!
 //! - `Fft` / `Ifft`: the forward / inverse DFT along every axis; the inverse scales each axis
 //!   by `1/n` (multiplying by the reciprocal).
 //! - `Rfft`: as `Fft` (the caller stores real inputs with zero imaginary parts and reads the
-//!   first `n2/2 + 1` entries of each row).
+//!   first `n2/2 + 1` entries of each row; the rest of each row is undefined on return).
 //! - `Irfft`: on entry the first `n2/2 + 1` entries of each row hold the input and the rest
 //!   are ignored. The inverse runs along axes 0 and 1 on those columns, each row is extended
 //!   by `X[n2 - j] = conj(X[j])`, and the inverse runs along the rows; the caller reads the
-//!   real parts.
+//!   real parts (the imaginary parts are undefined on return).
 //!
 //! A kind outside these or a negative length does nothing (no error channel crosses the C
 //! ABI; the lowering never emits one).
 
 /// The C symbol.
 pub const SYMBOL: &str = "tessera_rt_fft";
+/// The C symbol of the f32 form.
+pub const SYMBOL_F32: &str = "tessera_rt_fft_f32";
 
 /// The `kind` argument.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -417,8 +417,9 @@ enum CStmt<'k> {
         args: Vec<CArg>,
         src: &'k Stmt,
     },
-    /// `tessera_rt_fft` with its 5 arguments in contract order.
+    /// `tessera_rt_fft`/`_f32` with its 5 arguments in contract order.
     Fft {
+        f32: bool,
         args: Vec<CArg>,
         src: &'k Stmt,
     },
@@ -681,8 +682,8 @@ impl<'k> Resolver<'k> {
     /// Checks a call against the contract of the runtime function it names: the GEMMs, the
     /// convolutions and the FFT are known here.
     fn call(&mut self, stmt: &'k Stmt, func: &str, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
-        if func == super::fft_call::SYMBOL {
-            return self.fft_call(stmt, args);
+        if func == super::fft_call::SYMBOL || func == super::fft_call::SYMBOL_F32 {
+            return self.fft_call(stmt, func == super::fft_call::SYMBOL_F32, args);
         }
         // The type codes of the mixed and the integer calls follow a matrix's strides, at
         // these argument positions, with these values.
@@ -754,18 +755,20 @@ impl<'k> Resolver<'k> {
         Ok(CStmt::Gemm { kind, args: out, src: stmt })
     }
 
-    fn fft_call(&mut self, stmt: &'k Stmt, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
+    fn fft_call(&mut self, stmt: &'k Stmt, f32: bool, args: &[CallArg]) -> Result<CStmt<'k>, KernelRunError> {
         let bad = |m: String| self.setup(format!("`{}`: {m}", self.kernel.stmt_head(stmt)));
+        let (symbol, ty) =
+            if f32 { (super::fft_call::SYMBOL_F32, Ty::F32) } else { (super::fft_call::SYMBOL, Ty::F64) };
         if args.len() != 5 {
-            return Err(bad(format!("{} takes 5 arguments, given {}", super::fft_call::SYMBOL, args.len())));
+            return Err(bad(format!("{symbol} takes 5 arguments, given {}", args.len())));
         }
         let mut out = Vec::with_capacity(5);
         for (i, a) in args.iter().enumerate() {
             out.push(match (a, i == 4) {
                 (CallArg::Ptr { buf, index }, true) => {
                     let b = &self.kernel.buffers[buf.0 as usize];
-                    if b.mem != MemType::Scalar(Ty::F64) || !b.writable {
-                        return Err(bad(format!("the data must point into a writable f64 buffer, not b{}", buf.0)));
+                    if b.mem != MemType::Scalar(ty) || !b.writable {
+                        return Err(bad(format!("the data must point into a writable {ty} buffer, not b{}", buf.0)));
                     }
                     CArg::Ptr { buf: buf.0 as usize, index: self.index(index)? }
                 }
@@ -781,7 +784,7 @@ impl<'k> Resolver<'k> {
                 (_, false) => return Err(bad(format!("argument {i} must be an i64"))),
             });
         }
-        Ok(CStmt::Fft { args: out, src: stmt })
+        Ok(CStmt::Fft { f32, args: out, src: stmt })
     }
 }
 
@@ -1058,7 +1061,7 @@ impl Machine<'_, '_, '_> {
                     }
                 }
                 CStmt::Gemm { kind, args, src } => self.gemm(*kind, args).map_err(|f| self.fault(src, f))?,
-                CStmt::Fft { args, src } => self.fft(args).map_err(|f| self.fault(src, f))?,
+                CStmt::Fft { f32, args, src } => self.fft(*f32, args).map_err(|f| self.fault(src, f))?,
                 CStmt::Conv { f64, ptrs, src } => self.conv(*f64, ptrs).map_err(|f| self.fault(src, f))?,
             }
         }
@@ -1225,9 +1228,10 @@ impl Machine<'_, '_, '_> {
         })
     }
 
-    fn fft(&mut self, args: &[CArg]) -> Result<(), Fault> {
-        use super::fft_call::{reference, FftKind, SYMBOL};
-        let call = |m: String| Fault::Call(format!("{SYMBOL}: {m}"));
+    fn fft(&mut self, f32: bool, args: &[CArg]) -> Result<(), Fault> {
+        use super::fft_call::{reference, FftKind, SYMBOL, SYMBOL_F32};
+        let symbol = if f32 { SYMBOL_F32 } else { SYMBOL };
+        let call = |m: String| Fault::Call(format!("{symbol}: {m}"));
         let mut ints = [0i64; 4];
         let mut ptr = (0usize, 0i64);
         for (i, a) in args.iter().enumerate() {
@@ -1243,18 +1247,31 @@ impl Machine<'_, '_, '_> {
             .map(|&x| usize::try_from(x))
             .collect::<Result<_, _>>()
             .map_err(|_| call(format!("negative length in {:?}", &ints[1..])))?;
-        let doubles =
-            n.iter().try_fold(2usize, |a, &x| a.checked_mul(x)).ok_or_else(|| call("size overflow".into()))?;
+        let floats = n.iter().try_fold(2usize, |a, &x| a.checked_mul(x)).ok_or_else(|| call("size overflow".into()))?;
         let (buf, at) = ptr;
-        if at < 0 || (at as u64).saturating_add(doubles as u64) > self.lens[buf] as u64 {
-            return Err(call(format!("{doubles} doubles at {at} overrun buffer b{buf} of {}", self.lens[buf])));
+        if at < 0 || (at as u64).saturating_add(floats as u64) > self.lens[buf] as u64 {
+            return Err(call(format!("{floats} floats at {at} overrun buffer b{buf} of {}", self.lens[buf])));
         }
-        let bytes = &mut self.bufs[self.map[buf]][8 * at as usize..8 * (at as usize + doubles)];
-        let mut data: Vec<f64> =
-            bytes.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or_default())).collect();
+        let width = if f32 { 4 } else { 8 };
+        let bytes = &mut self.bufs[self.map[buf]][width * at as usize..width * (at as usize + floats)];
+        // The f32 form's reference: the f64 transform of the widened box, rounded once.
+        let mut data: Vec<f64> = bytes
+            .chunks(width)
+            .map(|c| {
+                if f32 {
+                    f64::from(f32::from_le_bytes(c.try_into().unwrap_or_default()))
+                } else {
+                    f64::from_le_bytes(c.try_into().unwrap_or_default())
+                }
+            })
+            .collect();
         reference(kind, [n[0], n[1], n[2]], &mut data);
-        for (c, x) in bytes.chunks_mut(8).zip(data) {
-            c.copy_from_slice(&x.to_le_bytes());
+        for (c, x) in bytes.chunks_mut(width).zip(data) {
+            if f32 {
+                c.copy_from_slice(&(x as f32).to_le_bytes());
+            } else {
+                c.copy_from_slice(&x.to_le_bytes());
+            }
         }
         Ok(())
     }
