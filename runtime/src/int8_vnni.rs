@@ -147,7 +147,11 @@ pub(crate) unsafe fn gemm(m: usize, n: usize, k: usize, a: Bytes, b: Bytes, c: D
     let ob: i32 = if b.signed { 0 } else { 128 };
     let (flip_a, flip_b) = (a.flip(false), b.flip(true));
     let pool = published_pool();
-    let pool = if pool.is_null() || m * n * k < PARALLEL_MIN_PRODUCTS { None } else { Some(unsafe { &*pool }) };
+    let pool = if pool.is_null() || m.saturating_mul(n).saturating_mul(k) < PARALLEL_MIN_PRODUCTS {
+        None
+    } else {
+        Some(unsafe { &*pool })
+    };
     let threads = pool.map_or(1, ThreadPool::threads);
     // A' by rows, and its row sums (the `ob·a'` term), packed in row blocks by the threads.
     let mut packed_a = vec![0u8; m * kp];
