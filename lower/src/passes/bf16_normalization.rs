@@ -22,9 +22,9 @@
 use std::collections::HashMap;
 
 use tessera_hlo::ir::UniqueNames;
-use tessera_hlo::{Computation, ElementType, InstId, Instruction, Module, Opcode, Shape};
+use tessera_hlo::{Computation, ElementType, InstId, Instruction, Module, Opcode};
 
-use super::rewrite::{become_op, forward, Forwards};
+use super::rewrite::{become_op, forward, with_type, Forwards};
 use crate::pass::Pass;
 use crate::LowerError;
 
@@ -79,14 +79,6 @@ fn rounds(op: Opcode) -> bool {
 
 fn is_f32_convert(inst: &Instruction) -> bool {
     inst.opcode == Opcode::Convert && inst.shape.is_array() && inst.shape.element_type() == ElementType::F32
-}
-
-fn with_type(shape: &Shape, et: ElementType) -> Shape {
-    let mut s = shape.clone();
-    if let Some(a) = s.as_array_mut() {
-        a.element_type = et;
-    }
-    s
 }
 
 fn normalize(comp: &mut Computation) -> bool {

@@ -7,6 +7,7 @@ mod bf16_normalization;
 mod call_inline;
 mod constant_folding;
 mod control_flow_simplifier;
+mod conv_normalization;
 pub(crate) mod cse;
 mod dce;
 mod divide_by_constant;
@@ -36,6 +37,7 @@ pub use bf16_normalization::Bf16Normalization;
 pub use call_inline::CallInline;
 pub use constant_folding::ConstantFolding;
 pub use control_flow_simplifier::ControlFlowSimplifier;
+pub use conv_normalization::ConvNormalization;
 pub use cse::Cse;
 pub use dce::Dce;
 pub use divide_by_constant::DivideByConstant;
@@ -70,6 +72,7 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
         "simplify" => Box::new(Simplify::default()),
         "batch_norm_expand" => Box::new(BatchNormExpand),
         "bf16_normalization" => Box::new(Bf16Normalization),
+        "conv_normalization" => Box::new(ConvNormalization),
         "call_inline" => Box::new(CallInline),
         "tuple_simplify" => Box::new(TupleSimplify),
         "dce" => Box::new(Dce),
@@ -108,7 +111,9 @@ pub fn by_name(name: &str) -> Option<Box<dyn Pass>> {
 /// simplifiers so that the interpreter, which runs it too, still checks their rewrites. So
 /// does XLA's division by a constant as a multiply by its reciprocal, which changes values
 /// as it does on XLA:CPU (`divide_by_constant`), and XLA's folding of the constants of an
-/// add or multiply chain (`reassociate_constants`). Batch norms expand after them, so their means
+/// add or multiply chain (`reassociate_constants`), and XLA:CPU's f32 computation of half-precision
+/// convolutions (`conv_normalization`, after the excess precision that may widen their
+/// results). Batch norms expand after them, so their means
 /// and variances divide by the element count: the interpreter evaluates batch norm in f64,
 /// and the reciprocal's extra rounding of the mean, amplified by the cancellation in
 /// `sum(dy * (x - mean))`, took a batch-norm gradient 1.6e-4 (relative) from it.
@@ -130,6 +135,7 @@ pub fn standard_pipeline_verifying(fusion: bool, excess_precision: bool, verify_
     if excess_precision {
         p.add(Bf16Normalization);
     }
+    p.add(ConvNormalization);
     p.add(DivideByConstant::default()).add(ReassociateConstants::default()).add(BatchNormExpand);
     p.add(LayoutAssignment::default())
         .add(Simplify::new(verify_each))
@@ -156,6 +162,7 @@ pub fn numerics_pipeline(excess_precision: bool) -> Pipeline {
     if excess_precision {
         p.add(Bf16Normalization);
     }
+    p.add(ConvNormalization);
     p.add(DivideByConstant::default()).add(ReassociateConstants::default()).add(Dce);
     p
 }

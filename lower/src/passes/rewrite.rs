@@ -105,6 +105,15 @@ pub(crate) fn drop_forwarded(comp: &mut Computation, forwarded: &[InstId]) {
     comp.retain_instructions(&keep);
 }
 
+/// `shape` (an array) with element type `et`, its dimensions and layout kept.
+pub(crate) fn with_type(shape: &Shape, et: ElementType) -> Shape {
+    let mut s = shape.clone();
+    if let Some(a) = s.as_array_mut() {
+        a.element_type = et;
+    }
+    s
+}
+
 /// Turns instruction `id` into `op(operands)`, keeping its name, shape and control edges.
 pub(crate) fn become_op(comp: &mut Computation, id: InstId, op: Opcode, operands: Vec<InstId>) {
     let inst = comp.inst_mut(id);
