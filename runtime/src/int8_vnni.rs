@@ -120,15 +120,16 @@ impl Dest {
     }
 }
 
+/// A buffer the packing chunks write, each its own rows.
 #[derive(Clone, Copy)]
-struct Out(*mut i32);
+struct Rows<T>(*mut T);
 // SAFETY: chunks write disjoint rows, inside the call the caller waits for.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
+unsafe impl<T> Send for Rows<T> {}
+unsafe impl<T> Sync for Rows<T> {}
 
-impl Out {
-    /// The pointer (a method, so closures capture the whole `Out`, which is `Sync`).
-    fn at(&self, i: usize) -> *mut i32 {
+impl<T> Rows<T> {
+    /// Element `i` (a method, so closures capture the whole `Rows`, which is `Sync`).
+    fn at(&self, i: usize) -> *mut T {
         self.0.wrapping_add(i)
     }
 }
@@ -157,13 +158,13 @@ pub(crate) unsafe fn gemm(m: usize, n: usize, k: usize, a: Bytes, b: Bytes, c: D
     let mut packed_a = vec![0u8; m * kp];
     let mut row_sums = vec![0i32; m];
     {
-        let (pa, rsum) = (Out(packed_a.as_mut_ptr() as *mut i32), Out(row_sums.as_mut_ptr()));
+        let (pa, rsum) = (Rows(packed_a.as_mut_ptr()), Rows(row_sums.as_mut_ptr()));
         let chunks = threads.min(m);
         let pack = |t: usize| {
             let (lo, hi) = chunk_bounds(m as i64, chunks, t);
             for i in lo as usize..hi as usize {
                 // SAFETY: rows lo..hi of the buffers belong to this chunk alone.
-                let row = unsafe { std::slice::from_raw_parts_mut((pa.at(0) as *mut u8).add(i * kp), k) };
+                let row = unsafe { std::slice::from_raw_parts_mut(pa.at(i * kp), k) };
                 unsafe { a.read_row(i, 0, flip_a, row) };
                 let sum = row.iter().fold(0u32, |s, &x| s.wrapping_add(u32::from(x)));
                 unsafe { *rsum.at(i) = sum as i32 };
@@ -175,9 +176,10 @@ pub(crate) unsafe fn gemm(m: usize, n: usize, k: usize, a: Bytes, b: Bytes, c: D
         }
     }
     let kterm = (k as i32).wrapping_mul(oa).wrapping_mul(ob);
-    let (packed_a, row_sums) = (&packed_a, &row_sums);
+    let packed_a = &packed_a;
+    // Row i's `ob·a' - k·oa·ob` terms.
+    let fix = |i: usize| ob.wrapping_mul(row_sums[i]).wrapping_sub(kterm);
     if m <= FEW_ROWS && b.cs == 1 {
-        let fix = |i: usize| ob.wrapping_mul(row_sums[i]).wrapping_sub(kterm);
         // SAFETY: the caller's contract; `packed_a` holds m rows of kp bytes.
         unsafe { few_rows(m, n, k, packed_a, &b, flip_b, oa, &fix, c, pool) };
         return;
@@ -203,9 +205,9 @@ pub(crate) unsafe fn gemm(m: usize, n: usize, k: usize, a: Bytes, b: Bytes, c: D
                 // SAFETY: `available` held; the packed buffers hold `rows` rows and two panels.
                 unsafe { tile_kernel(&packed_a[i0 * kp..], kp, &panel, rows, &mut acc) };
                 for (r, sums) in acc.iter().enumerate().take(rows) {
-                    let fix = ob.wrapping_mul(row_sums[i0 + r]).wrapping_sub(kterm);
+                    let row_term = fix(i0 + r);
                     for ((f, &s), &ct) in fixed.iter_mut().zip(sums).zip(&col_terms) {
-                        *f = s.wrapping_add(fix).wrapping_add(ct);
+                        *f = s.wrapping_add(row_term).wrapping_add(ct);
                     }
                     // SAFETY: row i0 + r, columns j0.. of C, which belong to this chunk.
                     unsafe { c.write_row(i0 + r, j0, &fixed[..cols]) };
