@@ -16,6 +16,7 @@ use std::cell::Cell;
 
 use gemm::Parallelism;
 
+use crate::bf16_dot;
 use crate::skinny_gemm::{self, Bf16, Elem, Problem, F16};
 use crate::thread_pool::ThreadPool;
 
@@ -391,6 +392,14 @@ pub(crate) unsafe fn mixed_impl<A: Elem, B: Elem>(
     if unsafe { try_skinny((m, n, k), (a, a_rs, a_cs), (b, b_rs, b_cs), (c, c_rs, c_cs)) } {
         return;
     }
+    if is::<A, Bf16>() && is::<B, Bf16>() && bf16_dot::available() {
+        let (a, b) = (a as *const u16, b as *const u16);
+        let (a, b) = (bf16_dot::Halves { ptr: a, rs: a_rs, cs: a_cs }, bf16_dot::Halves { ptr: b, rs: b_rs, cs: b_cs });
+        // SAFETY: `available` held; the caller's contract covers the operands.
+        if unsafe { bf16_dot::gemm(m, n, k, a, b, bf16_dot::Dest { ptr: c, rs: c_rs, cs: c_cs }) } {
+            return;
+        }
+    }
     let i = |x: usize| x as i64;
     // An f32 operand goes to the GEMM as it is; a half one is widened (B in column blocks).
     let a32 = if is_f32::<A>() { None } else { Some(unsafe { widened(a, m, k, a_rs, a_cs) }) };
@@ -488,7 +497,12 @@ unsafe fn widen_into<E: Elem>(
 
 /// Whether `E` is f32 itself (then a pointer to it is an f32 pointer).
 fn is_f32<E: Elem>() -> bool {
-    std::any::TypeId::of::<E>() == std::any::TypeId::of::<f32>()
+    is::<E, f32>()
+}
+
+/// Whether `E` is `T`.
+fn is<E: Elem, T: Elem>() -> bool {
+    std::any::TypeId::of::<E>() == std::any::TypeId::of::<T>()
 }
 
 /// `C = A·B` with f32 `C` and each of `A`, `B` f32, bf16 or f16 (`a_type`, `b_type`: one of

@@ -17,7 +17,7 @@
 //! Threads split the columns, each packing its own panels.
 
 use crate::gemm::published_pool;
-use crate::thread_pool::{chunk_bounds, ThreadPool};
+use crate::thread_pool::{chunk_bounds, Rows, ThreadPool};
 
 /// Rows and columns of a tile.
 const MR: usize = 8;
@@ -117,20 +117,6 @@ impl Dest {
             2 => v.iter().enumerate().for_each(|(j, &x)| unsafe { (at(j) as *mut i16).write_unaligned(x as i16) }),
             _ => v.iter().enumerate().for_each(|(j, &x)| unsafe { *at(j) = x as u8 }),
         }
-    }
-}
-
-/// A buffer the packing chunks write, each its own rows.
-#[derive(Clone, Copy)]
-struct Rows<T>(*mut T);
-// SAFETY: chunks write disjoint rows, inside the call the caller waits for.
-unsafe impl<T> Send for Rows<T> {}
-unsafe impl<T> Sync for Rows<T> {}
-
-impl<T> Rows<T> {
-    /// Element `i` (a method, so closures capture the whole `Rows`, which is `Sync`).
-    fn at(&self, i: usize) -> *mut T {
-        self.0.wrapping_add(i)
     }
 }
 

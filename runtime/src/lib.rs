@@ -5,6 +5,7 @@
 
 pub mod abi;
 pub mod aot;
+mod bf16_dot;
 pub mod buffer;
 pub mod conv;
 pub mod entry;

@@ -305,6 +305,21 @@ struct Buffers(*const *mut u8);
 unsafe impl Send for Buffers {}
 unsafe impl Sync for Buffers {}
 
+/// A buffer the chunks of one `run_chunks` call write, each its own disjoint part (packing
+/// routines fill their operands' packed copies this way).
+#[derive(Clone, Copy)]
+pub(crate) struct Rows<T>(pub(crate) *mut T);
+// SAFETY: chunks write disjoint parts, inside the call the caller waits for.
+unsafe impl<T> Send for Rows<T> {}
+unsafe impl<T> Sync for Rows<T> {}
+
+impl<T> Rows<T> {
+    /// Element `i` (a method, so closures capture the whole `Rows`, which is `Sync`).
+    pub(crate) fn at(&self, i: usize) -> *mut T {
+        self.0.wrapping_add(i)
+    }
+}
+
 /// Grid indices of chunk `i` of `chunks` equal contiguous parts of `0..extent`.
 pub fn chunk_bounds(extent: i64, chunks: usize, i: usize) -> (i64, i64) {
     let at = |j: usize| (i128::from(extent) * j as i128 / chunks as i128) as i64;
