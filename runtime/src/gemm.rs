@@ -389,16 +389,27 @@ pub(crate) unsafe fn mixed_impl<A: Elem, B: Elem>(
     if m == 0 || n == 0 {
         return;
     }
-    if unsafe { try_skinny((m, n, k), (a, a_rs, a_cs), (b, b_rs, b_cs), (c, c_rs, c_cs)) } {
-        return;
-    }
     if is::<A, Bf16>() && is::<B, Bf16>() && bf16_dot::available() {
-        let (a, b) = (a as *const u16, b as *const u16);
-        let (a, b) = (bf16_dot::Halves { ptr: a, rs: a_rs, cs: a_cs }, bf16_dot::Halves { ptr: b, rs: b_rs, cs: b_cs });
+        let (ha, hb) = (a as *const u16, b as *const u16);
+        let ha = bf16_dot::Halves { ptr: ha, rs: a_rs, cs: a_cs };
+        let hb = bf16_dot::Halves { ptr: hb, rs: b_rs, cs: b_cs };
+        let hc = bf16_dot::Dest { ptr: c, rs: c_rs, cs: c_cs };
         // SAFETY: `available` held; the caller's contract covers the operands.
-        if unsafe { bf16_dot::gemm(m, n, k, a, b, bf16_dot::Dest { ptr: c, rs: c_rs, cs: c_cs }) } {
+        let done = unsafe {
+            match m {
+                // One row reads B's rows fastest as skinny_gemm's 64-column tiles do, a line
+                // per visit to a row where these tiles take 32 columns for up to 8 rows.
+                1 if b_cs == 1 => false,
+                ..=bf16_dot::FEW_ROWS => bf16_dot::few_rows(m, n, k, ha, hb, hc),
+                _ => bf16_dot::gemm(m, n, k, ha, hb, hc),
+            }
+        };
+        if done {
             return;
         }
+    }
+    if unsafe { try_skinny((m, n, k), (a, a_rs, a_cs), (b, b_rs, b_cs), (c, c_rs, c_cs)) } {
+        return;
     }
     let i = |x: usize| x as i64;
     // An f32 operand goes to the GEMM as it is; a half one is widened (B in column blocks).

@@ -917,17 +917,23 @@ pub(crate) unsafe fn run<E: Elem>(p: &Problem<E>) {
         return;
     }
     let f = columns_fn::<E>();
-    // Tasks split columns at multiples of the widest tile, so only the last has a partial one.
     let unit = if p.rows_contiguous() { 64 } else { COL_TILE };
-    let units = p.n.div_ceil(unit);
-    let bytes = p.n * p.k * std::mem::size_of::<E>();
+    // SAFETY: the caller's contract; tasks write disjoint columns.
+    in_column_tasks(p.n, unit, p.n * p.k * std::mem::size_of::<E>(), |lo, hi| unsafe { f(p, lo, hi) });
+}
+
+/// Runs `f(lo, hi)` over columns `0..n` split into tasks at multiples of `unit` (so only the
+/// last holds a partial tile) on the published pool, a few tasks per thread (threads that the
+/// machine slows unequally even out), none reading less than `MIN_TASK_BYTES` of the `bytes`
+/// the product reads.
+pub(crate) fn in_column_tasks(n: usize, unit: usize, bytes: usize, f: impl Fn(usize, usize) + Sync) {
+    let units = n.div_ceil(unit);
     let pool = published_pool();
     // SAFETY: a published pool outlives the run that published it.
     let pool = (!pool.is_null()).then(|| unsafe { &*pool });
     let threads = pool.map_or(1, |p| p.threads());
-    // A few tasks per thread even out threads that the machine slows unequally.
     let tasks = (threads * 4).min(units).min(bytes / MIN_TASK_BYTES).max(1);
-    let bounds = |t: usize| ((units * t / tasks * unit).min(p.n), (units * (t + 1) / tasks * unit).min(p.n));
+    let bounds = |t: usize| ((units * t / tasks * unit).min(n), (units * (t + 1) / tasks * unit).min(n));
     let next = AtomicUsize::new(0);
     let work = || loop {
         let t = next.fetch_add(1, Ordering::Relaxed);
@@ -935,8 +941,7 @@ pub(crate) unsafe fn run<E: Elem>(p: &Problem<E>) {
             break;
         }
         let (lo, hi) = bounds(t);
-        // SAFETY: the caller's contract; tasks write disjoint columns.
-        unsafe { f(p, lo, hi) };
+        f(lo, hi);
     };
     match pool {
         Some(pool) if tasks > 1 && threads > 1 => pool.run_chunks(threads.min(tasks), |_| work()),
