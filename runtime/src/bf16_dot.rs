@@ -13,7 +13,7 @@
 //! caller's path) and `B` as it is read (a part holding one is computed again by a plain f32
 //! loop before anything of it is written).
 //!
-//! More than 16 rows ([`gemm`]): `A` is packed in tiles of 8 rows, `k` padded to even with
+//! More than 16 rows ([`gemm()`]): `A` is packed in tiles of 8 rows, `k` padded to even with
 //! zeros; `B` in parts of 256 columns by 512 rows, as panels of 16 columns with rows `q` and
 //! `q + 1` of a column in one 32-bit lane (`q` in the low half), so one 64-byte load is a
 //! panel's pair of rows for its 16 columns. A tile is 8 rows by 32 columns, 16 accumulators;
@@ -174,7 +174,7 @@ pub(crate) unsafe fn gemm(m: usize, n: usize, k: usize, a: Halves, b: Halves, c:
 pub(crate) const FEW_ROWS: usize = 16;
 
 /// `C = A·B` for `m <= FEW_ROWS` and `B` with contiguous rows or columns, or false with
-/// nothing written as for [`gemm`] (`B` with neither, or a subnormal in `A`).
+/// nothing written as for [`gemm()`] (`B` with neither, or a subnormal in `A`).
 ///
 /// Contiguous rows (`x·W`): `B`'s columns `32` at a time in `k` blocks of `FEW_K` rows (so that
 /// the row groups after the first read the block from cache), 8 rows of `A` against 32 columns
@@ -185,7 +185,7 @@ pub(crate) const FEW_ROWS: usize = 16;
 /// computed again by f32 multiply-adds before anything is written.
 ///
 /// # Safety
-/// As for [`gemm`].
+/// As for [`gemm()`].
 pub(crate) unsafe fn few_rows(m: usize, n: usize, k: usize, a: Halves, b: Halves, c: Dest) -> bool {
     let by_columns = b.cs != 1;
     if (by_columns && b.rs != 1) || m > FEW_ROWS {
@@ -409,15 +409,12 @@ unsafe fn pack_a(m: usize, k: usize, kp: usize, a: &Halves, pool: Option<&Thread
     (!found.into_inner()).then_some(packed)
 }
 
-/// Columns of `B` a thread packs together, each of its rows read as one run of 512 bytes:
-/// packed one tile (32 columns, one cache line of a row) at a time, walking down `k` one
-/// line per row of `B`, the packing took as long as the products (a [32,4096] x [4096,11008]
-/// product 13.9 ms, 30% of it packing).
-const NB: usize = 8192;
+/// Columns of `B` a thread packs together (8 tiles), each row's 512 bytes one run.
+const NB: usize = 256;
 
-/// Rows of `B` packed at a time: 512 rows of 256 columns are 256 KiB, which the tiles then read
-/// from L2 once per 8 rows of `A`.
-const KC: usize = 32;
+/// Rows of `B` packed at a time: 512 rows of 256 columns are 256 KiB, which the tiles read from
+/// L2 once per 8 rows of `A`.
+const KC: usize = 512;
 
 /// Rows `q0..q0 + kc` of `B` (`kc` even; rows past `k` zero), the part of `k` one packing
 /// covers; `init` for the first, whose products start the sums where later ones add to them.
