@@ -23,7 +23,7 @@
 //! whose pairs along `k` are adjacent already.
 
 use crate::gemm::published_pool;
-use crate::skinny_gemm::in_column_tasks;
+use crate::skinny_gemm::{in_column_tasks, Bf16, Elem};
 use crate::thread_pool::{chunk_bounds, Rows, ThreadPool};
 
 /// Rows and columns of a tile.
@@ -76,6 +76,11 @@ impl Dest {
     fn at(&self, i: usize, j: usize) -> *mut f32 {
         self.ptr.wrapping_offset(i as isize * self.rs + j as isize * self.cs)
     }
+}
+
+/// The f32 of bf16 bits `x` (exact), for the fallbacks' plain multiply-adds.
+fn widen(x: u16) -> f32 {
+    Bf16(x).widen()
 }
 
 /// Whether bf16 bits `x` encode a subnormal (zero exponent, nonzero significand).
@@ -262,7 +267,7 @@ unsafe fn few_rows_by_columns(p: &FewRows, lo: usize, hi: usize) {
 
 #[cfg(target_arch = "x86_64")]
 unsafe fn column_tile(p: &FewRows, i0: usize, rows: usize, j0: usize, cols: usize) -> bool {
-    assert!(rows <= COL_R && cols <= COL_N && i0 + rows <= p.m && p.kp % 32 == 0 && p.b.rs == 1);
+    assert!(rows <= COL_R && cols <= COL_N && i0 + rows <= p.m && p.kp.is_multiple_of(32) && p.b.rs == 1);
     macro_rules! tiles {
         ($(($r:literal, $n:literal))*) => {
             match (rows, cols) {
@@ -281,7 +286,6 @@ unsafe fn column_tile(_: &FewRows, _: usize, _: usize, _: usize, _: usize) -> bo
 
 /// [`column_tile`] by f32 multiply-adds in `k` order, for columns holding a subnormal.
 fn exact_column_tile(p: &FewRows, i0: usize, rows: usize, j0: usize, cols: usize) {
-    let widen = |x: u16| f32::from_bits(u32::from(x) << 16);
     for i in i0..i0 + rows {
         for j in j0..j0 + cols {
             // SAFETY: (q, j) lies in B for q < k; (i, j) in C, in the caller's columns.
@@ -338,18 +342,7 @@ struct FewTile {
 #[cfg(target_arch = "x86_64")]
 unsafe fn few_tile(p: &FewRows, t: &FewTile, rows: usize) -> bool {
     assert!(rows <= MR && t.i0 + rows <= p.m && t.q1 <= p.kp && t.cols <= NR);
-    unsafe {
-        match rows {
-            8 => x86::few_tile::<8>(p, t),
-            7 => x86::few_tile::<7>(p, t),
-            6 => x86::few_tile::<6>(p, t),
-            5 => x86::few_tile::<5>(p, t),
-            4 => x86::few_tile::<4>(p, t),
-            3 => x86::few_tile::<3>(p, t),
-            2 => x86::few_tile::<2>(p, t),
-            _ => x86::few_tile::<1>(p, t),
-        }
-    }
+    unsafe { with_rows!(rows, [8, 7, 6, 5, 4, 3, 2], x86::few_tile(p, t)) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -359,7 +352,6 @@ unsafe fn few_tile(_: &FewRows, _: &FewTile, _: usize) -> bool {
 
 /// [`few_tile`] by f32 multiply-adds in `k` order, for rows of `B` holding a subnormal.
 fn exact_few_tile(p: &FewRows, t: &FewTile, rows: usize) {
-    let widen = |x: u16| f32::from_bits(u32::from(x) << 16);
     for r in 0..rows {
         let i = t.i0 + r;
         for j in t.j0..t.j0 + t.cols {
@@ -454,7 +446,6 @@ fn a_index(r: usize, q: usize) -> usize {
 /// The tile of a packing holding a subnormal: each sum in f32 by fused multiply-adds in `k`
 /// order, subnormals and all. `acc` holds `rows` rows of 32 sums, `pitch` apart.
 fn exact_tile(a: &[u16], panel: &[u16], part: &Part, rows: usize, acc: &mut [f32], pitch: usize) {
-    let widen = |x: u16| f32::from_bits(u32::from(x) << 16);
     for r in 0..rows {
         for j in 0..NR {
             let s = &mut acc[r * pitch + j];
@@ -478,18 +469,7 @@ unsafe fn tile_kernel(a: &[u16], panel: &[u16], part: &Part, rows: usize, acc: &
     assert!(acc.len() >= (rows - 1) * pitch + NR);
     let a = unsafe { a.as_ptr().add(a_index(0, part.q0)) };
     let (p, kc, acc, init) = (panel.as_ptr(), part.kc, acc.as_mut_ptr(), part.init);
-    unsafe {
-        match rows {
-            8 => x86::tile::<8>(a, p, kc, acc, pitch, init),
-            7 => x86::tile::<7>(a, p, kc, acc, pitch, init),
-            6 => x86::tile::<6>(a, p, kc, acc, pitch, init),
-            5 => x86::tile::<5>(a, p, kc, acc, pitch, init),
-            4 => x86::tile::<4>(a, p, kc, acc, pitch, init),
-            3 => x86::tile::<3>(a, p, kc, acc, pitch, init),
-            2 => x86::tile::<2>(a, p, kc, acc, pitch, init),
-            _ => x86::tile::<1>(a, p, kc, acc, pitch, init),
-        }
-    }
+    unsafe { with_rows!(rows, [8, 7, 6, 5, 4, 3, 2], x86::tile(a, p, kc, acc, pitch, init)) }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -505,7 +485,7 @@ unsafe fn tile_kernel(_: &[u16], _: &[u16], _: &Part, _: usize, _: &mut [f32], _
 /// [`available`] returned true; the columns lie inside `b`'s matrix, whose `cs` is 1.
 #[cfg(target_arch = "x86_64")]
 unsafe fn pack_panels(b: &Halves, j0: usize, cols: usize, part: &Part, k: usize, panels: &mut [u16]) -> bool {
-    assert!(panels.len() >= cols.div_ceil(NR) * NR * part.kc && part.kc % 2 == 0 && b.cs == 1);
+    assert!(panels.len() >= cols.div_ceil(NR) * NR * part.kc && part.kc.is_multiple_of(2) && b.cs == 1);
     unsafe { x86::pack_panels(b, j0, cols, (part.q0, part.kc), k, panels.as_mut_ptr()) }
 }
 
@@ -639,13 +619,13 @@ mod x86 {
             // buffer; __m512bh is the same 512 bits as __m512i.
             let (b0, b1): (__m512bh, __m512bh) = unsafe {
                 (
-                    std::mem::transmute(_mm512_loadu_si512(panel.add(q * 16) as *const __m512i)),
-                    std::mem::transmute(_mm512_loadu_si512(second.add(q * 16) as *const __m512i)),
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(panel.add(q * 16) as *const __m512i)),
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(second.add(q * 16) as *const __m512i)),
                 )
             };
             for r in 0..R {
                 let w = unsafe { (a.add(q * MR + r * 2) as *const i32).read_unaligned() };
-                let x: __m512bh = unsafe { std::mem::transmute(_mm512_set1_epi32(w)) };
+                let x: __m512bh = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(w)) };
                 lo[r] = _mm512_dpbf16_ps(lo[r], x, b0);
                 hi[r] = _mm512_dpbf16_ps(hi[r], x, b1);
             }
@@ -711,14 +691,14 @@ mod x86 {
             // SAFETY: __m512bh is the same 512 bits as __m512i.
             let (b0, b1): (__m512bh, __m512bh) = unsafe {
                 (
-                    std::mem::transmute(_mm512_permutex2var_epi16(r0, idx_lo, r1)),
-                    std::mem::transmute(_mm512_permutex2var_epi16(r0, idx_hi, r1)),
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_permutex2var_epi16(r0, idx_lo, r1)),
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_permutex2var_epi16(r0, idx_hi, r1)),
                 )
             };
             for r in 0..R {
                 // SAFETY: q + 1 < kp, so the pair lies in row r of A.
                 let w = unsafe { (a.add(r * kp + q) as *const i32).read_unaligned() };
-                let x: __m512bh = unsafe { std::mem::transmute(_mm512_set1_epi32(w)) };
+                let x: __m512bh = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(w)) };
                 lo[r] = _mm512_dpbf16_ps(lo[r], x, b0);
                 hi[r] = _mm512_dpbf16_ps(hi[r], x, b1);
             }
@@ -785,6 +765,9 @@ mod x86 {
     /// load (the last masked), one accumulator per pair summed across lanes at the end; false,
     /// writing nothing, when a column holds a subnormal.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    // Indexed loops over the accumulators: written with iterators and closures, the few-row
+    // tile's accumulators went to the stack every step.
+    #[allow(clippy::needless_range_loop)]
     pub(super) unsafe fn column_tile<const R: usize, const N: usize>(p: &super::FewRows, i0: usize, j0: usize) -> bool {
         // The first row group reads the columns from memory: it asks for the next group's
         // (the columns after these, contiguous with them) as it goes.
@@ -812,10 +795,11 @@ mod x86 {
             for r in 0..R {
                 // SAFETY: q + 32 <= kp, so the 32 elements lie in row r of A; __m512bh is the
                 // same 512 bits as __m512i.
-                let x: __m512bh =
-                    unsafe { std::mem::transmute(_mm512_loadu_si512(a.add(r * p.kp + q) as *const __m512i)) };
+                let x: __m512bh = unsafe {
+                    std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(a.add(r * p.kp + q) as *const __m512i))
+                };
                 for n in 0..N {
-                    let y: __m512bh = unsafe { std::mem::transmute(b[n]) };
+                    let y: __m512bh = unsafe { std::mem::transmute::<__m512i, __m512bh>(b[n]) };
                     acc[r][n] = _mm512_dpbf16_ps(acc[r][n], x, y);
                 }
             }

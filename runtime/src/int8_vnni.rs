@@ -307,12 +307,7 @@ unsafe fn few_rows_block(
 ) {
     assert!(a.len() >= m * kp && sums.len() >= (m + 1) * FEW_COLS && rows.1 <= kp && cols.1 <= FEW_COLS);
     unsafe {
-        match m {
-            4 => x86::few_rows_block::<4>(a.as_ptr(), kp, b, flip, rows, cols, col_sums, sums.as_mut_ptr()),
-            3 => x86::few_rows_block::<3>(a.as_ptr(), kp, b, flip, rows, cols, col_sums, sums.as_mut_ptr()),
-            2 => x86::few_rows_block::<2>(a.as_ptr(), kp, b, flip, rows, cols, col_sums, sums.as_mut_ptr()),
-            _ => x86::few_rows_block::<1>(a.as_ptr(), kp, b, flip, rows, cols, col_sums, sums.as_mut_ptr()),
-        }
+        with_rows!(m, [4, 3, 2], x86::few_rows_block(a.as_ptr(), kp, b, flip, rows, cols, col_sums, sums.as_mut_ptr()))
     }
 }
 
@@ -340,18 +335,7 @@ unsafe fn few_rows_block(
 #[cfg(target_arch = "x86_64")]
 unsafe fn tile_kernel(a: &[u8], kp: usize, panel: &[u8], rows: usize, acc: &mut [[i32; NR]; MR]) {
     debug_assert!(a.len() >= (rows - 1) * kp + kp && panel.len() >= NR * kp);
-    unsafe {
-        match rows {
-            8 => x86::tile::<8>(a.as_ptr(), kp, panel.as_ptr(), acc),
-            7 => x86::tile::<7>(a.as_ptr(), kp, panel.as_ptr(), acc),
-            6 => x86::tile::<6>(a.as_ptr(), kp, panel.as_ptr(), acc),
-            5 => x86::tile::<5>(a.as_ptr(), kp, panel.as_ptr(), acc),
-            4 => x86::tile::<4>(a.as_ptr(), kp, panel.as_ptr(), acc),
-            3 => x86::tile::<3>(a.as_ptr(), kp, panel.as_ptr(), acc),
-            2 => x86::tile::<2>(a.as_ptr(), kp, panel.as_ptr(), acc),
-            _ => x86::tile::<1>(a.as_ptr(), kp, panel.as_ptr(), acc),
-        }
-    }
+    unsafe { with_rows!(rows, [8, 7, 6, 5, 4, 3, 2], x86::tile(a.as_ptr(), kp, panel.as_ptr(), acc)) }
 }
 
 /// Columns `j0..j0 + cols` of `B'` (`b` xor `flip`) as the two 16-column panels `tile_kernel`

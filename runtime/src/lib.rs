@@ -3,6 +3,18 @@
 //! thread pool, and the library that compiled kernels call (math functions, GEMM and
 //! convolution micro-kernels, infeed/outfeed queues, custom-call registry).
 
+/// `f::<R>(args)` for the run-time row count `rows`: `R` the listed constant it equals, and
+/// otherwise one. How the GEMM kernels reach their register tiles' const-generic row counts
+/// (the tail of a product has fewer rows than a full tile).
+macro_rules! with_rows {
+    ($rows:expr, [$($r:literal),*], $module:ident::$f:ident $args:tt) => {
+        match $rows {
+            $($r => $module::$f::<$r> $args,)*
+            _ => $module::$f::<1> $args,
+        }
+    };
+}
+
 pub mod abi;
 pub mod aot;
 mod bf16_dot;
