@@ -653,6 +653,14 @@ mod x86 {
     /// 8x256x1024 (1 MiB, from L3) 167 -> 116 us; with one or two rows of `A` it was no
     /// faster than the wide tiles, which those keep.
     ///
+    /// A task's chunk is narrow (a few hundred columns: each row's run is a handful of lines),
+    /// too short for the hardware prefetchers to follow, so the walk asks for the lines
+    /// [`PREFETCH_TILES`] tiles ahead itself, running on into the next pass's rows at the
+    /// chunk's end. Lines of the next pass are never asked for before the current pass has
+    /// finished with the L1 set they fall in (rows 4 KiB apart share one). On Zen 3 (two
+    /// threads, 5 alternating rounds): 8x2048x2048 f32 from DRAM 2.70 -> 1.77 ms, 16 rows
+    /// 4.95 -> 3.69 ms; an LSTM scan whose 1 MiB and 512 KiB weights come from L3 unchanged.
+    ///
     /// # Safety
     /// The product's contract, with `B`'s rows contiguous and `2 < p.m <= MAX_ROWS`.
     #[target_feature(enable = "avx2,fma,f16c")]
@@ -690,6 +698,14 @@ mod x86 {
                         slot = unsafe { slot.add(r * TILE) };
                         i0 += r;
                     }
+                    // The tile `PREFETCH_TILES` ahead in this walk, in this pass or (past the
+                    // chunk's end) in the next one.
+                    let ahead = j0 + PREFETCH_TILES * TILE;
+                    if ahead < c1 {
+                        unsafe { prefetch_rows(p, q0, q1, ahead) };
+                    } else if q1 < p.k && c0 + (ahead - c1) < c1 {
+                        unsafe { prefetch_rows(p, q1, (q1 + STREAM_ROWS).min(p.k), c0 + (ahead - c1)) };
+                    }
                     j0 += TILE;
                 }
                 q0 = q1;
@@ -698,6 +714,18 @@ mod x86 {
         }
         if full_end < hi {
             unsafe { p.columns::<Fused>(full_end, hi) };
+        }
+    }
+
+    /// How many tiles ahead [`stream`] asks for `B`'s lines.
+    const PREFETCH_TILES: usize = 4;
+
+    /// Asks for rows `q0..q1` of `B` at the tile from column `j`: the line each row's tile
+    /// starts in (a tile straddling two lines ends in the line the next tile starts in).
+    #[inline(always)]
+    unsafe fn prefetch_rows<E: Lanes>(p: &Problem<E>, q0: usize, q1: usize, j: usize) {
+        for r in q0..q1 {
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.b.offset(r as isize * p.b_rs + j as isize) as *const i8) };
         }
     }
 
