@@ -21,7 +21,7 @@ use cranelift_codegen::isa::TargetIsa;
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_codegen::Context;
 use cranelift_frontend::FunctionBuilderContext;
-use cranelift_module::{FuncId, Linkage, Module, ModuleReloc};
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module, ModuleReloc};
 use cranelift_object::{ObjectBuilder, ObjectModule};
 use tessera_lower::kernel::Kernel;
 use tessera_lower::Program;
@@ -76,7 +76,7 @@ const X86_FLAGS: [(&str, &str); 19] = [
 
 /// The ISA builder for `cpu`: the host's own detection when the target is the host, else the
 /// host architecture with no extensions; then every flag set to what the target enables.
-pub(crate) fn isa_builder(cpu: &ResolvedTarget) -> std::result::Result<cranelift_codegen::isa::Builder, CodegenError> {
+fn isa_builder(cpu: &ResolvedTarget) -> std::result::Result<cranelift_codegen::isa::Builder, CodegenError> {
     let target = |message: String| CodegenError::Target { tier: TIER, message };
     let mut builder = if cpu.is_host {
         cranelift_native::builder().map_err(|e| target(e.to_string()))?
@@ -189,12 +189,25 @@ fn compile_object(
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
 ) -> std::result::Result<(ObjectCode, Timings), CodegenError> {
-    compile_object_with(kernels, KernelCode::Here, plan, cpu, dump)
+    let entry = plan.map(|plan| (plan, EntryKind::Jit));
+    compile_object_with(kernels, KernelCode::Here, entry, &cpu.resolve(TIER)?, dump)
+}
+
+/// Which program an object's entry belongs to.
+#[derive(Clone, Copy)]
+pub(crate) enum EntryKind<'a> {
+    /// A JIT program's: the entry is [`ENTRY_NAME`] and the kernels are exported under their
+    /// kernel symbols, for the loader; constants come from the runtime at each run.
+    Jit,
+    /// An ahead-of-time object's (`crate::aot`): the entry is exported as `symbol`, the
+    /// kernels are local to the object (so those of several objects never clash), and the
+    /// constants are the object's own read-only data.
+    Object { symbol: &'a str, parallel: bool, constants: &'a [&'a [u8]] },
 }
 
 /// Where the code of the kernels an object's entry launches is.
 #[derive(Clone, Copy)]
-enum KernelCode<'a> {
+pub(crate) enum KernelCode<'a> {
     /// In the object: each distinct kernel compiles into it.
     Here,
     /// In other objects, kernel `k` under the symbol `names[k]`: the object holds the entry
@@ -213,20 +226,29 @@ pub(crate) fn entry_object(
     cpu: &CpuTarget,
     dump: Option<&std::path::Path>,
 ) -> std::result::Result<(Vec<u8>, Timings), CodegenError> {
-    let (mut code, timings) = compile_object_with(kernels, KernelCode::Elsewhere(names), Some(plan), cpu, dump)?;
+    let entry = Some((plan, EntryKind::Jit));
+    let (mut code, timings) =
+        compile_object_with(kernels, KernelCode::Elsewhere(names), entry, &cpu.resolve(TIER)?, dump)?;
     Ok((code.objects.pop().unwrap_or_default(), timings))
 }
 
-/// [`compile_object`], with the kernels' code where `code` says.
-fn compile_object_with(
+/// One object of `kernels` for `target`, with the kernels' code where `code` says and, given
+/// one, the entry that runs a plan: the one path by which this tier makes a JIT program's
+/// object and an ahead-of-time one.
+pub(crate) fn compile_object_with(
     kernels: &[Kernel],
     code: KernelCode<'_>,
-    plan: Option<&EntryPlan>,
-    cpu: &CpuTarget,
+    entry: Option<(&EntryPlan, EntryKind<'_>)>,
+    target: &ResolvedTarget,
     dump: Option<&std::path::Path>,
 ) -> std::result::Result<(ObjectCode, Timings), CodegenError> {
     let mut timings = Timings::new();
-    let mut module = timings.time("cranelift: module setup", || object_module(&cpu.resolve(TIER)?, "tessera"))?;
+    let name = match entry {
+        Some((_, EntryKind::Object { symbol, .. })) => symbol,
+        _ => "tessera",
+    };
+    let local_kernels = matches!(entry, Some((_, EntryKind::Object { .. })));
+    let mut module = timings.time("cranelift: module setup", || object_module(target, name))?;
     if module.target_config().pointer_type() != types::I64 {
         return Err(CodegenError::Target { tier: TIER, message: "the kernel ABI needs 64-bit pointers".into() });
     }
@@ -250,9 +272,13 @@ fn compile_object_with(
     let mut translated: Vec<(FuncId, Context)> = Vec::with_capacity(distinct.len());
     for kernel in distinct.iter().map(|&k| &kernels[k]) {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: kernel.name.clone(), message };
-        // Exported, for the loader to find.
-        let symbol = crate::kernel_symbol(&kernel.name);
-        let id = module.declare_function(&symbol, Linkage::Export, &sig).map_err(|e| backend(e.to_string()))?;
+        let id = if local_kernels {
+            module.declare_anonymous_function(&sig)
+        } else {
+            // Exported, for the loader to find.
+            module.declare_function(&crate::kernel_symbol(&kernel.name), Linkage::Export, &sig)
+        }
+        .map_err(|e| backend(e.to_string()))?;
         let mut ctx = module.make_context();
         ctx.func.signature = sig.clone();
         timings
@@ -271,7 +297,7 @@ fn compile_object_with(
             .map(|g| g.iter().map(|k| position[k]).collect::<Vec<usize>>())
             .filter(|g| !g.is_empty())
             .collect();
-    if let Some(plan) = plan {
+    if let Some((plan, kind)) = entry {
         let backend = |message: String| CodegenError::Backend { tier: TIER, kernel: "(entry)".into(), message };
         let kernel_ids: Vec<FuncId> = match code {
             KernelCode::Here => representative.iter().map(|r| translated[position[r]].0).collect(),
@@ -284,16 +310,23 @@ fn compile_object_with(
                 return Err(backend(format!("{} kernel symbols for {} kernels", names.len(), kernels.len())))
             }
         };
+        let (abi, symbol, constants) = match kind {
+            EntryKind::Jit => (EntryAbi::Jit, ENTRY_NAME, Vec::new()),
+            EntryKind::Object { symbol, parallel, constants } => {
+                let ids = object_constants(&mut module, symbol, constants).map_err(backend)?;
+                (EntryAbi::Object { parallel }, symbol, ids)
+            }
+        };
         let mut ctx = module.make_context();
         timings
             .time("cranelift: translate entry", || {
-                let runtime = entry::declare_runtime(&mut module, EntryAbi::Jit, Vec::new())?;
+                let runtime = entry::declare_runtime(&mut module, abi, constants)?;
                 let kernels = entry::Kernels { functions: &kernel_ids, ir: kernels, symbols: &symbols };
                 entry::translate(plan, &mut module, &kernels, &runtime, &mut ctx, &mut builder_ctx)
             })
             .map_err(backend)?;
         let id = module
-            .declare_function(ENTRY_NAME, Linkage::Export, &ctx.func.signature)
+            .declare_function(symbol, Linkage::Export, &ctx.func.signature)
             .map_err(|e| backend(e.to_string()))?;
         ctx.set_disasm(dump_path.is_some());
         // The entry compiles beside the kernels, on a thread of its own.
@@ -328,10 +361,36 @@ fn compile_object_with(
         })
     })?;
     let kernels = match code {
+        _ if local_kernels => Vec::new(),
         KernelCode::Here => representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect(),
         KernelCode::Elsewhere(names) => names.to_vec(),
     };
-    Ok((ObjectCode { objects: vec![object], kernels, entry: plan.map(|_| ENTRY_NAME.to_string()) }, timings))
+    let entry = entry.map(|(_, kind)| match kind {
+        EntryKind::Jit => ENTRY_NAME.to_string(),
+        EntryKind::Object { symbol, .. } => symbol.to_string(),
+    });
+    Ok((ObjectCode { objects: vec![object], kernels, entry }, timings))
+}
+
+/// An ahead-of-time entry's constants as read-only data local to its object, each aligned as
+/// every buffer is.
+fn object_constants(
+    module: &mut ObjectModule,
+    symbol: &str,
+    constants: &[&[u8]],
+) -> std::result::Result<Vec<DataId>, String> {
+    let mut ids = Vec::with_capacity(constants.len());
+    for (i, bytes) in constants.iter().enumerate() {
+        let id = module
+            .declare_data(&format!("{symbol}.const{i}"), Linkage::Local, false, false)
+            .map_err(|e| e.to_string())?;
+        let mut data = DataDescription::new();
+        data.define(bytes.to_vec().into_boxed_slice());
+        data.set_align(Program::ALIGNMENT);
+        module.define_data(id, &data).map_err(|e| e.to_string())?;
+        ids.push(id);
+    }
+    Ok(ids)
 }
 
 /// The Cranelift IR the tier makes of `kernel` before code generation (for diagnostics and for
@@ -419,13 +478,6 @@ fn compile_in(isa: &dyn TargetIsa, id: FuncId, ctx: &mut Context) -> std::result
     let relocs = compiled.buffer.relocs().iter().map(|r| ModuleReloc::from_mach_reloc(r, &ctx.func, id)).collect();
     let disasm = if ctx.want_disasm { compiled.vcode.clone() } else { None };
     Ok(MachineCode { alignment, bytes, relocs, disasm })
-}
-
-fn define(module: &mut dyn Module, id: FuncId, ctx: &mut Context) -> std::result::Result<(), String> {
-    module.define_function(id, ctx).map_err(|e| match e {
-        cranelift_module::ModuleError::Compilation(inner) => rejected(&ctx.func, inner),
-        other => other.to_string(),
-    })
 }
 
 /// Why Cranelift refused `func`: its verifier's errors shown on the function, or the error.
