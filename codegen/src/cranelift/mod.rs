@@ -205,6 +205,16 @@ pub(crate) enum EntryKind<'a> {
     Object { symbol: &'a str, parallel: bool, constants: &'a [&'a [u8]] },
 }
 
+impl<'a> EntryKind<'a> {
+    /// The symbol the entry is exported under.
+    fn symbol(self) -> &'a str {
+        match self {
+            EntryKind::Jit => ENTRY_NAME,
+            EntryKind::Object { symbol, .. } => symbol,
+        }
+    }
+}
+
 /// Where the code of the kernels an object's entry launches is.
 #[derive(Clone, Copy)]
 pub(crate) enum KernelCode<'a> {
@@ -310,11 +320,10 @@ pub(crate) fn compile_object_with(
                 return Err(backend(format!("{} kernel symbols for {} kernels", names.len(), kernels.len())))
             }
         };
-        let (abi, symbol, constants) = match kind {
-            EntryKind::Jit => (EntryAbi::Jit, ENTRY_NAME, Vec::new()),
+        let (abi, constants) = match kind {
+            EntryKind::Jit => (EntryAbi::Jit, Vec::new()),
             EntryKind::Object { symbol, parallel, constants } => {
-                let ids = object_constants(&mut module, symbol, constants).map_err(backend)?;
-                (EntryAbi::Object { parallel }, symbol, ids)
+                (EntryAbi::Object { parallel }, object_constants(&mut module, symbol, constants).map_err(backend)?)
             }
         };
         let mut ctx = module.make_context();
@@ -326,7 +335,7 @@ pub(crate) fn compile_object_with(
             })
             .map_err(backend)?;
         let id = module
-            .declare_function(symbol, Linkage::Export, &ctx.func.signature)
+            .declare_function(kind.symbol(), Linkage::Export, &ctx.func.signature)
             .map_err(|e| backend(e.to_string()))?;
         ctx.set_disasm(dump_path.is_some());
         // The entry compiles beside the kernels, on a thread of its own.
@@ -365,10 +374,7 @@ pub(crate) fn compile_object_with(
         KernelCode::Here => representative.iter().map(|&r| crate::kernel_symbol(&kernels[r].name)).collect(),
         KernelCode::Elsewhere(names) => names.to_vec(),
     };
-    let entry = entry.map(|(_, kind)| match kind {
-        EntryKind::Jit => ENTRY_NAME.to_string(),
-        EntryKind::Object { symbol, .. } => symbol.to_string(),
-    });
+    let entry = entry.map(|(_, kind)| kind.symbol().to_string());
     Ok((ObjectCode { objects: vec![object], kernels, entry }, timings))
 }
 
